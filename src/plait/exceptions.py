@@ -1,0 +1,174 @@
+"""Every exception plait raises, in one tree.
+
+```
+PlaitError
+├── UserError                 misuse or bad configuration (also a ValueError)
+│   └── MissingDependencyError  an optional extra is not installed (also an ImportError)
+├── StateDictError            missing/unexpected keys or an unknown version in load_state_dict
+├── ParseError                model output or tool arguments that do not parse (also a ValueError)
+├── LLMError                  a model backend failed
+│   ├── LLMAPIError           the server answered with an error status (status, body)
+│   │   └── LLMRateLimitError 429 / quota
+│   ├── LLMConnectionError    no connection, or it broke mid-response
+│   ├── LLMTimeoutError       the request took longer than its timeout
+│   └── LLMResponseError      the server answered with something that is not a valid response
+├── ToolError                 a tool could not be run
+│   ├── ToolNotFoundError     no tool of that name (names the valid ones)
+│   ├── ToolArgumentError     arguments that do not fit the tool's signature
+│   └── ToolExecutionError    the tool raised
+└── ScriptError               a plait.testing double was used outside its script
+```
+
+The agent loop treats model mistakes as data: parse, argument and tool errors are
+turned into observations (an `ActionReturn` or a corrective message) and fed back to the
+model. Everything else propagates. Exceptions carry their context as attributes and never
+log or print.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "LLMAPIError",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMRateLimitError",
+    "LLMResponseError",
+    "LLMTimeoutError",
+    "MissingDependencyError",
+    "ParseError",
+    "PlaitError",
+    "ScriptError",
+    "StateDictError",
+    "ToolArgumentError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "UserError",
+]
+
+
+class PlaitError(Exception):
+    """Base class of every exception raised by plait."""
+
+
+class UserError(PlaitError, ValueError):
+    """The library was used in a way it does not support (bad argument, wrong mode)."""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional dependency is missing; the message names the extra to install.
+
+    Args:
+        package: The importable module that is missing.
+        extra: The plait extra (``pip install 'plait[extra]'``) that provides it.
+        feature: What needed it, for the message.
+    """
+
+    def __init__(self, package: str, extra: str | None = None, feature: str | None = None) -> None:
+        self.package = package
+        self.extra = extra
+        what = f"{feature} needs" if feature else "this feature needs"
+        hint = f"pip install 'plait[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"{what} the optional package {package!r}, which is not installed; run: {hint}")
+        self.name = package
+
+
+class StateDictError(PlaitError):
+    """`load_state_dict` found keys it could not match, or a state of an unknown version.
+
+    Attributes:
+        missing_keys: Keys the agent tree expects but the state lacks.
+        unexpected_keys: Keys in the state that no agent in the tree owns.
+    """
+
+    def __init__(self, message: str, missing_keys: Sequence[str] = (), unexpected_keys: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing_keys = list(missing_keys)
+        self.unexpected_keys = list(unexpected_keys)
+
+
+class ParseError(PlaitError, ValueError):
+    """Text (model output or tool arguments) did not parse.
+
+    Attributes:
+        err_msg: A message written for the model: what was wrong and what is expected.
+        raw: The text that failed to parse, when known.
+    """
+
+    def __init__(self, err_msg: str, raw: Any = None) -> None:
+        super().__init__(err_msg)
+        self.err_msg = err_msg
+        self.raw = raw
+
+
+class LLMError(PlaitError):
+    """A model backend failed to produce a response.
+
+    Attributes:
+        attempts: How many requests were made before giving up.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 1) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class LLMAPIError(LLMError):
+    """The server answered with an error status.
+
+    Attributes:
+        status: The HTTP status code.
+        body: The response body (text), for diagnosis.
+    """
+
+    def __init__(self, message: str, *, status: int, body: str = "", attempts: int = 1) -> None:
+        super().__init__(message, attempts=attempts)
+        self.status = status
+        self.body = body
+
+
+class LLMRateLimitError(LLMAPIError):
+    """The server refused the request for rate or quota reasons (HTTP 429)."""
+
+
+class LLMConnectionError(LLMError):
+    """The connection could not be made or broke off before the response was complete."""
+
+
+class LLMTimeoutError(LLMError):
+    """The request took longer than its timeout."""
+
+
+class LLMResponseError(LLMError):
+    """The server answered 2xx with a body that is not a valid response (bad JSON, missing fields)."""
+
+
+class ToolError(PlaitError):
+    """A tool could not be run.
+
+    Attributes:
+        tool: The tool name the model asked for.
+    """
+
+    def __init__(self, message: str, *, tool: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class ToolNotFoundError(ToolError):
+    """No tool has the requested name; the message lists the tools that exist."""
+
+
+class ToolArgumentError(ToolError):
+    """The arguments do not fit the tool's parameters."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool itself raised while running."""
+
+
+class ScriptError(PlaitError, AssertionError):
+    """A `plait.testing` double was called beyond its script, or its script was not used up."""

@@ -1,0 +1,73 @@
+"""`Hook`: code that runs around every agent call and tool call, and its `RemovableHandle`."""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import MutableMapping
+from types import TracebackType
+from typing import Any
+
+__all__ = ["Hook", "RemovableHandle"]
+
+
+class Hook:
+    """Override any of the four methods; each may be sync or ``async def`` (async agents await it).
+
+    A method that returns something other than None replaces what it was given: the input
+    messages (a list) in `before_agent`, the response in `after_agent`, the tool-call message
+    in `before_action`, the tool-result message in `after_action`.
+
+    Example:
+        ```python
+        class Shout(Hook):
+            def after_agent(self, agent, message, session_id):
+                message.content = message.content.upper()
+                return message
+
+        agent.register_hook(Shout())
+        ```
+    """
+
+    def before_agent(self, agent: Any, messages: list[Any], session_id: Any) -> Any:
+        """Called with the normalised input messages before they reach memory and `forward`."""
+        return None
+
+    def after_agent(self, agent: Any, message: Any, session_id: Any) -> Any:
+        """Called with the agent's response after it was stored in memory."""
+        return None
+
+    def before_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+        """Called with the tool-call message before the executor dispatches it."""
+        return None
+
+    def after_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+        """Called with the message holding the tool's `ActionReturn`."""
+        return None
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; `remove()` (idempotent) unregisters the hook.
+
+    Also a context manager: the hook is removed when the block ends.
+    """
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks_dict: MutableMapping[int, Any]) -> None:
+        self.hooks_dict_ref = weakref.ref(hooks_dict)  # type: ignore[arg-type]
+        self.id = next(RemovableHandle._ids)
+
+    def remove(self) -> None:
+        """Unregister the hook; calling it again does nothing."""
+        hooks_dict = self.hooks_dict_ref()
+        if hooks_dict is not None:
+            hooks_dict.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.remove()

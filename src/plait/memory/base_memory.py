@@ -1,0 +1,104 @@
+"""`Memory`: the ordered messages of one session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Union
+
+from ..exceptions import UserError
+from ..schema import AgentMessage
+
+__all__ = ["Memory", "MessageLike"]
+
+MessageLike = Union[AgentMessage, str, Mapping[str, Any]]
+
+
+def to_message(item: MessageLike) -> AgentMessage:
+    """Turn a str (a user message), a dict (message fields) or a message into an `AgentMessage`."""
+    if isinstance(item, AgentMessage):
+        return item
+    if isinstance(item, str):
+        return AgentMessage(sender="user", content=item)
+    if isinstance(item, Mapping):
+        return AgentMessage(**item)
+    raise UserError(f"memory holds AgentMessage, str or dict items, not {type(item).__name__}")
+
+
+class Memory:
+    """The messages of one session, oldest first.
+
+    Args:
+        recent_n: When set, `get_memory` returns only the last ``recent_n`` messages by default.
+
+    Example:
+        ```python
+        memory = Memory()
+        memory.add(['hi', AgentMessage(sender='Agent', content='hello')])
+        [m.content for m in memory.get_memory()]  # ['hi', 'hello']
+        ```
+    """
+
+    def __init__(self, recent_n: int | None = None) -> None:
+        if recent_n is not None and recent_n < 0:
+            raise UserError(f"recent_n must be >= 0, got {recent_n}")
+        self.memory: list[AgentMessage] = []
+        self.recent_n = recent_n
+
+    def get_memory(
+        self,
+        recent_n: int | None = None,
+        filter_func: Callable[[int, AgentMessage], bool] | None = None,
+    ) -> list[AgentMessage]:
+        """Return the last ``recent_n`` messages (all when unset), keeping those `filter_func(index, msg)` accepts."""
+        n = self.recent_n if recent_n is None else recent_n
+        messages = self.memory if n is None else (self.memory[-n:] if n > 0 else [])
+        if filter_func is None:
+            return list(messages)
+        offset = len(self.memory) - len(messages)
+        return [m for i, m in enumerate(messages, offset) if filter_func(i, m)]
+
+    def add(self, memories: MessageLike | Iterable[MessageLike] | None) -> None:
+        """Append a message, a str (as a user message), a dict, or a list/tuple of those; None adds nothing."""
+        if memories is None:
+            return
+        if isinstance(memories, (AgentMessage, str, Mapping)):
+            self.memory.append(to_message(memories))
+            return
+        self.memory.extend(to_message(m) for m in memories)
+
+    def delete(self, index: int | Iterable[int]) -> None:
+        """Delete the message at `index`, or the messages at every index of a list (indices as they are now)."""
+        if isinstance(index, int):
+            del self.memory[index]
+            return
+        size = len(self.memory)
+        positions = {i % size if -size <= i < size else self._bad_index(i) for i in index}
+        for i in sorted(positions, reverse=True):
+            del self.memory[i]
+
+    def _bad_index(self, index: int) -> int:
+        raise IndexError(f"memory index {index} out of range for {len(self.memory)} messages")
+
+    def truncate(self, length: int) -> None:
+        """Keep only the first `length` messages (used to undo a failed call)."""
+        del self.memory[length:]
+
+    def reset(self) -> None:
+        """Forget every message."""
+        self.memory.clear()
+
+    def load(self, memories: Mapping[str, Any] | Iterable[MessageLike], overwrite: bool = True) -> None:
+        """Load messages saved by `save` (dicts) or messages; replaces the current ones unless `overwrite=False`."""
+        if overwrite:
+            self.memory = []
+        self.add([memories] if isinstance(memories, Mapping) else list(memories))
+
+    def save(self) -> list[dict[str, Any]]:
+        """The messages as plain dicts (`AgentMessage.model_dump()`)."""
+        return [m.model_dump() for m in self.memory]
+
+    def __len__(self) -> int:
+        return len(self.memory)
+
+    def __repr__(self) -> str:
+        return f"Memory(recent_n={self.recent_n}, messages={len(self.memory)})"

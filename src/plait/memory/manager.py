@@ -1,0 +1,81 @@
+"""`MemoryManager`: one `Memory` per session id."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from ..schema import AgentMessage
+from ..utils.config import create_object
+from .base_memory import Memory, MessageLike
+
+__all__ = ["MemoryManager"]
+
+
+class MemoryManager:
+    """Keeps a separate `Memory` for every session id, created on first use.
+
+    Args:
+        cfg: The memory to create per session: a config dict such as
+            ``dict(type=Memory, recent_n=10)``, a `Memory` subclass, or None for `Memory()`.
+
+    Example:
+        ```python
+        manager = MemoryManager(dict(type=Memory))
+        manager.add(AgentMessage(content='hi'), session_id=7)
+        manager.get_memory(7)  # [AgentMessage(content='hi', ...)]
+        manager.reset(7)
+        ```
+    """
+
+    def __init__(self, cfg: Mapping[str, Any] | type[Memory] | None = None) -> None:
+        self.cfg: Mapping[str, Any] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
+        self.memory_map: dict[Hashable, Memory] = {}
+
+    def create_instance(self, session_id: Hashable) -> Memory:
+        """Create (replacing any old one) and return the memory of `session_id`."""
+        memory = create_object(self.cfg)
+        self.memory_map[session_id] = memory
+        return memory  # type: ignore[no-any-return]
+
+    def _session(self, session_id: Hashable) -> Memory:
+        memory = self.memory_map.get(session_id)
+        return memory if memory is not None else self.create_instance(session_id)
+
+    def add(self, memories: MessageLike | Iterable[MessageLike] | None, session_id: Hashable = 0) -> None:
+        """Add messages to a session's memory."""
+        self._session(session_id).add(memories)
+
+    def get(self, session_id: Hashable = 0) -> Memory | None:
+        """The `Memory` of a session, or None if it has none."""
+        return self.memory_map.get(session_id)
+
+    def get_memory(self, session_id: Hashable = 0, **kwargs: Any) -> list[AgentMessage]:
+        """A session's messages (see `Memory.get_memory` for `recent_n` / `filter_func`); [] for an unknown session."""
+        memory = self.memory_map.get(session_id)
+        return memory.get_memory(**kwargs) if memory is not None else []
+
+    def length(self, session_id: Hashable = 0) -> int:
+        """How many messages a session holds."""
+        memory = self.memory_map.get(session_id)
+        return len(memory) if memory is not None else 0
+
+    def truncate(self, session_id: Hashable, length: int) -> None:
+        """Drop a session's messages after the first `length` (undo of a failed call)."""
+        memory = self.memory_map.get(session_id)
+        if memory is not None:
+            memory.truncate(length)
+
+    def reset(self, session_id: Hashable = 0) -> None:
+        """Forget a session entirely."""
+        self.memory_map.pop(session_id, None)
+
+    def sessions(self) -> list[Hashable]:
+        """The session ids that have a memory."""
+        return list(self.memory_map)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self.memory_map
+
+    def __repr__(self) -> str:
+        return f"MemoryManager(sessions={len(self.memory_map)})"

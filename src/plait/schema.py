@@ -1,0 +1,181 @@
+"""The data that flows between agents, models and tools.
+
+`AgentMessage` is the one message type agents exchange; `ActionReturn` is what a tool
+call produces; the status enums are shared by models, agents and tools.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = [
+    "ActionReturn",
+    "ActionStatusCode",
+    "ActionValidCode",
+    "AgentMessage",
+    "AgentStatusCode",
+    "FunctionCall",
+    "ModelStatusCode",
+    "dataclass2dict",
+]
+
+
+class ActionStatusCode(IntEnum):
+    """Outcome of a tool call."""
+
+    ING = 1
+    SUCCESS = 0
+    HTTP_ERROR = -1000  # the remote service could not be reached or answered an HTTP error
+    ARGS_ERROR = -1001  # the arguments did not parse or did not fit the tool
+    API_ERROR = -1002  # unknown API, or the tool raised
+
+
+class ActionValidCode(IntEnum):
+    """Whether a tool call was a real, valid call."""
+
+    FINISH = 1
+    OPEN = 0
+    CLOSED = -1
+    INVALID = -2
+    ABSENT = -3  # no action was given
+
+
+class ModelStatusCode(IntEnum):
+    """State of a model response, the first item of every streamed tuple."""
+
+    END = 0  # the response is complete
+    STREAM_ING = 1  # more text will follow
+    SERVER_ERR = -1
+    SESSION_CLOSED = -2
+    SESSION_OUT_OF_LIMIT = -3
+    SESSION_INVALID_ARG = -4
+    SESSION_READY = 2
+
+
+class AgentStatusCode(IntEnum):
+    """State of an agent message; extends `ModelStatusCode` with tool-call phases."""
+
+    END = 0
+    STREAM_ING = 1
+    SERVER_ERR = -1
+    SESSION_CLOSED = -2
+    SESSION_OUT_OF_LIMIT = -3
+    SESSION_INVALID_ARG = -4
+    SESSION_READY = 2
+    PLUGIN_START = 3  # the model started writing a plugin call
+    PLUGIN_END = 4  # the plugin call is complete
+    PLUGIN_RETURN = 5  # the plugin's result is available
+    CODING = 6  # the model started writing interpreter code
+    CODE_END = 7  # the code is complete
+    CODE_RETURN = 8  # the interpreter's result is available
+
+
+@dataclass
+class FunctionCall:
+    """A request to call a tool: its name and its arguments (a dict, or text for the tool's parser)."""
+
+    name: str
+    parameters: dict[str, Any] | str
+
+
+@dataclass
+class ActionReturn:
+    """What a tool call produced.
+
+    Attributes:
+        args: The parsed arguments the tool was called with.
+        url: A source URL, for tools that fetch one.
+        type: The tool's name (``Toolkit.api`` for toolkit APIs).
+        result: Output items ``{'type': 'text' | 'image' | ..., 'content': ...}``; None on error.
+        errmsg: What went wrong, written for the model.
+        state: The outcome.
+        thought: The model's reasoning that led to the call, when known.
+        valid: Whether this was a valid call.
+    """
+
+    args: dict[str, Any] | None = None
+    url: str | None = None
+    type: str | None = None
+    result: list[dict[str, Any]] | None = None
+    errmsg: str | None = None
+    state: int = ActionStatusCode.SUCCESS
+    thought: str | None = None
+    valid: int = ActionValidCode.OPEN
+
+    def format_result(self) -> str:
+        """Render the result items as one text: text items verbatim, others as ``[type](content)``."""
+        parts: list[str] = []
+        for item in self.result or []:
+            kind = item.get("type", "text")
+            content = item.get("content", "")
+            if kind == "text":
+                parts.append(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
+            else:
+                parts.append(f"[{kind}]({content})")
+        return "\n".join(parts)
+
+
+def _enum_value(value: Any) -> Any:
+    return value.value if isinstance(value, IntEnum) else value
+
+
+def enum_dict_factory(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A `dataclasses.asdict` factory that turns enum members into their plain values."""
+    return {key: _enum_value(value) for key, value in items}
+
+
+def dataclass2dict(data: Any) -> dict[str, Any]:
+    """`dataclasses.asdict` with enum members turned into plain ints (JSON-ready)."""
+    return dataclasses.asdict(data, dict_factory=enum_dict_factory)
+
+
+class AgentMessage(BaseModel):
+    """A message between agents, tools and users.
+
+    Attributes:
+        content: The payload: text for model turns, a `FunctionCall` or dict for tool
+            requests, an `ActionReturn` for tool results.
+        sender: Who wrote it (an agent's name, ``'user'``, ``'ActionExecutor'``).
+        formatted: What the agent's output parser extracted from `content`.
+        extra_info: Anything else worth keeping with the message.
+        type: A free-form kind label.
+        receiver: The intended recipient, when there is one.
+        stream_state: `AgentStatusCode.END` for a complete message, other codes while streaming.
+
+    Example:
+        ```python
+        msg = AgentMessage(sender='user', content='hello')
+        print(msg)  # content='hello' sender='user' formatted=None ... stream_state=<AgentStatusCode.END: 0>
+        ```
+    """
+
+    content: Any
+    sender: str = "user"
+    formatted: Any = None
+    extra_info: Any = None
+    type: str | None = None
+    receiver: str | None = None
+    stream_state: AgentStatusCode = AgentStatusCode.END
+
+    def copy(  # type: ignore[override]
+        self,
+        *,
+        include: Any = None,
+        exclude: Any = None,
+        update: Mapping[str, Any] | None = None,
+        deep: bool = False,
+    ) -> AgentMessage:
+        """Copy the message (pydantic v1 spelling kept for seed code; same as `model_copy`)."""
+        if include is not None or exclude is not None:
+            data = self.model_dump(include=include, exclude=exclude)
+            data.update(update or {})
+            return AgentMessage(**data)
+        return self.model_copy(update=dict(update) if update else None, deep=deep)
+

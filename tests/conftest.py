@@ -1,0 +1,17 @@
+"""Shared fixtures: every behaviour test runs in sync and async mode from one body."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Tests never reach beyond 127.0.0.1: make sure no real key leaks into a test run.
+for _var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SERPER_API_KEY", "BING_MAP_KEY"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The mode a test body runs in; build components with `_support.make(mode, ...)`."""
+    return str(request.param)
