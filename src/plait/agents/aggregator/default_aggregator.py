@@ -1,0 +1,91 @@
+"""`DefaultAggregator`: memory -> OpenAI-style chat messages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ...exceptions import UserError
+from ...memory import Memory
+from ...schema import ActionReturn, ActionStatusCode
+
+__all__ = ["DefaultAggregator", "content_to_text"]
+
+
+def content_to_text(content: Any) -> str:
+    """Render message content as text for a model: tool results by their text, data as JSON."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    if isinstance(content, ActionReturn):
+        if content.state == ActionStatusCode.SUCCESS:
+            return content.format_result()
+        return content.errmsg or f"tool {content.type} failed with state {content.state}"
+    if dataclasses.is_dataclass(content) and not isinstance(content, type):
+        content = dataclasses.asdict(content)
+    if isinstance(content, (Mapping, list, tuple)):
+        return json.dumps(content, ensure_ascii=False, default=str)
+    return str(content)
+
+
+def _system_text(parser: Any) -> Any:
+    if parser is None or not hasattr(parser, "format_instruction"):
+        return None
+    return parser.format_instruction()
+
+
+class DefaultAggregator:
+    """Builds the model's messages: system instruction, then the session's messages.
+
+    Messages the agent itself sent become ``assistant`` turns; everything else is ``user``,
+    and consecutive user turns are joined with a newline. A parser's non-empty
+    `format_instruction()` is added as a system message after the instruction.
+    """
+
+    def aggregate(
+        self,
+        messages: Memory,
+        name: str,
+        parser: Any = None,
+        system_instruction: Any = None,
+    ) -> list[dict[str, Any]]:
+        """Turn a session's memory into chat messages for the agent called `name`."""
+        result: list[dict[str, Any]] = []
+        if system_instruction:
+            result.extend(self.aggregate_system_instruction(system_instruction))
+        instruction = _system_text(parser)
+        if instruction:
+            result.extend(self.aggregate_system_instruction(instruction))
+        for message in messages.get_memory():
+            text = content_to_text(message.content)
+            if message.sender == name:
+                result.append({"role": "assistant", "content": text})
+            elif result and result[-1]["role"] == "user":
+                result[-1] = {"role": "user", "content": f"{result[-1]['content']}\n{text}"}
+            else:
+                result.append({"role": "user", "content": text})
+        return result
+
+    @staticmethod
+    def aggregate_system_instruction(system_instruction: Any) -> list[dict[str, Any]]:
+        """Normalise a system instruction (str, dict, list of dicts, or `PromptTemplate`) to messages."""
+        if isinstance(system_instruction, str):
+            return [{"role": "system", "content": system_instruction}]
+        if isinstance(system_instruction, Mapping):
+            if "role" not in system_instruction or "content" not in system_instruction:
+                raise UserError(f"a system instruction dict needs 'role' and 'content', got {dict(system_instruction)}")
+            return [dict(system_instruction)]
+        if isinstance(system_instruction, Sequence):
+            result: list[dict[str, Any]] = []
+            for item in system_instruction:
+                result.extend(DefaultAggregator.aggregate_system_instruction(item))
+            return result
+        if hasattr(system_instruction, "format"):
+            return [{"role": "system", "content": system_instruction.format()}]
+        raise UserError(f"unsupported system instruction type {type(system_instruction).__name__}")
+
+    # The seed's spelling, kept for code written against it.
+    aggregate_system_intruction = aggregate_system_instruction

@@ -1,0 +1,76 @@
+"""The agent call path, written once.
+
+``normalise -> before_agent hooks -> memory -> forward -> memory -> after_agent hooks``
+
+`agent_call_flow` is a sans-IO generator (see `plait._flow`); `Agent.__call__` hands it to
+its class's driver, so `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent`
+share every line of it. A failing `forward` leaves the session's memory as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .._flow import Call, Flow
+from ..exceptions import UserError
+from ..memory.base_memory import to_message
+from ..schema import AgentMessage
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["agent_call_flow", "normalize_inputs"]
+
+
+def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
+    """Turn call inputs into fresh `AgentMessage` objects the agent owns.
+
+    Strings become user messages; messages are deep-copied (one message each, never the
+    history) so hooks and memory never alias the caller's objects. None inputs are dropped.
+    """
+    result: list[AgentMessage] = []
+    for item in messages:
+        if item is None:
+            continue
+        if isinstance(item, AgentMessage):
+            result.append(item.model_copy(deep=True))
+        elif isinstance(item, (str, Mapping)):
+            result.append(to_message(item))
+        else:
+            raise UserError(f"agents take AgentMessage, str or dict inputs, not {type(item).__name__}")
+    return result
+
+
+def _replacement(value: Any) -> list[AgentMessage]:
+    if isinstance(value, (AgentMessage, str, Mapping)):
+        return normalize_inputs([value])
+    return normalize_inputs(value)
+
+
+def agent_call_flow(
+    agent: Agent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
+) -> Flow[AgentMessage]:
+    """One agent call as a flow; the result is the response after the after-hooks ran."""
+    inputs = normalize_inputs(messages)
+    for hook in list(agent._hooks.values()):
+        replaced = yield Call(hook.before_agent, (agent, inputs, session_id))
+        if replaced is not None:
+            inputs = _replacement(replaced)
+    memory = agent.memory
+    mark = memory.length(session_id) if memory is not None else 0
+    agent.update_memory(inputs, session_id)
+    try:
+        raw = yield Call(agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+    except BaseException:
+        if memory is not None:
+            memory.truncate(session_id, mark)
+        raise
+    response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
+    agent.update_memory(response, session_id)
+    output = response.model_copy()  # hooks and callers may reassign fields without touching memory
+    for hook in list(agent._hooks.values()):
+        replaced = yield Call(hook.after_agent, (agent, output, session_id))
+        if replaced is not None:
+            output = replaced
+    return output

@@ -1,0 +1,225 @@
+"""`AgentModule`: registration of sub-agents, traversal, state and repr (the `nn.Module` part of an agent).
+
+Assigning an agent to an attribute registers it under that name; reassigning something
+else or deleting the attribute unregisters it. Traversal (`named_agents`) drives
+`state_dict`, `load_state_dict`, `reset` and `repr`, so containers and user-defined agents
+get all of them for free.
+
+State is plain JSON-ready data: ``{'memory': [...], 'writer.memory': [...], 'lst.0.memory': [...]}``
+where each list holds `AgentMessage.model_dump()` dicts. `save_state` / `load_state` write
+it to disk inside a versioned envelope.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from ..exceptions import StateDictError, UserError
+
+__all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "check_name"]
+
+STATE_FORMAT = "plait.state"
+STATE_VERSION = 1
+
+
+class IncompatibleKeys(NamedTuple):
+    """What `load_state_dict` could not match."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class AgentModule:
+    """Base of every agent: a tree of named sub-agents with per-session state."""
+
+    memory: Any
+    name: str
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_agents", {})
+        object.__setattr__(self, "_hooks", {})
+
+    # -- registration --
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        agents: dict[str, AgentModule] | None = self.__dict__.get("_agents")
+        if isinstance(value, AgentModule):
+            if agents is None:
+                raise UserError(f"call super().__init__() in {type(self).__name__}.__init__ before assigning sub-agents")
+            check_name(name)
+            agents[name] = value
+        elif agents is not None:
+            agents.pop(name, None)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        agents: dict[str, AgentModule] | None = self.__dict__.get("_agents")
+        if agents is not None:
+            agents.pop(name, None)
+        object.__delattr__(self, name)
+
+    def add_agent(self, name: str, agent: AgentModule) -> None:
+        """Register `agent` under `name` (for names chosen at run time)."""
+        if not isinstance(agent, AgentModule):
+            raise UserError(f"add_agent takes an Agent, not {type(agent).__name__}")
+        setattr(self, name, agent)
+
+    # -- traversal --
+
+    def named_children(self) -> Iterator[tuple[str, AgentModule]]:
+        """Direct sub-agents with their attribute names, in registration order."""
+        yield from self._agents.items()
+
+    def children(self) -> Iterator[AgentModule]:
+        """Direct sub-agents."""
+        for _, agent in self.named_children():
+            yield agent
+
+    def named_agents(self, prefix: str = "", memo: set[int] | None = None) -> Iterator[tuple[str, AgentModule]]:
+        """This agent (name ``prefix``) and every sub-agent below it with dotted paths, each once."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child.named_agents(f"{prefix}.{name}" if prefix else name, memo)
+
+    def agents(self) -> Iterator[AgentModule]:
+        """This agent and every sub-agent."""
+        for _, agent in self.named_agents():
+            yield agent
+
+    def get_agent(self, path: str) -> AgentModule:
+        """The sub-agent at dotted `path` (``'writer'``, ``'team.0.critic'``)."""
+        agent: AgentModule = self
+        for part in path.split(".") if path else []:
+            children = dict(agent.named_children())
+            if part not in children:
+                raise UserError(f"{type(agent).__name__} has no sub-agent {part!r} (path {path!r}); has {sorted(children)}")
+            agent = children[part]
+        return agent
+
+    # -- state --
+
+    def get_extra_state(self, session_id: Hashable = 0) -> Any:
+        """Extra JSON-ready state of this agent for a session (None: nothing); override with `set_extra_state`."""
+        return None
+
+    def set_extra_state(self, state: Any, session_id: Hashable = 0) -> None:
+        """Restore what `get_extra_state` returned."""
+
+    def state_dict(self, session_id: Hashable = 0) -> dict[str, Any]:
+        """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``."""
+        state: dict[str, Any] = {}
+        for path, agent in self.named_agents():
+            prefix = f"{path}." if path else ""
+            if getattr(agent, "memory", None) is not None:
+                state[prefix + "memory"] = [m.model_dump() for m in agent.memory.get_memory(session_id)]
+            extra = agent.get_extra_state(session_id)
+            if extra is not None:
+                state[prefix + "extra_state"] = extra
+        return state
+
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], session_id: Hashable = 0, strict: bool = True
+    ) -> IncompatibleKeys:
+        """Load a session's state from `state_dict` (or a `save_state` envelope).
+
+        Args:
+            state_dict: What `state_dict` returned.
+            session_id: The session to overwrite.
+            strict: Raise `StateDictError` when keys do not match exactly.
+
+        Returns:
+            The keys that did not match (empty lists when everything matched).
+        """
+        state = _unwrap(state_dict)
+        owners: dict[str, tuple[AgentModule, str]] = {}
+        for path, agent in self.named_agents():
+            prefix = f"{path}." if path else ""
+            if getattr(agent, "memory", None) is not None:
+                owners[prefix + "memory"] = (agent, "memory")
+            owners[prefix + "extra_state"] = (agent, "extra_state")
+        required = {k for k, (_, kind) in owners.items() if kind == "memory"}
+        missing = sorted(required - state.keys())
+        unexpected = sorted(state.keys() - owners.keys())
+        if strict and (missing or unexpected):
+            raise StateDictError(
+                f"state does not fit {type(self).__name__}: missing keys {missing}, unexpected keys {unexpected}",
+                missing,
+                unexpected,
+            )
+        for key, value in state.items():
+            if key not in owners:
+                continue
+            agent, kind = owners[key]
+            if kind == "memory":
+                agent.memory.create_instance(session_id).load(value)
+            else:
+                agent.set_extra_state(value, session_id)
+        return IncompatibleKeys(missing, unexpected)
+
+    def save_state(self, path: str | os.PathLike[str], session_id: Hashable = 0) -> None:
+        """Write a session's state to a JSON file (versioned envelope)."""
+        envelope = {"format": STATE_FORMAT, "version": STATE_VERSION, "state": self.state_dict(session_id)}
+        Path(path).write_text(json.dumps(envelope, ensure_ascii=False, indent=2, default=_json_default), "utf-8")
+
+    def load_state(self, path: str | os.PathLike[str], session_id: Hashable = 0, strict: bool = True) -> IncompatibleKeys:
+        """Read a file written by `save_state` into a session."""
+        return self.load_state_dict(json.loads(Path(path).read_text("utf-8")), session_id, strict)
+
+    def reset(self, session_id: Hashable = 0, keypath: str | None = None, recursive: bool = False) -> None:
+        """Forget a session: this agent's memory, the sub-agent at `keypath`, or (`recursive`) the whole subtree."""
+        target = self.get_agent(keypath) if keypath else self
+        for agent in target.agents() if recursive else [target]:
+            if getattr(agent, "memory", None) is not None:
+                agent.memory.reset(session_id)
+
+    # -- repr --
+
+    def extra_repr(self) -> str:
+        """The text inside this agent's parentheses in `repr`."""
+        name = getattr(self, "name", None)
+        return f"name={name!r}" if name else ""
+
+    def __repr__(self) -> str:
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        children = list(self.named_children())
+        if not children:
+            return head + ")"
+        lines = [head]
+        for name, child in children:
+            body = repr(child).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {body}")
+        return "\n".join(lines) + "\n)"
+
+
+def check_name(name: str) -> None:
+    """Reject sub-agent names that would break dotted state keys."""
+    if not name or "." in name:
+        raise UserError(f"sub-agent names must be non-empty and contain no '.', got {name!r}")
+
+
+def _unwrap(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    if state.get("format") == STATE_FORMAT and "state" in state:
+        version = state.get("version")
+        if version != STATE_VERSION:
+            raise StateDictError(f"state version {version!r} is not supported (this plait reads {STATE_VERSION})")
+        inner: Mapping[str, Any] = state["state"]
+        return inner
+    return state
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if hasattr(value, "__dataclass_fields__"):
+        from ..schema import dataclass2dict
+
+        return dataclass2dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

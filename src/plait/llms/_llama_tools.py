@@ -1,0 +1,304 @@
+"""Message rendering and schema-constrained tool calling for `LlamaCppModel` (private).
+
+Small local models do not produce valid free-text tool calls, so `LlamaCppModel.complete`
+constrains the reply to a JSON schema built here::
+
+    {"oneOf": [{"tool": "<name>", "arguments": {...tool parameters...}}, ..., {"answer": "<text>"}]}
+
+and checks the result with `validate` (a small JSON-schema subset: the grammar already
+enforces structure; validation catches replies cut off or produced under a loosened schema).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import UserError
+from .response import ToolCall
+
+__all__ = ["InvalidToolReply", "ToolPlan", "normalize_messages", "validate"]
+
+_CHAT_ROLES = frozenset({"system", "user", "assistant"})
+
+
+def _text(content: Any) -> str:
+    """Message content as text (OpenAI content-part lists are joined)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+def _call_json(call: Mapping[str, Any]) -> tuple[str, str]:
+    """`(name, '{"tool": ..., "arguments": ...}')` for an OpenAI tool call (or `ToolCall`)."""
+    if isinstance(call, ToolCall):
+        name, raw = call.name, call.arguments
+    else:
+        function = call.get("function") or call
+        name, raw = str(function.get("name", "")), function.get("arguments") or "{}"
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        args = raw
+    return name, json.dumps({"tool": name, "arguments": args}, ensure_ascii=False)
+
+
+def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """OpenAI-style messages as plain ``{role, content}`` turns a GGUF chat template renders.
+
+    Assistant tool calls become the JSON the model is asked to write (so history looks
+    like its own output); tool results and roles a chat template does not know
+    (``tool``, ``environment``, ``function``...) become user turns.
+    """
+    out: list[dict[str, str]] = []
+    call_names: dict[str, str] = {}
+    for message in messages:
+        if not isinstance(message, Mapping):
+            raise UserError(f"a message must be a dict with 'role' and 'content', not {type(message).__name__}")
+        role = str(message.get("role", "user"))
+        content = _text(message.get("content"))
+        if role == "assistant" and message.get("tool_calls"):
+            rendered = []
+            for call in message["tool_calls"]:
+                name, text = _call_json(call)
+                call_id = call.id if isinstance(call, ToolCall) else call.get("id")
+                if call_id:
+                    call_names[str(call_id)] = name
+                rendered.append(text)
+            content = "\n".join([content, *rendered]) if content else "\n".join(rendered)
+        elif role == "tool":
+            name = message.get("name") or call_names.get(str(message.get("tool_call_id")), "the tool")
+            content = f"Result of {name}:\n{content}"
+            role = "user"
+        elif role not in _CHAT_ROLES:
+            role = "user"
+        out.append({"role": role, "content": content})
+    return out
+
+
+class _ChatTemplate:
+    """`template_parser` of `LlamaCppModel`: messages stay messages (the GGUF's template renders them)."""
+
+    def __init__(self, meta_template: Any = None) -> None:
+        self.meta_template = meta_template
+
+    def __call__(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+        return normalize_messages(messages)
+
+
+# -- schema-constrained tool calls --------------------------------------------------------
+
+
+class InvalidToolReply(ValueError):
+    """A constrained reply that is not a valid tool call or answer (`reason` says why)."""
+
+
+def _function(tool: Any) -> dict[str, Any]:
+    """The ``{name, description, parameters}`` of an OpenAI tool dict or a bare function dict."""
+    if not isinstance(tool, Mapping):
+        raise UserError(f"a tool must be a dict (OpenAI tool or function schema), not {type(tool).__name__}")
+    function = tool.get("function", tool) if tool.get("type", "function") == "function" else tool
+    if not isinstance(function, Mapping) or not function.get("name"):
+        raise UserError(f"tool {tool!r} has no function name")
+    return dict(function)
+
+
+def _arguments_schema(function: Mapping[str, Any]) -> dict[str, Any]:
+    schema = copy.deepcopy(dict(function.get("parameters") or {"type": "object", "properties": {}}))
+    if schema.get("type") == "object":
+        schema.setdefault("properties", {})
+        # Small models invent keys; the tool cannot take them.
+        schema.setdefault("additionalProperties", False)
+    return schema
+
+
+def _chosen_name(tool_choice: Any) -> str | None:
+    if isinstance(tool_choice, Mapping):
+        function = tool_choice.get("function", tool_choice)
+        return str(function["name"]) if isinstance(function, Mapping) and "name" in function else None
+    if isinstance(tool_choice, str) and tool_choice not in ("auto", "required", "none"):
+        return tool_choice
+    return None
+
+
+class ToolPlan:
+    """The constrained-decoding plan of one `complete` call with tools.
+
+    Args:
+        tools: OpenAI tool dicts (``{"type": "function", "function": {...}}``) or function dicts.
+        tool_choice: ``None``/``'auto'`` (call a tool or answer), ``'required'`` (call some tool)
+            or a function name / ``{"type": "function", "function": {"name": ...}}`` (call that tool).
+    """
+
+    def __init__(self, tools: Sequence[Any], tool_choice: Any = None) -> None:
+        functions = [_function(tool) for tool in tools]
+        self.schemas = {str(f["name"]): _arguments_schema(f) for f in functions}
+        self.descriptions = {str(f["name"]): str(f.get("description") or "") for f in functions}
+        chosen = _chosen_name(tool_choice)
+        if chosen is not None and chosen not in self.schemas:
+            raise UserError(f"tool_choice names {chosen!r}, which is not among the tools {sorted(self.schemas)}")
+        self.allowed = [chosen] if chosen else list(self.schemas)
+        self.required = chosen is not None or tool_choice == "required"
+        self.loose = False  # set when the engine cannot compile a tool's parameter schema
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema the reply is constrained to."""
+        options: list[dict[str, Any]] = []
+        for name in self.allowed:
+            arguments = {"type": "object"} if self.loose else self.schemas[name]
+            options.append(
+                {
+                    "type": "object",
+                    "properties": {"tool": {"const": name}, "arguments": arguments},
+                    "required": ["tool", "arguments"],
+                    "additionalProperties": False,
+                }
+            )
+        if not self.required:
+            options.append(
+                {
+                    "type": "object",
+                    "properties": {"answer": {"type": "string"}},
+                    "required": ["answer"],
+                    "additionalProperties": False,
+                }
+            )
+        return options[0] if len(options) == 1 else {"oneOf": options}
+
+    def instructions(self) -> str:
+        """The system-prompt text that tells the model the tools and the reply format."""
+        lines = ["You can use these tools:"]
+        for name in self.allowed:
+            params = json.dumps(self.schemas[name], ensure_ascii=False)
+            description = f": {self.descriptions[name]}" if self.descriptions[name] else ""
+            lines.append(f"- {name}{description}\n  arguments (JSON schema): {params}")
+        lines.append("Reply with exactly one JSON object and nothing else.")
+        lines.append('To call a tool: {"tool": "<tool name>", "arguments": {<arguments>}}')
+        if self.required:
+            lines.append("You must call a tool now.")
+        else:
+            lines.append('To answer without a tool: {"answer": "<your reply>"}')
+        return "\n".join(lines)
+
+    def inject(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """`messages` with the tool instructions added to (or as) the system message."""
+        text = self.instructions()
+        if messages and messages[0]["role"] == "system":
+            first = {"role": "system", "content": f"{messages[0]['content']}\n\n{text}".lstrip()}
+            return [first, *messages[1:]]
+        return [{"role": "system", "content": text}, *messages]
+
+    def parse(self, reply: str) -> ToolCall | str:
+        """The `ToolCall` or answer text in a constrained reply; raises `InvalidToolReply`."""
+        try:
+            data = json.loads(reply)
+        except json.JSONDecodeError as exc:
+            raise InvalidToolReply(f"not complete JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise InvalidToolReply("not a JSON object")
+        if "tool" in data:
+            name = data.get("tool")
+            if name not in self.allowed:
+                raise InvalidToolReply(f"unknown tool {name!r}")
+            arguments = data.get("arguments", {})
+            problem = validate(arguments, self.schemas[str(name)])
+            if problem:
+                raise InvalidToolReply(f"arguments of {name}: {problem}")
+            return ToolCall(
+                id=f"call_{uuid.uuid4().hex[:24]}",
+                name=str(name),
+                arguments=json.dumps(arguments, ensure_ascii=False),
+            )
+        if not self.required and isinstance(data.get("answer"), str):
+            return str(data["answer"])
+        raise InvalidToolReply("neither a tool call nor an answer")
+
+
+# -- a small JSON-schema validator ---------------------------------------------------------
+
+_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+    "null": type(None),
+}
+
+
+def _type_ok(value: Any, expected: Any) -> bool:
+    names = expected if isinstance(expected, list) else [expected]
+    for name in names:
+        kind = _TYPES.get(name)
+        if kind is None:
+            return True  # a type this validator does not know: accept
+        if isinstance(value, bool) and name in ("integer", "number"):
+            continue
+        if isinstance(value, kind):
+            return True
+    return False
+
+
+def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], where: str) -> str | None:
+    properties = schema.get("properties") or {}
+    for key in schema.get("required") or ():
+        if key not in value:
+            return f"{where}: missing required key {key!r}"
+    extra = schema.get("additionalProperties", True)
+    for key, item in value.items():
+        if key in properties:
+            problem = validate(item, properties[key], f"{where}.{key}")
+        elif extra is False:
+            problem = f"{where}: unexpected key {key!r}"
+        elif isinstance(extra, Mapping):
+            problem = validate(item, extra, f"{where}.{key}")
+        else:
+            problem = None
+        if problem:
+            return problem
+    return None
+
+
+def validate(value: Any, schema: Any, where: str = "$") -> str | None:
+    """The first way `value` breaks `schema` (``None`` when it fits).
+
+    Covers ``type``, ``enum``, ``const``, ``properties``/``required``/``additionalProperties``,
+    ``items``, ``anyOf``/``oneOf``/``allOf``; other keywords are accepted as is.
+    """
+    if not isinstance(schema, Mapping):
+        return None
+    if "type" in schema and not _type_ok(value, schema["type"]):
+        return f"{where}: expected {schema['type']}, got {type(value).__name__}"
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where}: {value!r} is not one of {schema['enum']}"
+    if "const" in schema and value != schema["const"]:
+        return f"{where}: expected {schema['const']!r}"
+    for key in ("anyOf", "oneOf"):
+        if key in schema and all(validate(value, option, where) for option in schema[key]):
+            return f"{where}: matches none of {key}"
+    for option in schema.get("allOf") or ():
+        problem = validate(value, option, where)
+        if problem:
+            return problem
+    if isinstance(value, dict):
+        return _validate_object(value, schema, where)
+    if isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            problem = validate(item, schema["items"], f"{where}[{index}]")
+            if problem:
+                return problem
+    return None

@@ -1,0 +1,22 @@
+"""Test doubles for plait users and plait's own tests.
+
+* `ScriptedLLM` / `AsyncScriptedLLM`: replies from a script; records calls.
+* `FunctionLLM` / `AsyncFunctionLLM`: replies computed by a function of the messages.
+* `scripted_llm(script, mode)`: the right scripted class for ``'sync'`` or ``'async'`` code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .llms import AsyncFunctionLLM, AsyncScriptedLLM, FunctionLLM, LLMCall, ScriptedLLM
+
+__all__ = ["AsyncFunctionLLM", "AsyncScriptedLLM", "FunctionLLM", "LLMCall", "ScriptedLLM", "scripted_llm"]
+
+
+def scripted_llm(script: Iterable[Any], mode: str = "sync", **gen_params: Any) -> ScriptedLLM | AsyncScriptedLLM:
+    """A scripted model for sync (``'sync'``) or async (``'async'``) agents, from the same script."""
+    if mode == "async":
+        return AsyncScriptedLLM(script, **gen_params)
+    return ScriptedLLM(script, **gen_params)
