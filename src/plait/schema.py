@@ -164,7 +164,7 @@ class AgentMessage(BaseModel):
     receiver: str | None = None
     stream_state: AgentStatusCode = AgentStatusCode.END
 
-    def copy(  # type: ignore[override]
+    def copy(
         self,
         *,
         include: Any = None,
@@ -178,4 +178,3 @@ class AgentMessage(BaseModel):
             data.update(update or {})
             return AgentMessage(**data)
         return self.model_copy(update=dict(update) if update else None, deep=deep)
-

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
@@ -65,8 +65,12 @@ class Agent(AgentModule):
         ```
     """
 
-    _driver: ClassVar[Callable[[Flow[Any]], Any]] = staticmethod(run_sync)
     _stream_forward: ClassVar[bool] = False
+
+    @staticmethod
+    def _driver(flow: Flow[Any]) -> Any:
+        """Runs this class's flows (the call path, `forward`): synchronously here."""
+        return run_sync(flow)
 
     def __init__(
         self,
@@ -141,7 +145,7 @@ class Agent(AgentModule):
 
     # -- memory and hooks --
 
-    def update_memory(self, message: MessageLike | list[MessageLike] | None, session_id: Hashable = 0) -> None:
+    def update_memory(self, message: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory (no-op for memory-less agents)."""
         if self.memory is not None:
             self.memory.add(message, session_id=session_id)
@@ -156,14 +160,21 @@ class Agent(AgentModule):
 class AsyncAgent(Agent):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
 
-    _driver: ClassVar[Callable[[Flow[Any]], Any]] = staticmethod(run_async)
+    @staticmethod
+    def _driver(flow: Flow[Any]) -> Any:
+        """Flows run on the event loop: calls return awaitables."""
+        return run_async(flow)
 
 
 class StreamingAgent(Agent):
     """`Agent` whose call yields `AgentMessage` chunks (cumulative text) and then the final END message."""
 
-    _driver: ClassVar[Callable[[Flow[Any]], Any]] = staticmethod(run_stream)
     _stream_forward: ClassVar[bool] = True
+
+    @staticmethod
+    def _driver(flow: Flow[Any]) -> Any:
+        """Flows stream: calls return iterators of chunks."""
+        return run_stream(flow)
 
     def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
         """Stream the LLM's reply as messages; the last one carries `AgentStatusCode.END`."""
@@ -175,10 +186,14 @@ class StreamingAgent(Agent):
 class AsyncStreamingAgent(Agent):
     """Async twin of `StreamingAgent`: ``async for chunk in agent(...)``."""
 
-    _driver: ClassVar[Callable[[Flow[Any]], Any]] = staticmethod(run_astream)
     _stream_forward: ClassVar[bool] = True
 
-    async def forward(  # type: ignore[override]
+    @staticmethod
+    def _driver(flow: Flow[Any]) -> Any:
+        """Flows stream asynchronously: calls return async iterators of chunks."""
+        return run_astream(flow)
+
+    async def forward(
         self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
     ) -> AsyncIterator[AgentMessage]:
         """Stream the LLM's reply as messages; the last one carries `AgentStatusCode.END`."""

@@ -61,7 +61,9 @@ def agent_call_flow(
     mark = memory.length(session_id) if memory is not None else 0
     agent.update_memory(inputs, session_id)
     try:
-        raw = yield Call(agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+        raw = yield Call(
+            agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
+        )
     except BaseException:
         if memory is not None:
             memory.truncate(session_id, mark)

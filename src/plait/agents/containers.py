@@ -40,7 +40,7 @@ def _named(agents: tuple[Any, ...]) -> list[tuple[str, AgentModule]]:
 
 
 def sequential_flow(
-    members: list[AgentModule], messages: tuple[Any, ...], session_id: Hashable, exit_at: int | None, kwargs: Any
+    members: list[Any], messages: tuple[Any, ...], session_id: Hashable, exit_at: int | None, kwargs: Any
 ) -> Flow[Any]:
     """Run `members` in order (cycling when `exit_at` >= their number), each on the previous output."""
     if not members:
@@ -52,7 +52,7 @@ def sequential_flow(
     current: tuple[Any, ...] = messages
     for step in range(steps):
         agent = members[step % len(members)]
-        result = yield Call(agent, current, {"session_id": session_id, **kwargs}, stream=agent._stream_forward)  # type: ignore[attr-defined]
+        result = yield Call(agent, current, {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
         current = (result,)
     return result
 
@@ -78,7 +78,7 @@ class Sequential(Agent):
         for name, agent in _named(agents):
             self.add_agent(name, agent)
 
-    def forward(  # type: ignore[override]
+    def forward(
         self, *message: AgentMessage, session_id: Hashable = 0, exit_at: int | None = None, **kwargs: Any
     ) -> Any:
         """Pipe `message` through the members; `exit_at=k` stops after k+1 steps."""
@@ -175,6 +175,7 @@ class AgentList(Agent):
         return iter(list(self._items))
 
     def extra_repr(self) -> str:
+        """Containers show only their members."""
         return ""
 
 
@@ -222,4 +223,5 @@ class AgentDict(Agent):
         return list(self._agents.items())
 
     def extra_repr(self) -> str:
+        """Containers show only their members."""
         return ""

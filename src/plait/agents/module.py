@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from ..exceptions import StateDictError, UserError
 
@@ -38,6 +38,9 @@ class AgentModule:
 
     memory: Any
     name: str
+    _agents: dict[str, AgentModule]
+    _hooks: dict[int, Any]
+    _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
         object.__setattr__(self, "_agents", {})
@@ -49,7 +52,9 @@ class AgentModule:
         agents: dict[str, AgentModule] | None = self.__dict__.get("_agents")
         if isinstance(value, AgentModule):
             if agents is None:
-                raise UserError(f"call super().__init__() in {type(self).__name__}.__init__ before assigning sub-agents")
+                raise UserError(
+                    f"call super().__init__() in {type(self).__name__}.__init__ before assigning sub-agents"
+                )
             check_name(name)
             agents[name] = value
         elif agents is not None:
@@ -100,7 +105,9 @@ class AgentModule:
         for part in path.split(".") if path else []:
             children = dict(agent.named_children())
             if part not in children:
-                raise UserError(f"{type(agent).__name__} has no sub-agent {part!r} (path {path!r}); has {sorted(children)}")
+                raise UserError(
+                    f"{type(agent).__name__} has no sub-agent {part!r} (path {path!r}); has {sorted(children)}"
+                )
             agent = children[part]
         return agent
 
@@ -169,7 +176,9 @@ class AgentModule:
         envelope = {"format": STATE_FORMAT, "version": STATE_VERSION, "state": self.state_dict(session_id)}
         Path(path).write_text(json.dumps(envelope, ensure_ascii=False, indent=2, default=_json_default), "utf-8")
 
-    def load_state(self, path: str | os.PathLike[str], session_id: Hashable = 0, strict: bool = True) -> IncompatibleKeys:
+    def load_state(
+        self, path: str | os.PathLike[str], session_id: Hashable = 0, strict: bool = True
+    ) -> IncompatibleKeys:
         """Read a file written by `save_state` into a session."""
         return self.load_state_dict(json.loads(Path(path).read_text("utf-8")), session_id, strict)
 

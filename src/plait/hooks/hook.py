@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import MutableMapping
 from types import TracebackType
 from typing import Any
@@ -55,14 +54,12 @@ class RemovableHandle:
     _ids = itertools.count()
 
     def __init__(self, hooks_dict: MutableMapping[int, Any]) -> None:
-        self.hooks_dict_ref = weakref.ref(hooks_dict)  # type: ignore[arg-type]
+        self.hooks_dict = hooks_dict
         self.id = next(RemovableHandle._ids)
 
     def remove(self) -> None:
         """Unregister the hook; calling it again does nothing."""
-        hooks_dict = self.hooks_dict_ref()
-        if hooks_dict is not None:
-            hooks_dict.pop(self.id, None)
+        self.hooks_dict.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:
         return self

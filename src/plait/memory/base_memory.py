@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Union
 
 from ..exceptions import UserError
@@ -57,14 +57,16 @@ class Memory:
         offset = len(self.memory) - len(messages)
         return [m for i, m in enumerate(messages, offset) if filter_func(i, m)]
 
-    def add(self, memories: MessageLike | Iterable[MessageLike] | None) -> None:
+    def add(self, memories: MessageLike | Sequence[MessageLike] | None) -> None:
         """Append a message, a str (as a user message), a dict, or a list/tuple of those; None adds nothing."""
         if memories is None:
             return
         if isinstance(memories, (AgentMessage, str, Mapping)):
             self.memory.append(to_message(memories))
-            return
-        self.memory.extend(to_message(m) for m in memories)
+        elif isinstance(memories, (list, tuple)):
+            self.memory.extend(to_message(m) for m in memories)
+        else:
+            raise UserError(f"memory holds AgentMessage, str or dict items, not {type(memories).__name__}")
 
     def delete(self, index: int | Iterable[int]) -> None:
         """Delete the message at `index`, or the messages at every index of a list (indices as they are now)."""

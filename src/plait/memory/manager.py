@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from ..schema import AgentMessage
@@ -42,7 +42,7 @@ class MemoryManager:
         memory = self.memory_map.get(session_id)
         return memory if memory is not None else self.create_instance(session_id)
 
-    def add(self, memories: MessageLike | Iterable[MessageLike] | None, session_id: Hashable = 0) -> None:
+    def add(self, memories: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
         self._session(session_id).add(memories)
 

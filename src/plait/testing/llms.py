@@ -164,7 +164,7 @@ class AsyncScriptedLLM(_ScriptCore, AsyncBaseLLM):
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "complete"))[1]
 
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:
+    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
         """The next reply's text."""
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "chat"))[1].content
