@@ -9,7 +9,7 @@ from .base_llm import AsyncBaseLLM, BaseLLM, filter_suffix
 
 if TYPE_CHECKING:
     from .meta_template import INTERNLM2_META
-    from .openai import AsyncGPTAPI, GPTAPI
+    from .openai import GPTAPI, AsyncGPTAPI
     from .templates import APITemplateParser, LMTemplateParser
 
 _LAZY = {

@@ -52,7 +52,7 @@ def format_placeholders(template: str) -> list[str]:
 
 
 class PromptTemplate:
-    """A prompt template with named placeholders.
+    r"""A prompt template with named placeholders.
 
     Args:
         template: The template text.
@@ -66,12 +66,12 @@ class PromptTemplate:
 
     Example:
         ```python
-        tpl = PromptTemplate('You can use these tools:\\n{tools}\\nAnswer in {language}.')
+        tpl = PromptTemplate('You can use these tools:\n{tools}\nAnswer in {language}.')
         tpl.placeholders  # ['tools', 'language']
         prompt = tpl.format(tools='search, calculator', language='English')
 
-        jinja = PromptTemplate('{% for t in tools %}- {{ t }}\\n{% endfor %}', format_type='jinja')
-        jinja.format(tools=['search', 'calculator'])  # '- search\\n- calculator\\n'
+        jinja = PromptTemplate('{% for t in tools %}- {{ t }}\n{% endfor %}', format_type='jinja')
+        jinja.format(tools=['search', 'calculator'])  # '- search\n- calculator\n'
         ```
     """
 

@@ -34,7 +34,7 @@ _Line = tuple[str, str]
 
 
 class JSONParser(StrParser):
-    """Output format for JSON replies described by pydantic (v2) models.
+    r"""Output format for JSON replies described by pydantic (v2) models.
 
     Args:
         template: The instruction, with ``{field}`` placeholders.
@@ -52,9 +52,9 @@ class JSONParser(StrParser):
         class Finish(BaseModel):
             conclusion: str
 
-        parser = JSONParser('Reply with JSON:\\n{formats}', formats=[Action, Finish])
+        parser = JSONParser('Reply with JSON:\n{formats}', formats=[Action, Finish])
         print(parser.format_instruction())
-        parser.parse_response('```json\\n{"conclusion": "42"}\\n```')  # {'conclusion': '42'}
+        parser.parse_response('```json\n{"conclusion": "42"}\n```')  # {'conclusion': '42'}
         ```
     """
 

@@ -58,7 +58,7 @@ def _partial_marker_len(text: str, marker: str) -> int:
 
 
 class ToolParser(StrParser):
-    """Output format for replies that may call one tool between two markers.
+    r"""Output format for replies that may call one tool between two markers.
 
     A reply ``thought + begin + action + end`` parses to
     ``{'tool_type', 'thought', 'action', 'status'}``. `end` may be missing (a stop word
@@ -77,9 +77,9 @@ class ToolParser(StrParser):
 
     Example:
         ```python
-        parser = ToolParser('code interpreter', begin='```python\\n', end='\\n```\\n')
-        parser.parse_response('Let me compute.\\n```python\\nprint(6 * 7)')
-        # {'tool_type': 'code interpreter', 'thought': 'Let me compute.\\n',
+        parser = ToolParser('code interpreter', begin='```python\n', end='\n```\n')
+        parser.parse_response('Let me compute.\n```python\nprint(6 * 7)')
+        # {'tool_type': 'code interpreter', 'thought': 'Let me compute.\n',
         #  'action': 'print(6 * 7)', 'status': ToolStatusCode.VALID_TOOL}
         ```
     """
@@ -149,10 +149,7 @@ class ToolParser(StrParser):
         tool_type = parsed.get("tool_type")
         if tool_type is not None and tool_type != self.tool_type:
             raise UserError(f"{type(self).__name__}({self.tool_type!r}) cannot format a {tool_type!r} call")
-        if isinstance(action, (dict, list)):
-            text = json.dumps(action, ensure_ascii=False)
-        else:
-            text = str(action)
+        text = json.dumps(action, ensure_ascii=False) if isinstance(action, (dict, list)) else str(action)
         return f"{thought}{self.begin}{text}{self.end}"
 
 
@@ -186,12 +183,12 @@ def default_plugin_validate(action: str) -> dict[str, Any]:
 
 
 class InterpreterParser(ToolParser):
-    """`ToolParser` for InternLM-style code calls (``<|action_start|><|interpreter|>``).
+    r"""`ToolParser` for InternLM-style code calls (``<|action_start|><|interpreter|>``).
 
     Example:
         ```python
         parser = InterpreterParser()
-        parser.parse_response('Compute it.<|action_start|><|interpreter|>\\nprint(1 + 1)<|action_end|>\\n')
+        parser.parse_response('Compute it.<|action_start|><|interpreter|>\nprint(1 + 1)<|action_end|>\n')
         # {'tool_type': 'interpreter', 'thought': 'Compute it.', 'action': 'print(1 + 1)', 'status': 1}
         ```
     """
@@ -209,12 +206,12 @@ class InterpreterParser(ToolParser):
 
 
 class PluginParser(ToolParser):
-    """`ToolParser` for InternLM-style plugin calls; the action is parsed as ``{name, parameters}``.
+    r"""`ToolParser` for InternLM-style plugin calls; the action is parsed as ``{name, parameters}``.
 
     Example:
         ```python
         parser = PluginParser()
-        reply = '<|action_start|><|plugin|>\\n{"name": "search", "parameters": {"q": "lagent"}}<|action_end|>\\n'
+        reply = '<|action_start|><|plugin|>\n{"name": "search", "parameters": {"q": "lagent"}}<|action_end|>\n'
         parser.parse_response(reply)['action']  # {'name': 'search', 'parameters': {'q': 'lagent'}}
         ```
     """
@@ -232,7 +229,7 @@ class PluginParser(ToolParser):
 
 
 class MixedToolParser(StrParser):
-    """Several tool formats at once; a reply's call is the one whose `begin` comes first.
+    r"""Several tool formats at once; a reply's call is the one whose `begin` comes first.
 
     Args:
         tool_type: Name given to this parser's own instruction message, if any.
@@ -245,7 +242,7 @@ class MixedToolParser(StrParser):
         ```python
         parser = MixedToolParser(parsers=[PluginParser(template='Plugins: ...'), InterpreterParser()])
         parser.format_instruction()  # [{'role': 'system', 'content': 'Plugins: ...', 'name': 'plugin'}]
-        parser.parse_response('<|action_start|><|interpreter|>\\nprint(1)')['tool_type']  # 'interpreter'
+        parser.parse_response('<|action_start|><|interpreter|>\nprint(1)')['tool_type']  # 'interpreter'
         ```
     """
 

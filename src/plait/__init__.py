@@ -1,0 +1,93 @@
+"""plait: LLM agents built the way PyTorch builds networks.
+
+Agents are layers, messages flow between them, memory is state. Everything below is
+imported on first use, so ``import plait`` stays fast.
+
+```python
+from plait import Agent, AgentMessage
+from plait.testing import ScriptedLLM
+
+agent = Agent(ScriptedLLM(['Hello!']), 'You are friendly.')
+print(agent('Hi'))  # content='Hello!' sender='Agent' ...
+```
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from .agents import (
+        Agent,
+        AgentDict,
+        AgentList,
+        AsyncAgent,
+        AsyncSequential,
+        AsyncStreamingAgent,
+        AsyncStreamingSequential,
+        Sequential,
+        StreamingAgent,
+        StreamingSequential,
+    )
+    from .hooks import Hook, MessageLogger, RemovableHandle
+    from .memory import Memory, MemoryManager
+    from .schema import (
+        ActionReturn,
+        ActionStatusCode,
+        ActionValidCode,
+        AgentMessage,
+        AgentStatusCode,
+        FunctionCall,
+        ModelStatusCode,
+    )
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(
+        [
+            "Agent",
+            "AgentDict",
+            "AgentList",
+            "AsyncAgent",
+            "AsyncSequential",
+            "AsyncStreamingAgent",
+            "AsyncStreamingSequential",
+            "Sequential",
+            "StreamingAgent",
+            "StreamingSequential",
+        ],
+        "plait.agents",
+    ),
+    **dict.fromkeys(["Hook", "MessageLogger", "RemovableHandle"], "plait.hooks"),
+    **dict.fromkeys(["Memory", "MemoryManager"], "plait.memory"),
+    **dict.fromkeys(
+        [
+            "ActionReturn",
+            "ActionStatusCode",
+            "ActionValidCode",
+            "AgentMessage",
+            "AgentStatusCode",
+            "FunctionCall",
+            "ModelStatusCode",
+        ],
+        "plait.schema",
+    ),
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plait' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

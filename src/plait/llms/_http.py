@@ -1,0 +1,182 @@
+"""HTTP plumbing shared by the API backends.
+
+* `SessionPool`: one pooled `aiohttp.ClientSession` per event loop, created lazily. A client
+  used from several loops (tests calling ``asyncio.run`` repeatedly, threads with their
+  own loops) gets one session per loop, and a loop's session is closed when that loop
+  shuts down its async generators (``asyncio.run`` does), so nothing leaks.
+* `LoopThread`: a private event loop on a daemon thread. Sync clients run the async code
+  there: one IO path for both, and sync calls work even inside a running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, TypeVar
+
+import aiohttp
+
+from ..exceptions import UserError
+
+__all__ = ["LoopThread", "SessionPool"]
+
+T = TypeVar("T")
+
+
+async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """Parked async generator: the loop finalizes it at shutdown, which closes `session`."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
+class SessionPool:
+    """One `aiohttp.ClientSession` (with its connection pool) per event loop.
+
+    Args:
+        max_connections: Connection limit of each session (0 = unlimited).
+        trust_env: Let aiohttp read proxy settings from the environment.
+    """
+
+    def __init__(self, *, max_connections: int = 1024, trust_env: bool = False) -> None:
+        self.max_connections = max_connections
+        self.trust_env = trust_env
+        self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncIterator[None]]] = {}
+        self._lock = threading.Lock()
+
+    async def get(self) -> aiohttp.ClientSession:
+        """The session for the running loop (created on first use)."""
+        loop = asyncio.get_running_loop()
+        entry = self._sessions.get(loop)
+        if entry is not None and not entry[0].closed:
+            return entry[0]
+        return await self._create(loop)
+
+    async def _create(self, loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+        session = aiohttp.ClientSession(connector=connector, trust_env=self.trust_env)
+        keeper = _close_with_loop(session)
+        with self._lock:
+            for other in [other for other in self._sessions if other.is_closed()]:
+                del self._sessions[other]
+            self._sessions[loop] = (session, keeper)
+        await keeper.__anext__()  # registers it with the loop's async-generator finalizer
+        return session
+
+    async def aclose(self) -> None:
+        """Close the running loop's session; ask other live loops to close theirs."""
+        current = asyncio.get_running_loop()
+        with self._lock:
+            entries = list(self._sessions.items())
+            self._sessions.clear()
+        for loop, (session, keeper) in entries:
+            if loop is current:
+                await keeper.aclose()
+                await session.close()
+            elif loop.is_running() and not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(session.close(), loop)
+
+    def __repr__(self) -> str:
+        return f"SessionPool(loops={len(self._sessions)}, max_connections={self.max_connections})"
+
+
+class _End:
+    pass
+
+
+_END = _End()
+
+
+async def _next_item(agen: AsyncIterator[T]) -> T | _End:
+    try:
+        return await agen.__anext__()
+    except StopAsyncIteration:
+        return _END
+
+
+class LoopThread:
+    """An event loop on a private daemon thread, started on first use.
+
+    Args:
+        name: Thread name (shows up in debuggers and thread dumps).
+    """
+
+    def __init__(self, name: str = "plait-io") -> None:
+        self.name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running private loop (started now if needed)."""
+        loop = self._loop
+        if loop is not None:
+            return loop
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(target=self._serve, args=(loop, ready), name=self.name, daemon=True)
+                thread.start()
+                ready.wait()
+                self._thread, self._loop = thread, loop
+            return self._loop
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        loop.run_forever()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the private loop and block until it is done."""
+        loop = self.loop
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise UserError("a sync client was called from its own IO thread; use the async client there")
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
+        """Drive the async iterator `agen` on the private loop, one item per step."""
+        try:
+            while True:
+                item = self.run(_next_item(agen))
+                if isinstance(item, _End):
+                    return
+                yield item
+        finally:
+            aclose: Callable[[], Awaitable[None]] | None = getattr(agen, "aclose", None)
+            if aclose is not None and self._loop is not None and not self._loop.is_closed():
+                self.run(_await(aclose()))
+
+    def close(self, final: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
+        """Run `final` (cleanup) on the loop, then stop the loop and join the thread."""
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        if final is not None and threading.current_thread() is not thread:
+            try:
+                asyncio.run_coroutine_threadsafe(final(), loop).result(timeout=10)
+            except Exception:  # noqa: BLE001 - cleanup must not mask the caller's state
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        if threading.current_thread() is not thread:
+            thread.join(timeout=10)
+            loop.close()
+
+    def __repr__(self) -> str:
+        return f"LoopThread(name={self.name!r}, running={self._loop is not None})"
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable

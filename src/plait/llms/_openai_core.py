@@ -1,0 +1,244 @@
+"""The one IO path of the OpenAI-compatible clients (async; the sync client runs it on a private loop).
+
+`ChatTransport` sends a prepared request body with bounded retries, key rotation and
+usage accounting; `complete` reads a JSON reply, `stream` reads SSE. Every decision it
+makes (URLs, bodies, parsing, retry timing) lives in pure modules it calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import aiohttp
+
+from ..exceptions import LLMConnectionError, LLMError, LLMRateLimitError, LLMResponseError, LLMTimeoutError
+from ._http import SessionPool
+from ._openai_protocol import StreamAccumulator, build_headers, parse_completion
+from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
+from ._sse import SSEDecoder
+from .response import ModelResponse, Usage
+
+__all__ = ["ChatTransport", "KeyRing"]
+
+
+class KeyRing:
+    """API keys used round-robin; keys that ran out of quota are retired. Thread- and task-safe.
+
+    Args:
+        keys: The keys; an empty list means requests carry no ``Authorization`` header.
+        orgs: Organization ids, used round-robin alongside (optional).
+    """
+
+    def __init__(self, keys: Sequence[str], orgs: Sequence[str] = ()) -> None:
+        self.keys = [key for key in keys if key]
+        self.retired: set[str] = set()
+        self._orgs = itertools.cycle(list(orgs)) if orgs else None
+        self._index = 0
+        self._lock = threading.Lock()
+
+    def pick(self) -> tuple[str | None, str | None]:
+        """The next usable key (and organization).
+
+        Raises:
+            LLMRateLimitError: Every key has been retired for insufficient quota.
+        """
+        with self._lock:
+            org = next(self._orgs) if self._orgs is not None else None
+            if not self.keys:
+                return None, org
+            for _ in range(len(self.keys)):
+                key = self.keys[self._index % len(self.keys)]
+                self._index += 1
+                if key not in self.retired:
+                    return key, org
+        raise LLMRateLimitError(
+            f"all {len(self.keys)} API keys have insufficient quota", status=429, body="insufficient_quota", attempts=0
+        )
+
+    def retire(self, key: str | None) -> bool:
+        """Stop using `key`; True when another key is left to try."""
+        if key is None:
+            return False
+        with self._lock:
+            self.retired.add(key)
+            return any(k not in self.retired for k in self.keys)
+
+    def __repr__(self) -> str:
+        return f"KeyRing(keys={len(self.keys)}, retired={len(self.retired)})"
+
+
+def _llm_error(exc: BaseException) -> LLMError | None:
+    """`exc` as the plait error it stands for (None: not an IO failure, let it propagate)."""
+    if isinstance(exc, LLMError):
+        return exc
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # aiohttp's timeouts subclass both
+        return LLMTimeoutError(f"the request timed out ({type(exc).__name__})")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return LLMConnectionError(f"the connection broke before the response was complete: {exc}")
+    if isinstance(exc, aiohttp.ClientError):
+        return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {exc}")
+    if isinstance(exc, ValueError):  # json.JSONDecodeError, UnicodeDecodeError
+        return LLMResponseError(f"the server's response is not valid JSON: {exc}")
+    return None
+
+
+class ChatTransport:
+    """Sends chat-completion requests to one endpoint.
+
+    Args:
+        url: The full chat-completions URL.
+        keys: Key rotation state.
+        policy: Retry policy.
+        timeout: Default per-attempt timeout in seconds (None: no limit). For streams it
+            bounds the connection and each wait between chunks, not the whole stream.
+        proxy: Proxy URL for every request (None: direct, or the environment's when
+            `trust_env`).
+        trust_env: Read proxy settings from the environment.
+        max_connections: Pool size per event loop.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        keys: KeyRing,
+        policy: RetryPolicy,
+        *,
+        timeout: float | None = 300.0,
+        proxy: str | None = None,
+        trust_env: bool = False,
+        max_connections: int = 1024,
+    ) -> None:
+        self.url = url
+        self.keys = keys
+        self.policy = policy
+        self.timeout = timeout
+        self.proxy = proxy
+        self.pool = SessionPool(max_connections=max_connections, trust_env=trust_env)
+        self.usage = Usage()
+        self._usage_lock = threading.Lock()
+        self._timeouts: dict[tuple[float | None, bool], aiohttp.ClientTimeout] = {}
+
+    def _timeout(self, seconds: float | None, stream: bool) -> aiohttp.ClientTimeout:
+        cached = self._timeouts.get((seconds, stream))
+        if cached is None:
+            if stream:
+                cached = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
+            else:
+                cached = aiohttp.ClientTimeout(total=seconds)
+            self._timeouts[(seconds, stream)] = cached
+        return cached
+
+    def _record(self, usage: Usage | None) -> None:
+        if usage is not None:
+            with self._usage_lock:
+                self.usage.add(usage)
+
+    async def _after_failure(self, exc: BaseException, attempts: int, key: str | None) -> bool:
+        """Decide on a failed attempt: wait and return True (retry, counted), return False
+        (retry at once with another key, not counted), or raise the plait error."""
+        err = _llm_error(exc)
+        if err is None:
+            raise exc
+        if is_quota_error(err) and self.keys.retire(key):
+            return False
+        err.attempts = attempts
+        delay = self.policy.decide(err, attempts)
+        if delay is None:
+            if err is exc:
+                raise err
+            raise err from exc
+        await asyncio.sleep(delay)
+        return True
+
+    async def _post(
+        self, body: bytes, key: str | None, org: str | None, timeout: float | None, stream: bool
+    ) -> aiohttp.ClientResponse:
+        session = await self.pool.get()
+        return await session.post(
+            self.url,
+            data=body,
+            headers=build_headers(key, org),
+            timeout=self._timeout(timeout, stream),
+            proxy=self.proxy,
+        )
+
+    @staticmethod
+    async def _raise_for_status(resp: aiohttp.ClientResponse) -> None:
+        if resp.status >= 400:
+            text = (await resp.read()).decode("utf-8", errors="replace")
+            raise error_for_status(resp.status, text, retry_after=parse_retry_after(resp.headers))
+
+    async def complete(self, payload: dict[str, Any], timeout: float | None = None) -> ModelResponse:
+        """One chat completion (non-streaming), retried per the policy."""
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        seconds = self.timeout if timeout is None else timeout
+        attempts = 0
+        while True:
+            key, org = self.keys.pick()
+            attempts += 1
+            try:
+                async with await self._post(body, key, org, seconds, stream=False) as resp:
+                    await self._raise_for_status(resp)
+                    raw = await resp.read()
+                response = parse_completion(json.loads(raw))
+            except Exception as exc:  # noqa: BLE001 - classified in _after_failure
+                if not await self._after_failure(exc, attempts, key):
+                    attempts -= 1
+                continue
+            self._record(response.usage)
+            return response
+
+    async def stream(
+        self, payload: dict[str, Any], timeout: float | None = None
+    ) -> AsyncIterator[tuple[StreamAccumulator, bool]]:
+        """Stream one chat completion, retried per the policy.
+
+        Yields ``(accumulator, False)`` each time the text grows, then ``(accumulator, True)``
+        once the stream is complete. A retry after a partial stream starts a fresh
+        accumulator, so the text restarts from the new response.
+        """
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        seconds = self.timeout if timeout is None else timeout
+        attempts = 0
+        while True:
+            key, org = self.keys.pick()
+            attempts += 1
+            acc = StreamAccumulator()
+            try:
+                async with contextlib.aclosing(self._stream_once(body, key, org, seconds, acc)) as chunks:
+                    async for _ in chunks:
+                        yield acc, False
+            except Exception as exc:  # noqa: BLE001 - classified in _after_failure
+                if not await self._after_failure(exc, attempts, key):
+                    attempts -= 1
+                continue
+            self._record(acc.usage)
+            yield acc, True
+            return
+
+    async def _stream_once(
+        self, body: bytes, key: str | None, org: str | None, timeout: float | None, acc: StreamAccumulator
+    ) -> AsyncIterator[None]:
+        decoder = SSEDecoder()
+        async with await self._post(body, key, org, timeout, stream=True) as resp:
+            await self._raise_for_status(resp)
+            async for chunk in resp.content.iter_any():
+                for data in decoder.feed(chunk):
+                    if acc.feed_data(data):
+                        yield None
+                    if acc.done:
+                        return
+            for data in decoder.flush():
+                if acc.feed_data(data):
+                    yield None
+        if not acc.complete:
+            raise LLMConnectionError("the stream ended before the response was complete (no [DONE])")
+
+    def __repr__(self) -> str:
+        return f"ChatTransport(url={self.url!r}, keys={self.keys!r})"

