@@ -31,12 +31,6 @@ def content_to_text(content: Any) -> str:
     return str(content)
 
 
-def _system_text(parser: Any) -> Any:
-    if parser is None or not hasattr(parser, "format_instruction"):
-        return None
-    return parser.format_instruction()
-
-
 class DefaultAggregator:
     """Builds the model's messages: system instruction, then the session's messages.
 
@@ -53,12 +47,7 @@ class DefaultAggregator:
         system_instruction: Any = None,
     ) -> list[dict[str, Any]]:
         """Turn a session's memory into chat messages for the agent called `name`."""
-        result: list[dict[str, Any]] = []
-        if system_instruction:
-            result.extend(self.aggregate_system_instruction(system_instruction))
-        instruction = _system_text(parser)
-        if instruction:
-            result.extend(self.aggregate_system_instruction(instruction))
+        result = self.preamble(parser, system_instruction)
         for message in messages.get_memory():
             text = content_to_text(message.content)
             if message.sender == name:
@@ -68,6 +57,18 @@ class DefaultAggregator:
             else:
                 result.append({"role": "user", "content": text})
         return result
+
+    def preamble(self, parser: Any, system_instruction: Any) -> list[dict[str, Any]]:
+        """The system messages that open every prompt: the instruction, then the parser's instructions."""
+        result = self.aggregate_system_instruction(system_instruction) if system_instruction else []
+        return result + self.parser_instruction(parser)
+
+    def parser_instruction(self, parser: Any) -> list[dict[str, Any]]:
+        """The parser's `format_instruction()` as system messages (none when it is empty)."""
+        if parser is None or not hasattr(parser, "format_instruction"):
+            return []
+        instruction = parser.format_instruction()
+        return self.aggregate_system_instruction(instruction) if instruction else []
 
     @staticmethod
     def aggregate_system_instruction(system_instruction: Any) -> list[dict[str, Any]]:

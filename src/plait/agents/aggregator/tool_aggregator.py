@@ -52,10 +52,7 @@ class InternLMToolAggregator(DefaultAggregator):
         system_instruction: Any = None,
     ) -> list[dict[str, Any]]:
         """Turn a session's memory (with tool turns) into chat messages for the agent `name`."""
-        result: list[dict[str, Any]] = []
-        if system_instruction:
-            result.extend(self.aggregate_system_instruction(system_instruction))
-        result.extend(self._instruction(parser))
+        result = self.preamble(parser, system_instruction)
         for dialogue in self.few_shot:
             result.extend(self._few_shot_turns(dialogue, parser))
         tool_type: str | None = None
@@ -71,17 +68,13 @@ class InternLMToolAggregator(DefaultAggregator):
                 result.append(self._environment(content_to_text(message.content), tool_type))
         return result
 
-    def _instruction(self, parser: Any) -> list[dict[str, Any]]:
-        if parser is None or not hasattr(parser, "format_instruction"):
-            return []
-        instruction = parser.format_instruction()
-        if isinstance(instruction, str):
-            if not instruction:
-                return []
-            message = {"role": "system", "content": instruction}
-            tool_type = getattr(parser, "tool_type", None)
-            return [{**message, "name": tool_type}] if tool_type else [message]
-        return [dict(item) for item in instruction or []]
+    def parser_instruction(self, parser: Any) -> list[dict[str, Any]]:
+        """The parser's instructions as system messages, named after its tool type."""
+        messages = super().parser_instruction(parser)
+        tool_type = getattr(parser, "tool_type", None)
+        if tool_type and len(messages) == 1 and isinstance(parser.format_instruction(), str):
+            return [{**messages[0], "name": tool_type}]
+        return messages
 
     def _environment(self, text: str, tool_type: str | None) -> dict[str, Any]:
         message = {"role": self.environment_role, "content": f"{self.environment_begin}{text}{self.environment_end}"}
