@@ -23,12 +23,12 @@ import asyncio
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar, Union
 
 from .exceptions import UserError
 from .schema import AgentStatusCode
 
-__all__ = ["Call", "Flow", "run_astream", "run_async", "run_stream", "run_sync"]
+__all__ = ["Call", "Effect", "Flow", "Gather", "run_astream", "run_async", "run_stream", "run_sync"]
 
 R = TypeVar("R")
 
@@ -55,7 +55,20 @@ class Call:
     offload: bool = False
 
 
-Flow = Generator[Call, Any, R]
+@dataclass(frozen=True)
+class Gather:
+    """Several calls whose results come back together, in order.
+
+    Async drivers run them concurrently (`asyncio.gather`); sync drivers run them one after
+    another. Used for independent work such as parallel tool calls.
+    """
+
+    calls: tuple[Call, ...]
+    stream: ClassVar[bool] = False  # the results are never streamed through
+
+
+Effect = Union[Call, Gather]
+Flow = Generator[Effect, Any, R]
 
 
 def _is_final(chunk: Any) -> bool:
@@ -81,7 +94,9 @@ async def _adrain(result: Any) -> Any:
     return last
 
 
-def _sync_call(call: Call) -> Any:
+def _sync_call(call: Effect) -> Any:
+    if isinstance(call, Gather):
+        return [_drain(_sync_call(c)) if c.stream else _sync_call(c) for c in call.calls]
     result = call.fn(*call.args, **call.kwargs)
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
@@ -95,7 +110,9 @@ def _sync_call(call: Call) -> Any:
     return result
 
 
-async def _async_call(call: Call) -> Any:
+async def _async_call(call: Effect) -> Any:
+    if isinstance(call, Gather):
+        return list(await asyncio.gather(*(_async_drained(c) for c in call.calls)))
     if call.offload and not inspect.iscoroutinefunction(call.fn):
         result = await asyncio.to_thread(call.fn, *call.args, **call.kwargs)
     else:
@@ -103,6 +120,11 @@ async def _async_call(call: Call) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+async def _async_drained(call: Call) -> Any:
+    result = await _async_call(call)
+    return await _adrain(result) if call.stream else result
 
 
 def run_sync(flow: Flow[R]) -> R:

@@ -4,8 +4,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from _support import collect, resolve
 
+from _support import collect, resolve
 from plait.exceptions import ScriptError
 from plait.llms.response import ModelResponse, ToolCall
 from plait.schema import ModelStatusCode

@@ -3,7 +3,6 @@ from __future__ import annotations
 import copy
 
 from _support import resolve
-
 from plait.agents import Agent, AsyncAgent
 from plait.agents.aggregator import InternLMToolAggregator
 from plait.memory import Memory
@@ -97,7 +96,10 @@ def test_mixed_parser_instructions_and_few_shot_are_not_mutated() -> None:
     ]
     assert out[3:] == [
         {"role": "user", "content": "2+2?"},
-        {"role": "assistant", "content": "I will compute.\n<|action_start|><|interpreter|>\nprint(2+2)<|action_end|>\n"},
+        {
+            "role": "assistant",
+            "content": "I will compute.\n<|action_start|><|interpreter|>\nprint(2+2)<|action_end|>\n",
+        },
         {"role": "system", "content": "4", "name": "interpreter"},
         {"role": "assistant", "content": "4"},
         {"role": "user", "content": "go"},

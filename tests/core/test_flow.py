@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from plait._flow import Call, Flow, Gather, run_async, run_stream, run_sync
+from plait.exceptions import UserError
+
+
+def _flow(log: list[str]) -> Flow[Any]:
+    try:
+        first = yield Call(lambda: "a")
+        both = yield Gather((Call(lambda x: x * 2, (2,)), Call(lambda: "b")))
+        log.append(f"{first}{both}")
+        yield Call(lambda: (_ for _ in ()).throw(ValueError("boom")))
+    except ValueError as exc:
+        log.append(f"caught {exc}")
+    return "done"
+
+
+def test_sync_and_async_drivers_perform_the_same_flow() -> None:
+    sync_log: list[str] = []
+    async_log: list[str] = []
+    assert run_sync(_flow(sync_log)) == "done"
+    assert asyncio.run(run_async(_flow(async_log))) == "done"
+    assert sync_log == async_log == ["a[4, 'b']", "caught boom"]
+
+
+def test_gather_runs_concurrently_in_async_mode() -> None:
+    async def nap(x: int) -> int:
+        await asyncio.sleep(0.2)
+        return x
+
+    def flow() -> Flow[list[int]]:
+        result = yield Gather(tuple(Call(nap, (i,)) for i in range(5)))
+        return result  # type: ignore[no-any-return]
+
+    start = time.perf_counter()
+    assert asyncio.run(run_async(flow())) == [0, 1, 2, 3, 4]
+    assert time.perf_counter() - start < 0.6
+
+
+def test_sync_driver_refuses_coroutines_with_a_clear_error() -> None:
+    async def coro() -> None:
+        return None
+
+    def flow() -> Flow[None]:
+        yield Call(coro)
+
+    with pytest.raises(UserError, match="Async"):
+        run_sync(flow())
+
+
+def test_offloaded_sync_calls_leave_the_event_loop_free() -> None:
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        for _ in range(5):
+            ticks.append(time.perf_counter())
+            await asyncio.sleep(0.02)
+
+    def flow() -> Flow[str]:
+        value = yield Call(time.sleep, (0.15,), offload=True)
+        return str(value)
+
+    async def main() -> None:
+        await asyncio.gather(run_async(flow()), ticker())
+
+    asyncio.run(main())
+    assert len(ticks) == 5 and ticks[-1] - ticks[0] < 0.15
+
+
+def test_stream_driver_yields_non_final_chunks_then_result() -> None:
+    from plait.schema import AgentMessage, AgentStatusCode
+
+    def chunks() -> Any:
+        yield AgentMessage(content="a", stream_state=AgentStatusCode.STREAM_ING)
+        yield AgentMessage(content="ab", stream_state=AgentStatusCode.END)
+
+    def flow() -> Flow[str]:
+        final = yield Call(chunks, stream=True)
+        return f"final={final.content}"
+
+    assert [getattr(x, "content", x) for x in run_stream(flow())] == ["a", "final=ab"]
