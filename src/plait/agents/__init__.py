@@ -9,6 +9,7 @@ from .containers import (
     Sequential,
     StreamingSequential,
 )
+from .function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
 from .module import AgentModule, IncompatibleKeys
 
 __all__ = [
@@ -17,9 +18,11 @@ __all__ = [
     "AgentList",
     "AgentModule",
     "AsyncAgent",
+    "AsyncFunctionCallingAgent",
     "AsyncSequential",
     "AsyncStreamingAgent",
     "AsyncStreamingSequential",
+    "FunctionCallingAgent",
     "IncompatibleKeys",
     "Sequential",
     "StreamingAgent",

@@ -37,10 +37,6 @@ _DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": DefaultAggregator})
 
 
-def _is_async_llm(llm: Any) -> bool:
-    return inspect.iscoroutinefunction(getattr(llm, "chat", None))
-
-
 class Agent(AgentModule):
     """A synchronous agent: messages in, a message out, memory updated in between.
 
@@ -105,13 +101,19 @@ class Agent(AgentModule):
         return self._driver(self._chat_flow(session_id, kwargs))
 
     def _chat_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        llm = self._require_llm()
-        prompt = self.get_prompt(session_id)
-        if _is_async_llm(llm):
-            raw = yield Call(llm.chat, (prompt,), {"session_ids": session_id, **kwargs})
-        else:
-            raw = yield Call(llm.chat, (prompt,), kwargs, offload=True)
+        raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, kwargs)
         return self.make_response(raw)
+
+    def llm_call(self, method: str, prompt: Any, session_id: Hashable, kwargs: Mapping[str, Any]) -> Call:
+        """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session.
+
+        Async models also get the session id (``session_ids=``); sync models run in a worker
+        thread when an async agent drives the call, so the event loop never blocks.
+        """
+        fn = getattr(self._require_llm(), method)
+        if inspect.iscoroutinefunction(fn):
+            return Call(fn, (prompt,), {"session_ids": session_id, **kwargs})
+        return Call(fn, (prompt,), kwargs, offload=True)
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
         """The messages the LLM would receive for this session now."""

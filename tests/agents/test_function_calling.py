@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from _support import resolve
+from plait.actions import BaseAction, tool_api
+from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
+from plait.llms.response import ModelResponse, ToolCall
+from plait.schema import ActionReturn, ActionStatusCode
+from plait.testing import scripted_llm
+
+
+class Arithmetic(BaseAction):
+    """Exact integer arithmetic."""
+
+    @tool_api
+    def multiply(self, a: int, b: int) -> int:
+        """Multiply two integers.
+
+        Args:
+            a: the first factor
+            b: the second factor
+        """
+        return a * b
+
+    @tool_api
+    def slow_add(self, a: int, b: int) -> int:
+        """Add two integers slowly.
+
+        Args:
+            a: first
+            b: second
+        """
+        time.sleep(0.2)
+        return a + b
+
+
+def calls(*items: tuple[str, str, str]) -> ModelResponse:
+    return ModelResponse(tool_calls=[ToolCall(i, n, a) for i, n, a in items], finish_reason="tool_calls")
+
+
+def agent_for(mode: str, script: list[Any], **kwargs: Any) -> FunctionCallingAgent:
+    cls = FunctionCallingAgent if mode == "sync" else AsyncFunctionCallingAgent
+    return cls(scripted_llm(script, mode), [Arithmetic()], "Use tools.", **kwargs)
+
+
+def test_tool_round_then_answer(mode: str) -> None:
+    agent = agent_for(mode, [calls(("c1", "Arithmetic__multiply", '{"a": 37, "b": 91}')), "37 * 91 = 3367"])
+    reply = resolve(agent("What is 37 * 91?"))
+    assert reply.content == "37 * 91 = 3367"
+    first, second = agent.llm.calls
+    tool_names = [t["function"]["name"] for t in first.params["tools"]]
+    assert "Arithmetic__multiply" in tool_names and first.params["tool_choice"] == "auto"
+    assert second.messages[-2]["tool_calls"][0]["function"] == {
+        "name": "Arithmetic__multiply",
+        "arguments": '{"a": 37, "b": 91}',
+    }
+    assert second.messages[-1] == {"role": "tool", "tool_call_id": "c1", "content": "3367"}
+    memory = agent.state_dict()["memory"]
+    assert [m["sender"] for m in memory] == [
+        "user",
+        agent.name,
+        "ActionExecutor",
+        agent.name,
+    ]
+    assert memory[2]["extra_info"]["tool_call_id"] == "c1"
+
+
+def test_model_mistakes_become_observations(mode: str) -> None:
+    agent = agent_for(
+        mode,
+        [
+            calls(
+                ("c1", "Nope", "{}"), ("c2", "Arithmetic__multiply", '{"a": 1}'), ("c3", "Arithmetic__multiply", "{")
+            ),
+            "giving up",
+        ],
+    )
+    resolve(agent("hi"))
+    tool_messages = agent.llm.calls[1].messages[-3:]
+    assert [m["role"] for m in tool_messages] == ["tool", "tool", "tool"]
+    assert "Arithmetic.multiply" in tool_messages[0]["content"]  # the valid tools are named
+    assert "b" in tool_messages[1]["content"]  # the missing argument is named
+    results = [m for m in agent.memory.get_memory() if m.sender == "ActionExecutor"]
+    assert all(isinstance(m.content, ActionReturn) for m in results)
+    assert results[1].content.state == ActionStatusCode.ARGS_ERROR
+
+
+def test_out_of_turns_forces_a_text_answer(mode: str) -> None:
+    loop = calls(("c", "Arithmetic__multiply", '{"a": 2, "b": 3}'))
+    agent = agent_for(mode, [loop, loop, "final"], max_turn=2)
+    assert resolve(agent("go")).content == "final"
+    assert agent.llm.calls[-1].params["tool_choice"] == "none"
+    agent.llm.assert_complete()
+
+
+def test_parallel_calls_run_concurrently_in_async_mode() -> None:
+    parallel = calls(*[(f"c{i}", "Arithmetic__slow_add", f'{{"a": {i}, "b": 1}}') for i in range(4)])
+    agent = agent_for("async", [parallel, "done"])
+    start = time.perf_counter()
+    asyncio.run(agent("add"))
+    assert time.perf_counter() - start < 0.6  # 4 x 0.2 s sequentially
+    results = [m["content"] for m in agent.llm.calls[1].messages if m["role"] == "tool"]
+    assert results == ["1", "2", "3", "4"]
