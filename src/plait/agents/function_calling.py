@@ -91,7 +91,7 @@ class FunctionCallingAgent(Agent):
                 return self.make_response(response.content, extra_info=_usage(response))
             self.update_memory(self._call_message(response), session_id)
             results = yield Gather(tuple(self._tool_call(call, session_id) for call in response.tool_calls))
-            for call, result in zip(response.tool_calls, results):
+            for call, result in zip(response.tool_calls, results, strict=True):
                 self.update_memory(self._result_message(call, result), session_id)
         final_params = {"tools": tools, "tool_choice": "none", **kwargs} if tools else dict(kwargs)
         response = yield self.llm_call("complete", self.get_prompt(session_id), session_id, final_params)
