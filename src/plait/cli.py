@@ -1,0 +1,168 @@
+"""The ``plait`` command: ask an agent one question, or chat with it.
+
+```
+plait run "What is 37 * 91?"                 # embedded local model, Calculator tool
+plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any OpenAI-compatible server
+plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
+```
+
+Tool calls and their results are shown as they happen, then the answer; errors go to
+stderr with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .exceptions import PlaitError
+
+__all__ = ["build_agent", "build_llm", "main"]
+
+DEFAULT_SYSTEM = (
+    "You are a helpful assistant. When a question needs exact computation or outside information, "
+    "call one of your tools, then answer the user briefly using the tool's result."
+)
+
+
+def build_llm(model: str | None, api_base: str | None, api_key: str | None, **gen: Any) -> Any:
+    """The model the options name: an OpenAI-compatible server when `api_base` is given, else the embedded one."""
+    if api_base:
+        from .llms.openai import GPTAPI
+
+        return GPTAPI(model_type=model or "default", api_base=api_base, key=api_key or "ENV", **gen)
+    from .llms.llama_cpp import LlamaCppModel
+
+    path = model if model and os.path.exists(model) else None
+    return LlamaCppModel(path=path, **gen)
+
+
+def _tool(name: str) -> Any:
+    from .actions import (
+        calculator,  # noqa: F401  (registers the default tool)
+        get_tool,
+        list_tools,
+    )
+
+    known = {tool.lower(): tool for tool in list_tools()}
+    canonical = known.get(name.strip().lower())
+    if canonical is None:
+        raise PlaitError(f"unknown tool {name!r}; known tools: {', '.join(sorted(known.values()))}")
+    return get_tool(canonical)
+
+
+def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int) -> Any:
+    """A native function-calling agent over `tools` (registry names)."""
+    from .agents.function_calling import FunctionCallingAgent
+
+    return FunctionCallingAgent(llm, [_tool(name) for name in tools if name.strip()], system, max_turn=max_turn)
+
+
+class _ToolEcho:
+    """Executor hook that shows each tool call and its result."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
+        call = message.content
+        self.out.write(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}\n")
+        self.out.flush()
+
+    def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
+        from .agents.aggregator.default_aggregator import content_to_text
+
+        self.out.write(f"[tool result] {content_to_text(message.content)}\n")
+        self.out.flush()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plait", description="Run plait agents from the command line.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--model", help="model name on the server, or a .gguf path for the embedded model")
+    common.add_argument("--api-base", help="base URL of an OpenAI-compatible server (default: embedded model)")
+    common.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY when set)")
+    common.add_argument("--tools", default="Calculator", help="comma-separated tool names (default: Calculator)")
+    common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
+    common.add_argument("--session", help="JSON file to load the conversation from and save it to")
+    common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
+    common.add_argument("--max-new-tokens", type=int, default=256)
+    common.add_argument("--temperature", type=float, default=0.0)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", parents=[common], help="answer one question and exit")
+    run.add_argument("question")
+    sub.add_parser("chat", parents=[common], help="interactive chat (REPL)")
+    return parser
+
+
+def _setup(args: argparse.Namespace, out: TextIO) -> Any:
+    llm = build_llm(
+        args.model, args.api_base, args.api_key, max_new_tokens=args.max_new_tokens, temperature=args.temperature
+    )
+    agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn)
+    agent.executor.register_hook(_ToolEcho(out))
+    if args.session and os.path.exists(args.session):
+        agent.load_state(args.session)
+    return agent
+
+
+def _ask(agent: Any, question: str, args: argparse.Namespace, out: TextIO) -> None:
+    reply = agent(question)
+    out.write(f"{reply.content}\n")
+    out.flush()
+    if args.session:
+        agent.save_state(args.session)
+
+
+def _chat(agent: Any, args: argparse.Namespace, stdin: TextIO, out: TextIO) -> None:
+    out.write("plait chat: /reset, /save FILE, /load FILE, /tools, /quit\n")
+    while True:
+        out.write("> ")
+        out.flush()
+        line = stdin.readline()
+        if not line:
+            break
+        text = line.strip()
+        if not text:
+            continue
+        if text in ("/quit", "/exit"):
+            break
+        if text == "/reset":
+            agent.reset()
+            out.write("(conversation cleared)\n")
+        elif text == "/tools":
+            out.write(", ".join(agent.executor.keys()) + "\n")
+        elif text.startswith(("/save ", "/load ")):
+            command, path = text.split(maxsplit=1)
+            if command == "/save":
+                agent.save_state(path)
+            else:
+                agent.load_state(path)
+            out.write(f"({'saved to' if command == '/save' else 'loaded from'} {path})\n")
+        else:
+            _ask(agent, text, args, out)
+
+
+def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    """Entry point of the ``plait`` console script; returns the exit status."""
+    out = stdout or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        agent = _setup(args, out)
+        if args.command == "run":
+            _ask(agent, args.question, args, out)
+        else:
+            _chat(agent, args, stdin or sys.stdin, out)
+    except PlaitError as exc:
+        sys.stderr.write(f"plait: error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
