@@ -1,0 +1,516 @@
+r"""InternLM-style tool agents: `AgentForInternLM`, `MathCoder` and their async twins.
+
+The model calls tools by writing special tokens (InternLM2's plugin/interpreter protocol)::
+
+    Let me look that up.<|action_start|><|plugin|>
+    {"name": "ArxivSearch.get_arxiv_article_information", "parameters": {"query": "lagent"}}<|action_end|>
+
+    Let me compute it.<|action_start|><|interpreter|>
+    print(2 ** 10)<|action_end|>
+
+An inner `Agent` (``self.agent``) keeps the trajectory: the model's replies (parsed by a
+`MixedToolParser` into ``formatted``) and the tool results. Each turn the wrapper asks the
+inner agent, stops when `finish_condition` holds (by default: no tool call), and otherwise
+dispatches the call by its ``tool_type`` to `plugin_executor` or `interpreter_executor`.
+The model's mistakes become observations it can act on: a call that does not parse comes
+back with the parser's hint, a tool type with no executor says which tools exist.
+
+The loop is written once (`AgentForInternLM._flow`, a `plait._flow` generator); the sync
+agents drive it with `run_sync`, the async ones with `run_async`. It also announces each
+tool phase as a message whose ``stream_state`` is ``PLUGIN_END`` / ``CODE_END`` (the call)
+and ``PLUGIN_RETURN`` / ``CODE_RETURN`` (its result): streaming drivers pass these on
+(`Internlm2Agent.stream_chat` uses them), the others ignore them.
+
+Prompts come in English (``*_EN``) and Chinese (``*_CN``); ``{begin}`` / ``{end}`` in them
+are the call markers and ``{prompt}`` (plugin prompts) the tool list of `get_plugin_prompt`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from .._flow import Call, Flow
+from ..exceptions import UserError
+from ..hooks.action_preprocessor import InternLMActionProcessor
+from ..memory import Memory
+from ..prompts.parsers.tool_parser import InterpreterParser, MixedToolParser, PluginParser, ToolStatusCode
+from ..schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentMessage, AgentStatusCode
+from ..utils.config import create_object
+from .agent import Agent, AsyncAgent
+from .aggregator.default_aggregator import content_to_text
+from .aggregator.tool_aggregator import InternLMToolAggregator
+
+__all__ = [
+    "API_PREFIX",
+    "INTERPRETER_CN",
+    "INTERPRETER_EN",
+    "MATH_PROMPT",
+    "META_CN",
+    "META_EN",
+    "PLUGIN_CN",
+    "PLUGIN_EN",
+    "AgentForInternLM",
+    "AsyncAgentForInternLM",
+    "AsyncMathCoder",
+    "MathCoder",
+    "get_plugin_prompt",
+    "internlm_output_format",
+    "no_tool_call",
+    "steps_of",
+]
+
+API_PREFIX = "An API of the tool '{tool_name}'. What it does:\n{description}"
+
+META_EN = (
+    "When tools or code execution are available, judge from the user's question whether they are needed, "
+    "and pick the one that fits the task best."
+)
+META_CN = "当你可以使用工具或运行代码时，请根据用户的问题判断是否需要借助它们，并挑选最合适的一个来完成任务。"
+
+INTERPRETER_EN = (
+    "You can run Python code in a stateful Jupyter environment: variables, imports and files persist "
+    "between runs. To run code, write it in this format:\n{begin}<Python code>{end}"
+    "Its output comes back to you in the next message. Use it for calculations, mathematics, data "
+    "processing and analysis, plotting and file handling."
+)
+INTERPRETER_CN = (
+    "你可以在一个有状态的 Jupyter 环境里运行 Python 代码，变量、导入的模块和生成的文件在多次运行之间都会保留。"
+    "需要运行代码时，请按下面的格式输出：\n{begin}<Python 代码>{end}"
+    "代码的输出会在下一条消息中返回给你。它适合数值计算、数学推导、数据处理与分析、画图以及读写文件等任务。"
+)
+
+PLUGIN_EN = (
+    "You can call the following tools:\n{prompt}\n"
+    'To call one, write the call in this format:\n{begin}{{"name": "<tool name>", "parameters": {{<arguments>}}}}{end}'
+    "If you already have enough information, answer directly and avoid needless calls. Use only the tools "
+    "listed above; never invent one."
+)
+PLUGIN_CN = (
+    "你可以调用下列工具：\n{prompt}\n"
+    '调用工具时，请按下面的格式输出：\n{begin}{{"name": "<工具名>", "parameters": {{<参数>}}}}{end}'
+    "如果已经掌握足够的信息，请直接回答，不要进行不必要的调用；只能使用上面列出的工具，不要编造。"
+)
+
+MATH_PROMPT = (
+    "Solve the math problem by combining step-by-step reasoning with Python code:\n"
+    "- analyse the problem, then write code that works it out, running it as {begin}<code>{end}"
+    "- give the final result in LaTeX inside \\boxed{{}}, without units.\n"
+)
+
+_PROMPTS = {
+    "en": (META_EN, PLUGIN_EN, INTERPRETER_EN),
+    "cn": (META_CN, PLUGIN_CN, INTERPRETER_CN),
+}
+_DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
+_DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": InternLMToolAggregator})
+_DEFAULT_HOOKS: tuple[Any, ...] = (MappingProxyType({"type": InternLMActionProcessor}),)
+_OBSERVER = "ActionExecutor"
+
+
+# -- tool descriptions ---------------------------------------------------------------------------
+
+
+def _actions_of(actions: Any) -> list[Any]:
+    from ..actions import ActionExecutor
+
+    if isinstance(actions, ActionExecutor):
+        return [action for action in actions.actions.values() if action.enable]
+    return list(ActionExecutor(actions=actions).actions.values())
+
+
+def _describe(template: str, tool_name: str, description: str, tool_description: str) -> str:
+    try:
+        return template.format(tool_name=tool_name, description=description, tool_description=tool_description)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise UserError(
+            f"api_desc_template {template!r} may use only {{tool_name}}, {{description}} and "
+            f"{{tool_description}} (write other braces as {{{{ }}}}): {exc!r}"
+        ) from None
+
+
+def get_plugin_prompt(actions: Any, api_desc_template: str = "{description}") -> str:
+    """The tool list of a plugin prompt: a pretty JSON array of API descriptions.
+
+    Toolkit APIs are flattened to ``Toolkit.api`` entries (the name the model calls);
+    every description is passed through `api_desc_template`, which may use
+    ``{description}``, ``{tool_name}`` (the tool or toolkit name) and
+    ``{tool_description}`` (the toolkit's own description).
+
+    Args:
+        actions: A tool (instance, class or config dict), a list of tools, or an
+            `ActionExecutor` (its enabled tools).
+        api_desc_template: How each description is written (e.g. `API_PREFIX`).
+
+    Returns:
+        ``json.dumps(descriptions, ensure_ascii=False, indent=4)``.
+
+    Example:
+        ```python
+        PLUGIN_EN.format(prompt=get_plugin_prompt([ArxivSearch()]), begin='...', end='...')
+        ```
+    """
+    descriptions: list[dict[str, Any]] = []
+    for action in _actions_of(actions):
+        info = action.description
+        tool_description = str(info.get("description", ""))
+        if action.is_toolkit:
+            for api in info["api_list"]:
+                text = _describe(api_desc_template, action.name, str(api.get("description", "")), tool_description)
+                descriptions.append({**api, "name": f"{action.name}.{api['name']}", "description": text})
+        else:
+            text = _describe(api_desc_template, action.name, tool_description, tool_description)
+            descriptions.append({**info, "description": text})
+    return json.dumps(descriptions, ensure_ascii=False, indent=4)
+
+
+def internlm_output_format(
+    plugin_executor: Any = None,
+    interpreter_executor: Any = None,
+    language: str = "en",
+    api_desc_template: str = "{description}",
+) -> MixedToolParser:
+    """The default parser of `AgentForInternLM`: plugin and interpreter calls, instructions for the tools given.
+
+    Args:
+        plugin_executor: The plugins (an `ActionExecutor`); their list goes into the plugin
+            prompt. Without plugins there is no plugin prompt.
+        interpreter_executor: The interpreter; without one there is no interpreter prompt.
+        language: ``'en'`` or ``'cn'`` prompts.
+        api_desc_template: Passed to `get_plugin_prompt`.
+
+    Raises:
+        UserError: Unknown `language`.
+    """
+    if language not in _PROMPTS:
+        raise UserError(f"language must be one of {sorted(_PROMPTS)}, not {language!r}")
+    meta, plugin, interpreter = _PROMPTS[language]
+    plugin_fields: dict[str, Any] = {}
+    if plugin_executor is not None and len(plugin_executor):
+        plugin_fields = {"template": plugin, "prompt": get_plugin_prompt(plugin_executor, api_desc_template)}
+    parsers = [PluginParser(**plugin_fields), InterpreterParser(template=interpreter if interpreter_executor else "")]
+    return MixedToolParser(template=meta, parsers=parsers)
+
+
+# -- the loop's building blocks ------------------------------------------------------------------
+
+
+def _formatted(message: AgentMessage) -> Mapping[str, Any]:
+    return message.formatted if isinstance(message.formatted, Mapping) else {}
+
+
+def _parse_error(message: AgentMessage) -> str | None:
+    extra = message.extra_info
+    if isinstance(extra, Mapping) and extra.get("parse_error"):
+        return str(extra["parse_error"])
+    return None
+
+
+def no_tool_call(message: AgentMessage) -> bool:
+    """The default finish condition: the reply parsed and calls no tool."""
+    if isinstance(message.formatted, Mapping):
+        return message.formatted.get("status") == ToolStatusCode.NO_TOOL
+    return _parse_error(message) is None
+
+
+def _tool_states(message: AgentMessage) -> tuple[AgentStatusCode, AgentStatusCode]:
+    if _formatted(message).get("tool_type") == "interpreter":
+        return AgentStatusCode.CODE_END, AgentStatusCode.CODE_RETURN
+    return AgentStatusCode.PLUGIN_END, AgentStatusCode.PLUGIN_RETURN
+
+
+def _emit(message: AgentMessage, state: AgentStatusCode) -> Call:
+    """An effect that streaming drivers pass on as one chunk (others drain it and move on)."""
+    return Call(iter, ((message.model_copy(update={"stream_state": state}),),), stream=True)
+
+
+def _notice(tool_type: Any, text: str, state: ActionStatusCode) -> AgentMessage:
+    result = ActionReturn(type=tool_type, errmsg=text, state=state, valid=ActionValidCode.INVALID)
+    return AgentMessage(sender=_OBSERVER, content=result)
+
+
+def _is_async(executor: Any) -> bool:
+    return inspect.iscoroutinefunction(type(executor).__call__)
+
+
+def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "thought") -> list[dict[str, Any]]:
+    """A trajectory as role dicts: ``thought`` (or `thought_role`), ``tool`` and ``environment``.
+
+    Messages from `name` give a thought and, when they call a tool, a ``tool`` step named
+    after the tool type; messages from anyone but the user are ``environment`` steps named
+    after the last tool type. User messages are skipped.
+    """
+    steps: list[dict[str, Any]] = []
+    tool_type: str | None = None
+    for message in messages:
+        if message.sender == name:
+            formatted = _formatted(message)
+            if not formatted:
+                steps.append({"role": thought_role, "content": content_to_text(message.content)})
+                continue
+            steps.append({"role": thought_role, "content": formatted.get("thought") or ""})
+            if formatted.get("tool_type") and formatted.get("status") != ToolStatusCode.NO_TOOL:
+                tool_type = str(formatted["tool_type"])
+                steps.append({"role": "tool", "content": formatted.get("action"), "name": tool_type})
+        elif message.sender != "user":
+            step = {"role": "environment", "content": content_to_text(message.content)}
+            if tool_type:
+                step["name"] = tool_type
+            steps.append(step)
+    return steps
+
+
+# -- the agents -----------------------------------------------------------------------------------
+
+
+class AgentForInternLM(Agent):
+    r"""An agent that calls plugins and a code interpreter through InternLM2's special tokens.
+
+    Args:
+        llm: The model (instance or config dict).
+        plugins: Plugin tools (instances, classes, config dicts, a list of those) or a
+            ready `ActionExecutor`.
+        interpreter: The code interpreter tool(s), same forms.
+        template: The system instruction of the inner agent.
+        memory: Memory config of the inner agent (the trajectory).
+        output_format: The reply parser; by default `internlm_output_format` for the given
+            tools and `language`.
+        aggregator: Turns the trajectory into the model's messages (`InternLMToolAggregator`).
+        action_hooks: Hooks of the executors built here (`InternLMActionProcessor`).
+        finish_condition: ``fn(reply) -> bool``; the default `no_tool_call` stops at a reply
+            without a tool call.
+        max_turn: The most model replies per call. When the last one still calls a tool, the
+            tool runs (so the history stays whole) and that reply is returned with
+            ``extra_info['max_turn_reached'] = True``.
+        language: Prompt language of the default output format (``'en'`` or ``'cn'``).
+        **kwargs: `Agent` arguments of the wrapper (``name``, ``hooks``, ``description``).
+
+    Example:
+        ```python
+        agent = AgentForInternLM(llm, plugins=[ArxivSearch()], interpreter=IPythonInteractive())
+        reply = agent('Find a recent paper on agents and count its authors.')
+        agent.get_steps()  # [{'role': 'thought', ...}, {'role': 'tool', ..., 'name': 'plugin'}, ...]
+        ```
+    """
+
+    _inner_cls: ClassVar[type[Agent]] = Agent
+    _executor_cls: ClassVar[str] = "ActionExecutor"
+
+    def __init__(
+        self,
+        llm: Any = None,
+        plugins: Any = None,
+        interpreter: Any = None,
+        template: Any = None,
+        memory: Mapping[str, Any] | type[Memory] | None = _DEFAULT_MEMORY,
+        output_format: Any = None,
+        aggregator: Any = _DEFAULT_AGGREGATOR,
+        action_hooks: Sequence[Any] | None = _DEFAULT_HOOKS,
+        finish_condition: Callable[[AgentMessage], bool] = no_tool_call,
+        max_turn: int = 4,
+        language: str = "en",
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(max_turn, int) or max_turn < 1:
+            raise UserError(f"max_turn must be a positive int, got {max_turn!r}")
+        super().__init__(**kwargs)
+        self.plugin_executor = self._make_executor(plugins, action_hooks)
+        self.interpreter_executor = self._make_executor(interpreter, action_hooks)
+        if output_format is None:
+            output_format = internlm_output_format(self.plugin_executor, self.interpreter_executor, language)
+        self.agent = self._inner_cls(
+            llm=llm,
+            template=template,
+            memory=memory,
+            output_format=output_format,
+            aggregator=aggregator,
+            name=self.name,
+        )
+        self.finish_condition = finish_condition
+        self.max_turn = max_turn
+
+    def _make_executor(self, actions: Any, hooks: Sequence[Any] | None) -> Any:
+        from .. import actions as actions_module
+
+        actions = create_object(actions)
+        if actions is None or (isinstance(actions, (list, tuple)) and not actions):
+            return None
+        if isinstance(actions, actions_module.ActionExecutor):
+            return actions
+        executor_cls = getattr(actions_module, self._executor_cls)
+        return executor_cls(actions=actions, hooks=list(hooks or ()))
+
+    def executor_for(self, tool_type: Any) -> Any:
+        """The executor that runs calls of `tool_type` (None when there is none)."""
+        return {"plugin": self.plugin_executor, "interpreter": self.interpreter_executor}.get(tool_type)
+
+    # -- the loop --
+
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+        """Run model turns and tool calls until the reply finishes or `max_turn` replies were made."""
+        return self._driver(self._flow(message, session_id, kwargs))
+
+    def _flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any], turn_agent: Any = None
+    ) -> Flow[AgentMessage]:
+        agent = turn_agent if turn_agent is not None else self.agent
+        memory = agent.memory
+        mark = memory.length(session_id) if memory is not None else 0
+        try:
+            return (yield from self._turns(agent, inputs, session_id, kwargs))
+        except BaseException:
+            if memory is not None:  # a failed call leaves the trajectory as it was
+                memory.truncate(session_id, mark)
+            raise
+
+    def _turns(
+        self, agent: Any, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
+        reply: AgentMessage | None = None
+        for _ in range(self.max_turn):
+            reply = yield Call(agent, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+            if self.finish_condition(reply):
+                return reply
+            call_state, return_state = _tool_states(reply)
+            yield _emit(reply, call_state)
+            observation = yield from self._observe(reply, session_id)
+            yield _emit(observation, return_state)
+            inputs = (observation,)
+        if reply is None:  # unreachable: max_turn >= 1
+            raise UserError("max_turn must be positive")
+        agent.update_memory(list(inputs), session_id)  # the last result, which no turn consumed
+        extra = reply.extra_info
+        if extra is None or isinstance(extra, Mapping):
+            reply = reply.model_copy(update={"extra_info": {**(extra or {}), "max_turn_reached": True}})
+        return reply
+
+    def _observe(self, reply: AgentMessage, session_id: Hashable) -> Flow[AgentMessage]:
+        """The environment's answer to a reply that did not finish: a tool result or a hint."""
+        formatted = _formatted(reply)
+        tool_type = formatted.get("tool_type")
+        if formatted.get("status") == ToolStatusCode.PARSING_ERROR:
+            reason = formatted.get("error") or "it does not follow the format"
+            text = f"The {tool_type} call could not be parsed: {reason}. Write the call again in the required format."
+            return _notice(tool_type, text, ActionStatusCode.ARGS_ERROR)
+        error = _parse_error(reply)
+        if not formatted and error is not None:
+            return _notice(None, f"Your reply could not be parsed: {error}", ActionStatusCode.ARGS_ERROR)
+        if not tool_type or formatted.get("status") == ToolStatusCode.NO_TOOL:
+            text = "Your reply calls no tool and does not finish the task. Call a tool, or give your final answer."
+            return _notice(None, text, ActionStatusCode.API_ERROR)
+        executor = self.executor_for(tool_type)
+        if executor is None:
+            available = [kind for kind in ("plugin", "interpreter") if self.executor_for(kind) is not None]
+            offer = f"Available: {', '.join(available)}." if available else "No tools are available; answer directly."
+            text = f"The {tool_type} tool is not available here. {offer}"
+            return _notice(tool_type, text, ActionStatusCode.API_ERROR)
+        result = yield self._execute(executor, reply, session_id)
+        return result if isinstance(result, AgentMessage) else AgentMessage(sender=_OBSERVER, content=result)
+
+    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> Call:
+        """The effect of running the call in `reply` (the executor's hooks turn it into a tool call)."""
+        return Call(executor, (reply,), {"session_id": session_id}, offload=not _is_async(executor))
+
+    def get_steps(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
+        """The session's trajectory as ``{'role': 'thought' | 'tool' | 'environment', 'content', 'name'?}`` dicts."""
+        memory = self.agent.memory
+        messages = memory.get_memory(session_id) if memory is not None else []
+        return steps_of(messages, self.agent.name)
+
+
+class AsyncAgentForInternLM(AgentForInternLM, AsyncAgent):
+    """Async twin of `AgentForInternLM`: ``await agent(...)``; async model and executors."""
+
+    _inner_cls: ClassVar[type[Agent]] = AsyncAgent
+    _executor_cls: ClassVar[str] = "AsyncActionExecutor"
+
+
+class MathCoder(AgentForInternLM):
+    r"""`AgentForInternLM` that solves math problems with a code interpreter only.
+
+    Args:
+        llm: The model.
+        interpreter: The interpreter tool; by default ``IPythonInteractive(timeout=20,
+            max_out_len=8192)`` (resolved when the agent is built).
+        template: The system instruction of the inner agent.
+        memory: Memory config of the inner agent.
+        output_format: By default an `InterpreterParser` with `MATH_PROMPT`.
+        aggregator: As for `AgentForInternLM`.
+        action_hooks: As for `AgentForInternLM`.
+        finish_condition: As for `AgentForInternLM`.
+        max_turn: The most model replies per call.
+        release_session: Call the interpreter's ``close_session(session_id)`` after every
+            call, returning a per-session kernel to its pool (default: on for `AsyncMathCoder`).
+        **kwargs: Other `AgentForInternLM` arguments; ``plugins`` is ignored.
+    """
+
+    _default_interpreter: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {"type": "plait.actions.IPythonInteractive", "timeout": 20, "max_out_len": 8192}
+    )
+    _release_by_default: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        llm: Any = None,
+        interpreter: Any = None,
+        template: Any = None,
+        memory: Mapping[str, Any] | type[Memory] | None = _DEFAULT_MEMORY,
+        output_format: Any = None,
+        aggregator: Any = _DEFAULT_AGGREGATOR,
+        action_hooks: Sequence[Any] | None = _DEFAULT_HOOKS,
+        finish_condition: Callable[[AgentMessage], bool] = no_tool_call,
+        max_turn: int = 6,
+        release_session: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.pop("plugins", None)
+        if interpreter is None:
+            interpreter = dict(self._default_interpreter)
+        if output_format is None:
+            output_format = InterpreterParser(template=MATH_PROMPT)
+        super().__init__(
+            llm,
+            None,
+            interpreter,
+            template,
+            memory,
+            output_format,
+            aggregator,
+            action_hooks,
+            finish_condition,
+            max_turn,
+            **kwargs,
+        )
+        self.release_session = self._release_by_default if release_session is None else release_session
+
+    def _flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any], turn_agent: Any = None
+    ) -> Flow[AgentMessage]:
+        if not self.release_session:
+            return (yield from super()._flow(inputs, session_id, kwargs, turn_agent))
+        try:
+            result = yield from super()._flow(inputs, session_id, kwargs, turn_agent)
+        except Exception:
+            yield from self._release(session_id)
+            raise
+        yield from self._release(session_id)
+        return result
+
+    def _release(self, session_id: Hashable) -> Flow[None]:
+        executor = self.interpreter_executor
+        for action in executor.actions.values() if executor is not None else ():
+            close = getattr(action, "close_session", None)
+            if callable(close):
+                yield Call(close, (session_id,), offload=True)
+
+
+class AsyncMathCoder(MathCoder, AsyncAgentForInternLM):
+    """Async twin of `MathCoder`; by default each call releases its interpreter session afterwards."""
+
+    _default_interpreter: ClassVar[Mapping[str, Any]] = MappingProxyType(
+        {"type": "plait.actions.AsyncIPythonInterpreter"}
+    )
+    _release_by_default: ClassVar[bool] = True
