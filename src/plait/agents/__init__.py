@@ -1,6 +1,7 @@
 """Agents: layers that pass messages, and containers that compose them."""
 
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from .autogpt import AsyncAutoGPT, AutoGPT
 from .containers import (
     AgentDict,
     AgentList,
@@ -9,9 +10,12 @@ from .containers import (
     Sequential,
     StreamingSequential,
 )
+from .conversational import AsyncConversationalAgent, ConversationalAgent
 from .function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
 from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
 from .module import AgentModule, IncompatibleKeys
+from .react import AsyncReAct, ReAct
+from .rewoo import AsyncReWOO, ReWOO
 from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
 
 __all__ = [
@@ -23,16 +27,24 @@ __all__ = [
     "AgentReturn",
     "AsyncAgent",
     "AsyncAgentForInternLM",
+    "AsyncAutoGPT",
+    "AsyncConversationalAgent",
     "AsyncFunctionCallingAgent",
     "AsyncMathCoder",
+    "AsyncReAct",
+    "AsyncReWOO",
     "AsyncSequential",
     "AsyncStreamingAgent",
     "AsyncStreamingSequential",
+    "AutoGPT",
+    "ConversationalAgent",
     "FunctionCallingAgent",
     "IncompatibleKeys",
     "Internlm2Agent",
     "Internlm2Protocol",
     "MathCoder",
+    "ReAct",
+    "ReWOO",
     "Sequential",
     "StreamingAgent",
     "StreamingSequential",

@@ -1,0 +1,213 @@
+"""`AutoGPT` / `AsyncAutoGPT`: one JSON command per reply, checked against a schema.
+
+Every reply must be a JSON object matching `AutoGPTResponse` (its JSON Schema is
+``AutoGPTResponse.model_json_schema()``)::
+
+    {"thoughts": {"text": ..., "reasoning": ..., "plan": ..., "criticism": ..., "speak": ...},
+     "command": {"name": "<tool or finish>", "args": {...}}}
+
+A reply that is not JSON or does not validate is answered with a corrective message that
+quotes the validation errors; a valid command runs through the executor and its result
+comes back as ``Command <name> returned: ...`` (unknown commands get the list of valid
+ones). The ``finish`` command ends the task: its ``response`` argument is the answer.
+After `max_turn` replies without ``finish`` the model is told to finish, once.
+
+The trajectory is kept in the session's memory; the reply's content is the final answer
+and ``extra_info['intermediate_steps']`` the steps of this call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._flow import Flow
+from ..prompts import autogpt_prompts as prompts
+from ..prompts.parsers.json_parser import JSONParser
+from ..schema import AgentMessage
+from ._react_base import ProtocolAggregator, ToolProtocolAgent, describe_parameters
+from .agent import AsyncAgent
+
+__all__ = ["AsyncAutoGPT", "AutoGPT", "AutoGPTCommand", "AutoGPTResponse", "AutoGPTThoughts"]
+
+FINISH = "finish"
+
+
+class AutoGPTThoughts(BaseModel):
+    """The model's reasoning before a command."""
+
+    text: str = Field(description="your thought")
+    reasoning: str = Field(default="", description="why this is the right next step")
+    plan: str | list[str] = Field(default="", description="a short list of the next steps")
+    criticism: str = Field(default="", description="constructive self-criticism")
+    speak: str = Field(default="", description="a one-sentence summary for the user")
+
+
+class AutoGPTCommand(BaseModel):
+    """The command to run."""
+
+    name: str = Field(description="one of the listed commands, or finish")
+    args: dict[str, Any] = Field(default_factory=dict, description="the command's arguments by name")
+
+
+class AutoGPTResponse(BaseModel):
+    """One AutoGPT reply: thoughts, then exactly one command."""
+
+    thoughts: AutoGPTThoughts
+    command: AutoGPTCommand
+
+
+def _command(formatted: Any) -> tuple[str, dict[str, Any]] | None:
+    if not isinstance(formatted, Mapping) or not isinstance(formatted.get("command"), Mapping):
+        return None
+    command = formatted["command"]
+    name = command.get("name")
+    args = command.get("args")
+    return (name, dict(args) if isinstance(args, Mapping) else {}) if isinstance(name, str) else None
+
+
+def _finish_answer(args: Mapping[str, Any], formatted: Any) -> str:
+    value: Any = args.get("response")
+    if value is None and len(args) == 1:
+        value = next(iter(args.values()))
+    if value is None:
+        value = (formatted.get("thoughts") or {}).get("speak") if isinstance(formatted, Mapping) else None
+    if value is None:
+        return json.dumps(dict(args), ensure_ascii=False, default=str) if args else ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class AutoGPT(ToolProtocolAgent):
+    """An autonomous agent that runs one schema-checked JSON command per turn.
+
+    Args:
+        llm: The model (instance or config dict); its `chat` is used.
+        actions: Tools (instances, classes, config dicts or functions) or an `ActionExecutor`.
+        ai_name: The name the model is given.
+        role_description: What the agent is for (completes "You are {ai_name}, ...").
+        template: The system prompt (placeholders ``{ai_name}``, ``{role_description}``,
+            ``{commands}``, ``{tool_names}``, ``{action_info}``, ``{output_format}``).
+        output_format: The response format; default a `JSONParser` for `AutoGPTResponse`.
+            A custom one must parse to ``{'command': {'name', 'args'}}`` dicts.
+        max_turn: Replies allowed before the model is told to finish (one more call).
+        trigger: Sent after the history on every turn, asking for the next command.
+        action_hooks: Hooks for the executor.
+        **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
+
+    Example:
+        ```python
+        agent = AutoGPT(llm, [search], ai_name='Researcher', role_description='an assistant that finds facts.')
+        agent('Find the population of Lyon.').content
+        ```
+    """
+
+    template_fields = ("ai_name", "role_description", "commands", "tool_names", "action_info", "output_format")
+
+    def __init__(
+        self,
+        llm: Any = None,
+        actions: Any = None,
+        ai_name: str = "AutoGPT",
+        role_description: str = "an AI assistant that reaches its goals by running commands.",
+        template: Any = None,
+        output_format: Any = None,
+        max_turn: int = 5,
+        trigger: str = prompts.AUTOGPT_TRIGGER,
+        action_hooks: list[Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("aggregator", ProtocolAggregator(prompts.AUTOGPT_OBSERVATION))
+        super().__init__(
+            llm=llm,
+            actions=actions,
+            template=prompts.AUTOGPT_SYSTEM_PROMPT if template is None else template,
+            max_turn=max_turn,
+            action_hooks=action_hooks,
+            output_format=output_format or JSONParser(prompts.AUTOGPT_FORMAT, response=AutoGPTResponse),
+            **kwargs,
+        )
+        if isinstance(self.aggregator, ProtocolAggregator) and self.aggregator.replay is None:
+            self.aggregator.replay = self.output_format
+        self.ai_name = ai_name
+        self.role_description = role_description
+        self.trigger = trigger
+
+    def template_values(self) -> dict[str, Any]:
+        """Adds ``{ai_name}``, ``{role_description}`` and ``{commands}`` (numbered, ``finish`` last)."""
+        values = super().template_values()
+        commands = [
+            f"{i}. {api['name']}: {api.get('description', '')} Arguments: {describe_parameters(api)}."
+            for i, api in enumerate(self.tool_descriptions(), 1)
+        ]
+        commands.append(f"{len(commands) + 1}. {prompts.AUTOGPT_FINISH_DESCRIPTION}")
+        values.update(ai_name=self.ai_name, role_description=self.role_description, commands="\n".join(commands))
+        return values
+
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+        """Run commands until the model runs ``finish``."""
+        return self._driver(self._autogpt_flow(session_id, kwargs))
+
+    def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, Any]]:
+        prompt = self.get_prompt(session_id)
+        if prompt and prompt[-1]["role"] == "user":
+            return [*prompt[:-1], {"role": "user", "content": f"{prompt[-1]['content']}\n{last}"}]
+        return [*prompt, {"role": "user", "content": last}]
+
+    def _autogpt_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
+        steps: list[dict[str, Any]] = []
+        for _ in range(self.max_turn):
+            raw = yield self.llm_call("chat", self._prompt(session_id, self.trigger), session_id, kwargs)
+            reply = self.make_response(raw)
+            command = _command(reply.formatted)
+            if command is not None and command[0].strip().lower() == FINISH:
+                return self._answer(reply, command[1], steps, forced=False)
+            self.update_memory(reply, session_id)
+            yield from self._run(reply, command, session_id, steps)
+        raw = yield self.llm_call("chat", self._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs)
+        reply = self.make_response(raw)
+        command = _command(reply.formatted)
+        if command is not None and command[0].strip().lower() == FINISH:
+            return self._answer(reply, command[1], steps, forced=True)
+        extra = {"intermediate_steps": steps, "forced_final_answer": True}
+        return AgentMessage(sender=self.name, content=str(raw).strip(), extra_info=extra)
+
+    def _run(
+        self,
+        reply: AgentMessage,
+        command: tuple[str, dict[str, Any]] | None,
+        session_id: Hashable,
+        steps: list[dict[str, Any]],
+    ) -> Flow[None]:
+        thoughts = reply.formatted.get("thoughts") if isinstance(reply.formatted, Mapping) else None
+        if command is None:
+            extra = reply.extra_info if isinstance(reply.extra_info, Mapping) else {}
+            error = extra.get("parse_error") or "the reply has no command with a name."
+            names = ", ".join(self.tool_names()) or "(no tools)"
+            text = prompts.AUTOGPT_INVALID.format(error=error, tool_names=names)
+            self.update_memory(AgentMessage(sender="system", content=text), session_id)
+            steps.append({"thoughts": thoughts, "command": None, "args": None, "observation": error, "state": None})
+            return
+        name, args = command
+        result = yield self.tool_call(name, args, session_id)
+        self.update_memory(self.observation_message(result, name), session_id)
+        observation = self.result_text(result)
+        state = self.result_state(result)
+        steps.append({"thoughts": thoughts, "command": name, "args": args, "observation": observation, "state": state})
+
+    def _answer(
+        self, reply: AgentMessage, args: Mapping[str, Any], steps: list[dict[str, Any]], forced: bool
+    ) -> AgentMessage:
+        extra: dict[str, Any] = {"intermediate_steps": steps}
+        if forced:
+            extra["forced_final_answer"] = True
+        answer = _finish_answer(args, reply.formatted)
+        return AgentMessage(sender=self.name, content=answer, formatted=reply.formatted, extra_info=extra)
+
+
+class AsyncAutoGPT(AutoGPT, AsyncAgent):
+    """Async twin of `AutoGPT`."""
+
+    _executor_cls = "AsyncActionExecutor"

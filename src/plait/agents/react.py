@@ -1,0 +1,247 @@
+"""`ReAct` / `AsyncReAct`: reason, act, observe, repeat, in a text protocol.
+
+Each turn the model sees the tools (descriptions and names from the executor) and the
+trajectory so far, and replies with either a tool call or a final answer. Two protocols:
+
+* **text** (default): ``Thought: ... / Action: <tool> / Action Input: <args>`` or
+  ``Thought: ... / Final Answer: ...`` (`ReActTextParser`);
+* **JSON** (``output_format='json'`` or any `JSONParser`, like Lagent's ReAct):
+  ``{"thought_process": ..., "action": {"name": ..., "parameters": {...}}}`` or
+  ``{"thought_process": ..., "conclusion": ...}`` (`ActionFormat` / `FinishFormat`).
+
+Tool results come back as ``Observation: ...``. Model mistakes are observations too: an
+unparseable reply gets a format correction, an unknown tool an error naming the valid
+ones, bad arguments the tool's own message. After `max_turn` replies without a final
+answer the model is asked once more, explicitly, for its final answer.
+
+The trajectory (model turns, observations) is kept in the session's memory, so it is
+part of `state_dict` and of the next call's context; the reply's content is the final
+answer, its ``extra_info['intermediate_steps']`` the steps of this call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from .._flow import Flow
+from ..exceptions import UserError
+from ..prompts import react_prompts as prompts
+from ..prompts.parsers.json_parser import JSONParser
+from ..schema import ActionReturn, AgentMessage
+from ._react_base import ProtocolAggregator, ToolProtocolAgent, merge_stop_words
+from ._react_text import ReActTextParser
+from .agent import AsyncAgent
+
+__all__ = ["ActionCall", "ActionFormat", "AsyncReAct", "FinishFormat", "ReAct", "ReActTextParser", "json_format"]
+
+_LANGUAGES = ("en", "cn")
+
+
+class ActionCall(BaseModel):
+    """A tool call in the JSON protocol."""
+
+    name: str = Field(description="the name of the tool to call")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments")
+
+
+class ActionFormat(BaseModel):
+    """A JSON reply that calls a tool."""
+
+    thought_process: str = Field(default="", description="your reasoning: what you know and why you call this tool")
+    action: ActionCall = Field(description="the tool call")
+
+
+class FinishFormat(BaseModel):
+    """A JSON reply that gives the final answer."""
+
+    thought_process: str = Field(default="", description="your reasoning: why you can answer now")
+    conclusion: str = Field(description="the final answer for the user")
+
+
+def json_format(language: str = "en") -> JSONParser:
+    """The JSON protocol's output format (`ActionFormat` or `FinishFormat`)."""
+    template = prompts.REACT_JSON_FORMAT_CN if language == "cn" else prompts.REACT_JSON_FORMAT_EN
+    return JSONParser(template, action=ActionFormat, finish=FinishFormat)
+
+
+def default_finish_condition(message: AgentMessage) -> bool:
+    """A reply finishes the task when its parsed form holds a ``conclusion``."""
+    return isinstance(message.formatted, Mapping) and "conclusion" in message.formatted
+
+
+def _action_of(formatted: Any) -> tuple[str, Any] | None:
+    """``(name, parameters)`` of a parsed reply: ``{'action': {'name', 'parameters'}}`` or the call itself."""
+    if not isinstance(formatted, Mapping):
+        return None
+    action = formatted.get("action", formatted)
+    if isinstance(action, Mapping) and isinstance(action.get("name"), str):
+        parameters = action["parameters"] if "parameters" in action else action.get("arguments", {})
+        return action["name"], parameters
+    return None
+
+
+def _thought(formatted: Any) -> str:
+    return str(formatted.get("thought_process") or "") if isinstance(formatted, Mapping) else ""
+
+
+class ReAct(ToolProtocolAgent):
+    """A ReAct agent: Thought / Action / Observation until a Final Answer.
+
+    Args:
+        llm: The model (instance or config dict); its `chat` is used.
+        actions: Tools (instances, classes, config dicts or functions) or an `ActionExecutor`.
+        template: The system prompt. Placeholders ``{action_info}``, ``{tool_names}`` and
+            ``{output_format}`` are filled on every call. Defaults to the prompt of the
+            chosen protocol and language (`plait.prompts.react_prompts`).
+        memory: Config of the per-session memory.
+        output_format: ``None``/``'text'`` for the text protocol, ``'json'`` for the JSON
+            one, or a parser (instance or config dict) whose `parse_response` returns
+            ``{'action': {'name', 'parameters'}}`` or ``{'conclusion'}`` dicts.
+        aggregator: Turns memory into messages (default: a `ProtocolAggregator`).
+        hooks: Agent hooks (``before_agent``/``after_agent``).
+        finish_condition: ``fn(message) -> bool`` deciding whether a parsed reply is the
+            final answer; default: its ``formatted`` holds ``conclusion``.
+        max_turn: Model replies allowed before the final answer is asked for explicitly
+            (one more call).
+        language: ``'en'`` or ``'cn'``: which default prompts to use.
+        action_hooks: Hooks for the executor (``before_action``/``after_action``).
+        force_prompt: The message that asks for the final answer after `max_turn`.
+        **kwargs: Other `Agent` arguments (``name``, ``description``).
+
+    Example:
+        ```python
+        agent = ReAct(GPTAPI('qwen2.5', api_base='http://127.0.0.1:8000/v1'), [Calculator()])
+        agent('What is 37 * 91?').content  # '3367'
+        ```
+    """
+
+    template_fields = ("action_info", "tool_names", "output_format")
+
+    def __init__(
+        self,
+        llm: Any = None,
+        actions: Any = None,
+        template: Any = None,
+        memory: Any = None,
+        output_format: Any = None,
+        aggregator: Any = None,
+        hooks: list[Any] | None = None,
+        finish_condition: Callable[[AgentMessage], bool] | None = None,
+        max_turn: int = 5,
+        *,
+        language: str = "en",
+        action_hooks: list[Any] | None = None,
+        force_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if language not in _LANGUAGES:
+            raise UserError(f"language must be one of {_LANGUAGES}, got {language!r}")
+        if output_format is None or output_format == "text":
+            output_format = ReActTextParser()
+        elif output_format == "json":
+            output_format = json_format(language)
+        if memory is not None:
+            kwargs["memory"] = memory
+        super().__init__(
+            llm=llm,
+            actions=actions,
+            template=template,
+            max_turn=max_turn,
+            action_hooks=action_hooks,
+            output_format=output_format,
+            aggregator=aggregator if aggregator is not None else ProtocolAggregator(prompts.REACT_OBSERVATION),
+            hooks=hooks,
+            **kwargs,
+        )
+        if isinstance(self.aggregator, ProtocolAggregator) and self.aggregator.replay is None:
+            self.aggregator.replay = self.output_format
+        text = isinstance(self.output_format, ReActTextParser)
+        cn = language == "cn"
+        if template is None:
+            if text:
+                self.template = prompts.REACT_TEXT_PROMPT_CN if cn else prompts.REACT_TEXT_PROMPT_EN
+            else:
+                self.template = prompts.REACT_JSON_PROMPT_CN if cn else prompts.REACT_JSON_PROMPT_EN
+        if force_prompt is None:
+            if text:
+                force_prompt = prompts.REACT_FORCE_TEXT_CN if cn else prompts.REACT_FORCE_TEXT_EN
+            else:
+                force_prompt = prompts.REACT_FORCE_JSON_CN if cn else prompts.REACT_FORCE_JSON_EN
+        self.force_prompt = force_prompt
+        self.format_error = prompts.REACT_FORMAT_ERROR_CN if cn else prompts.REACT_FORMAT_ERROR_EN
+        self.finish_condition = finish_condition or default_finish_condition
+        self._stop_words = ["Observation:"] if text else []
+
+    # -- the loop --
+
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+        """Think, act and observe until the model gives its final answer."""
+        return self._driver(self._react_flow(session_id, kwargs))
+
+    def _react_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
+        params = merge_stop_words(self.llm, kwargs, self._stop_words)
+        steps: list[dict[str, Any]] = []
+        for _ in range(self.max_turn):
+            raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, params)
+            reply = self.make_response(raw)
+            if self.finish_condition(reply):
+                return self._answer(reply, steps, forced=False)
+            self.update_memory(reply, session_id)
+            yield from self._act(reply, session_id, steps)
+        self.update_memory(AgentMessage(sender="system", content=self.force_prompt), session_id)
+        raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, params)
+        return self._answer(self.make_response(raw), steps, forced=True)
+
+    def _act(self, reply: AgentMessage, session_id: Hashable, steps: list[dict[str, Any]]) -> Flow[None]:
+        """Run the reply's tool call, or tell the model what was wrong with the reply."""
+        thought = _thought(reply.formatted)
+        call = _action_of(reply.formatted)
+        if call is None:
+            extra = reply.extra_info if isinstance(reply.extra_info, Mapping) else {}
+            error = extra.get("parse_error") or "the reply holds neither a tool call nor a final answer."
+            self.update_memory(AgentMessage(sender="system", content=self.format_error.format(error=error)), session_id)
+            steps.append(
+                {"thought": thought, "action": None, "action_input": None, "observation": error, "state": None}
+            )
+            return
+        name, raw_input = call
+        result = yield self.tool_call(name, raw_input, session_id)
+        if isinstance(result, AgentMessage) and isinstance(result.content, ActionReturn):
+            result.content.thought = thought or None
+        self.update_memory(self.observation_message(result, name), session_id)
+        steps.append(
+            {
+                "thought": thought,
+                "action": name,
+                "action_input": raw_input,
+                "observation": self.result_text(result),
+                "state": self.result_state(result),
+            }
+        )
+
+    def _answer(self, reply: AgentMessage, steps: list[dict[str, Any]], forced: bool) -> AgentMessage:
+        finished = self.finish_condition(reply)
+        extra: dict[str, Any] = {"intermediate_steps": steps}
+        if forced:
+            extra["forced_final_answer"] = True
+        if not finished:
+            return AgentMessage(sender=self.name, content=str(reply.content).strip(), extra_info=extra)
+        formatted = reply.formatted
+        conclusion = formatted.get("conclusion") if isinstance(formatted, Mapping) else None
+        if conclusion is None:
+            answer = str(reply.content)
+        elif isinstance(conclusion, str):
+            answer = conclusion
+        else:
+            answer = json.dumps(conclusion, ensure_ascii=False, default=str)
+        return AgentMessage(sender=self.name, content=answer, formatted=formatted, extra_info=extra)
+
+
+class AsyncReAct(ReAct, AsyncAgent):
+    """Async twin of `ReAct`: ``await agent(...)``; async tools are awaited, sync ones run in threads."""
+
+    _executor_cls = "AsyncActionExecutor"
