@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import aiohttp
@@ -24,7 +24,7 @@ __all__ = ["LoopThread", "SessionPool"]
 T = TypeVar("T")
 
 
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
     """Parked async generator: the loop finalizes it at shutdown, which closes `session`."""
     try:
         yield
@@ -43,7 +43,7 @@ class SessionPool:
     def __init__(self, *, max_connections: int = 1024, trust_env: bool = False) -> None:
         self.max_connections = max_connections
         self.trust_env = trust_env
-        self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncIterator[None]]] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None, None]]] = {}
         self._lock = threading.Lock()
 
     async def get(self) -> aiohttp.ClientSession:
@@ -164,15 +164,14 @@ class LoopThread:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
-        if final is not None and threading.current_thread() is not thread:
-            try:
+        try:
+            if final is not None and threading.current_thread() is not thread:
                 asyncio.run_coroutine_threadsafe(final(), loop).result(timeout=10)
-            except Exception:  # noqa: BLE001 - cleanup must not mask the caller's state
-                pass
-        loop.call_soon_threadsafe(loop.stop)
-        if threading.current_thread() is not thread:
-            thread.join(timeout=10)
-            loop.close()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            if threading.current_thread() is not thread:
+                thread.join(timeout=10)
+                loop.close()
 
     def __repr__(self) -> str:
         return f"LoopThread(name={self.name!r}, running={self._loop is not None})"

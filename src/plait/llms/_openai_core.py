@@ -12,7 +12,7 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -83,7 +83,7 @@ def _llm_error(exc: BaseException) -> LLMError | None:
         return LLMConnectionError(f"the connection broke before the response was complete: {exc}")
     if isinstance(exc, aiohttp.ClientError):
         return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {exc}")
-    if isinstance(exc, ValueError):  # json.JSONDecodeError, UnicodeDecodeError
+    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
         return LLMResponseError(f"the server's response is not valid JSON: {exc}")
     return None
 
@@ -139,16 +139,22 @@ class ChatTransport:
             with self._usage_lock:
                 self.usage.add(usage)
 
-    async def _after_failure(self, exc: BaseException, attempts: int, key: str | None) -> bool:
-        """Decide on a failed attempt: wait and return True (retry, counted), return False
-        (retry at once with another key, not counted), or raise the plait error."""
+    async def _after_failure(self, exc: BaseException, attempts: int, sent: int, key: str | None) -> bool:
+        """Decide what follows a failed attempt (`attempts` counted so far, `sent` requests in all).
+
+        Waits and returns True (retry, counted), returns False (retry at once with another
+        key, not counted), or raises the plait error.
+        """
         err = _llm_error(exc)
         if err is None:
             raise exc
-        if is_quota_error(err) and self.keys.retire(key):
-            return False
-        err.attempts = attempts
-        delay = self.policy.decide(err, attempts)
+        err.attempts = sent
+        if is_quota_error(err):
+            if self.keys.retire(key):
+                return False
+            delay = None  # no key left with quota: waiting will not help
+        else:
+            delay = self.policy.decide(err, attempts)
         if delay is None:
             if err is exc:
                 raise err
@@ -178,17 +184,18 @@ class ChatTransport:
         """One chat completion (non-streaming), retried per the policy."""
         body = json.dumps(payload, ensure_ascii=False).encode()
         seconds = self.timeout if timeout is None else timeout
-        attempts = 0
+        attempts = sent = 0
         while True:
             key, org = self.keys.pick()
             attempts += 1
+            sent += 1
             try:
                 async with await self._post(body, key, org, seconds, stream=False) as resp:
                     await self._raise_for_status(resp)
                     raw = await resp.read()
                 response = parse_completion(json.loads(raw))
-            except Exception as exc:  # noqa: BLE001 - classified in _after_failure
-                if not await self._after_failure(exc, attempts, key):
+            except Exception as exc:  # classified in _after_failure
+                if not await self._after_failure(exc, attempts, sent, key):
                     attempts -= 1
                 continue
             self._record(response.usage)
@@ -205,17 +212,18 @@ class ChatTransport:
         """
         body = json.dumps(payload, ensure_ascii=False).encode()
         seconds = self.timeout if timeout is None else timeout
-        attempts = 0
+        attempts = sent = 0
         while True:
             key, org = self.keys.pick()
             attempts += 1
+            sent += 1
             acc = StreamAccumulator()
             try:
                 async with contextlib.aclosing(self._stream_once(body, key, org, seconds, acc)) as chunks:
                     async for _ in chunks:
                         yield acc, False
-            except Exception as exc:  # noqa: BLE001 - classified in _after_failure
-                if not await self._after_failure(exc, attempts, key):
+            except Exception as exc:  # classified in _after_failure
+                if not await self._after_failure(exc, attempts, sent, key):
                     attempts -= 1
                 continue
             self._record(acc.usage)
@@ -224,7 +232,7 @@ class ChatTransport:
 
     async def _stream_once(
         self, body: bytes, key: str | None, org: str | None, timeout: float | None, acc: StreamAccumulator
-    ) -> AsyncIterator[None]:
+    ) -> AsyncGenerator[None, None]:
         decoder = SSEDecoder()
         async with await self._post(body, key, org, timeout, stream=True) as resp:
             await self._raise_for_status(resp)

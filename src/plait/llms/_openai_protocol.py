@@ -159,9 +159,12 @@ def parse_usage(data: Any) -> Usage | None:
     """`Usage` from a response's ``usage`` object (None when absent)."""
     if not isinstance(data, Mapping):
         return None
-    prompt = int(data.get("prompt_tokens") or 0)
-    completion = int(data.get("completion_tokens") or 0)
-    total = int(data.get("total_tokens") or (prompt + completion))
+    try:
+        prompt = int(data.get("prompt_tokens") or 0)
+        completion = int(data.get("completion_tokens") or 0)
+        total = int(data.get("total_tokens") or (prompt + completion))
+    except (TypeError, ValueError):  # a server with odd counts: report none rather than fail the reply
+        return None
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
@@ -200,19 +203,21 @@ def parse_completion(body: Any) -> ModelResponse:
             raise LLMResponseError(f"the server returned an error: {_snippet(body['error'])}")
         raise LLMResponseError(f"the response has no 'choices': {_snippet(body)}")
     choice = choices[0]
-    message = choice.get("message") or {}
-    calls = []
-    for i, call in enumerate(message.get("tool_calls") or ()):
-        function = call.get("function") or {}
-        calls.append(
+    try:
+        message = choice.get("message") or {}
+        calls = [
             ToolCall(
                 id=str(call.get("id") or f"call_{i}"),
-                name=str(function.get("name") or ""),
-                arguments=_arguments(function.get("arguments")) or "{}",
+                name=str((call.get("function") or {}).get("name") or ""),
+                arguments=_arguments((call.get("function") or {}).get("arguments")) or "{}",
             )
-        )
+            for i, call in enumerate(message.get("tool_calls") or ())
+        ]
+        content = _text(message.get("content"))
+    except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type
+        raise LLMResponseError(f"malformed message in the response: {_snippet(choice)}") from exc
     return ModelResponse(
-        content=_text(message.get("content")),
+        content=content,
         tool_calls=calls,
         finish_reason=choice.get("finish_reason"),
         usage=parse_usage(body.get("usage")),
@@ -264,8 +269,14 @@ class StreamAccumulator:
         usage = parse_usage(chunk.get("usage"))
         if usage is not None:
             self.usage = usage
+        try:
+            return self._feed_choices(chunk.get("choices") or ())
+        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
+            raise LLMResponseError(f"malformed chunk in the stream: {_snippet(chunk)}") from exc
+
+    def _feed_choices(self, choices: Any) -> bool:
         grew = False
-        for choice in chunk.get("choices") or ():
+        for choice in choices:
             if choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or {}

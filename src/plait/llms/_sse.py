@@ -1,7 +1,7 @@
-"""Incremental Server-Sent Events decoder (sans-IO: bytes in, event data out).
+r"""Incremental Server-Sent Events decoder (sans-IO: bytes in, event data out).
 
 Follows the WHATWG event-stream rules that matter for chat streaming: lines end with
-``\\n``, ``\\r\\n`` or ``\\r``; ``data:`` lines accumulate (joined by ``\\n``); a blank line
+``\n``, ``\r\n`` or ``\r``; ``data:`` lines accumulate (joined by ``\n``); a blank line
 dispatches the event; lines starting with ``:`` are comments; other fields are ignored.
 """
 
@@ -11,13 +11,13 @@ __all__ = ["SSEDecoder"]
 
 
 class SSEDecoder:
-    """Feed raw bytes as they arrive; get back the ``data`` payload of each complete event.
+    r"""Feed raw bytes as they arrive; get back the ``data`` payload of each complete event.
 
     Example:
         ```python
         decoder = SSEDecoder()
         decoder.feed(b'data: {"a"')   # []
-        decoder.feed(b': 1}\\n\\n')     # ['{"a": 1}']
+        decoder.feed(b': 1}\n\n')     # ['{"a": 1}']
         ```
     """
 

@@ -1,7 +1,7 @@
-"""Ready-made meta templates (see `plait.llms.templates` for the format).
+r"""Ready-made meta templates (see `plait.llms.templates` for the format).
 
 `INTERNLM2_META` is InternLM2's ChatML dialect: every turn is
-``<|im_start|>{role}[ name={name}]\\n{content}<|im_end|>\\n``. Tool descriptions go in a
+``<|im_start|>{role}[ name={name}]\n{content}<|im_end|>\n``. Tool descriptions go in a
 system turn and tool results in an ``environment`` turn, named ``<|interpreter|>`` or
 ``<|plugin|>`` (the names ``interpreter`` and ``plugin`` map to those tokens)::
 

@@ -1,8 +1,8 @@
-"""Meta templates: how a model wants a conversation laid out.
+r"""Meta templates: how a model wants a conversation laid out.
 
 A meta template is a list of role entries::
 
-    {'role': 'user', 'begin': '<|im_start|>user\\n', 'end': '<|im_end|>\\n'}
+    {'role': 'user', 'begin': '<|im_start|>user\n', 'end': '<|im_end|>\n'}
 
 * ``begin`` is a str, or ``{'with_name': '...{name}...', 'without_name': '...',
   'name': {alias: token}}`` to render a message's ``name`` (mapped through ``name``).
@@ -83,7 +83,7 @@ def _content(message: Mapping[str, Any]) -> str:
 
 
 class LMTemplateParser(_TemplateParser):
-    """Renders a conversation into one prompt string (for raw-completion models).
+    r"""Renders a conversation into one prompt string (for raw-completion models).
 
     Each message becomes ``begin + content + end`` of its role. If the conversation does
     not end with the generating role, that role's ``begin`` is appended so the model writes
@@ -95,15 +95,15 @@ class LMTemplateParser(_TemplateParser):
         ```python
         parser = LMTemplateParser(INTERNLM2_META)
         parser([{'role': 'user', 'content': 'hi'}])
-        # '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
+        # '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n'
         ```
     """
 
     def __init__(self, meta_template: MetaTemplate | None = None) -> None:
         super().__init__(meta_template)
         generating = [role for role, cfg in self.roles.items() if cfg.get("generate")]
-        self.generate_role: str | None = generating[0] if generating else (
-            "assistant" if "assistant" in self.roles else None
+        self.generate_role: str | None = (
+            generating[0] if generating else ("assistant" if "assistant" in self.roles else None)
         )
 
     def __call__(self, dialog: Dialog) -> str:

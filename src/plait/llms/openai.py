@@ -1,0 +1,324 @@
+"""Clients for any OpenAI-compatible chat-completions server (OpenAI, vLLM, LMDeploy, Ollama, llama.cpp).
+
+`AsyncGPTAPI` runs on the caller's event loop over one pooled aiohttp session per loop.
+`GPTAPI` is the same code run on a private event-loop thread the client owns, so both
+share one IO path (`ChatTransport`) and every wire decision (`_openai_protocol`).
+
+Example:
+    ```python
+    llm = GPTAPI('qwen2.5-7b-instruct', api_base='http://127.0.0.1:8000/v1', key=None)
+    llm.chat([{'role': 'user', 'content': 'hi'}])            # -> str
+    reply = llm.complete(messages, tools=[weather_schema])   # -> ModelResponse with .tool_calls
+    for status, text, extra in llm.stream_chat(messages): ...
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from ..schema import ModelStatusCode
+from ._http import LoopThread
+from ._openai_core import ChatTransport, KeyRing
+from ._openai_protocol import StreamAccumulator, build_payload, chat_completions_url
+from ._retry import RetryPolicy
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
+from .response import ModelResponse, Usage
+from .templates import APITemplateParser
+
+__all__ = ["GPTAPI", "OPENAI_META", "AsyncGPTAPI"]
+
+OPENAI_META: list[dict[str, Any]] = [
+    {"role": "system", "api_role": "system"},
+    {"role": "user", "api_role": "user"},
+    {"role": "assistant", "api_role": "assistant"},
+    {"role": "environment", "api_role": "system"},
+]
+
+_BASE_PARAMS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [v for v in value if v]
+
+
+def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
+    if key == "ENV":
+        env = os.environ.get("OPENAI_API_KEY", "")
+        return [k.strip() for k in env.split(",") if k.strip()]
+    return _as_list(key)
+
+
+def _proxy_url(proxies: str | Mapping[str, str] | None, url: str) -> str | None:
+    if proxies is None or proxies == "env":
+        return None
+    if isinstance(proxies, str):
+        return proxies
+    scheme = url.split(":", 1)[0]
+    return proxies.get(scheme) or proxies.get("https") or proxies.get("http")
+
+
+def _is_batch(inputs: Any) -> bool:
+    return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
+
+
+class _OpenAIChat(BaseLLM):
+    """Configuration and request building shared by `GPTAPI` and `AsyncGPTAPI`.
+
+    Args:
+        model_type: Model name, sent as is (any name the server knows).
+        retry: Maximum attempts per request (the first included).
+        json_mode: Ask for a JSON object reply (``response_format``).
+        key: An API key, a list of keys (used round-robin; keys out of quota are skipped),
+            ``'ENV'`` for ``$OPENAI_API_KEY`` (comma-separated for several), or None. With no
+            key, requests carry no ``Authorization`` header (fine for local servers).
+        org: Organization id(s) for the ``OpenAI-Organization`` header.
+        meta_template: Role mapping for `APITemplateParser` (default: system/user/assistant,
+            environment sent as system).
+        api_base: Base URL (``http://127.0.0.1:8000/v1``) or the full chat-completions URL.
+        proxies: Proxy URL, a ``{'http': ..., 'https': ...}`` dict, ``'env'`` to read the
+            environment's proxy settings, or None for direct connections.
+        timeout: Per-attempt timeout in seconds; for streams, the longest wait for the
+            connection or between chunks. Override per call with ``timeout=``.
+        backoff_base: First retry backoff in seconds (doubles per attempt, with jitter).
+        backoff_max: Longest retry backoff in seconds.
+        max_retry_after: Longest server ``Retry-After`` honoured, in seconds.
+        max_connections: Connection-pool size (per event loop).
+        **gen_params: Generation defaults: ``max_new_tokens`` (sent as ``max_tokens``, no
+            cap), ``temperature``, ``top_p``, ``stop_words`` (sent as ``stop``), any OpenAI
+            request field (``seed``, ``presence_penalty``, ``max_completion_tokens``...), and
+            ``extra_body`` for server-specific fields (``{'top_k': 20}`` on vLLM). ``top_k``
+            and ``repetition_penalty`` are kept for the record but not sent (the OpenAI
+            API has no such fields). None values are not sent.
+    """
+
+    is_api = True
+
+    def __init__(
+        self,
+        model_type: str = "gpt-4o-mini",
+        retry: int = 2,
+        json_mode: bool = False,
+        key: str | Sequence[str] | None = "ENV",
+        org: str | Sequence[str] | None = None,
+        meta_template: list[dict[str, Any]] | None = None,
+        api_base: str = "https://api.openai.com/v1/chat/completions",
+        proxies: str | Mapping[str, str] | None = None,
+        timeout: float | None = 300.0,
+        *,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        max_retry_after: float = 60.0,
+        max_connections: int = 1024,
+        **gen_params: Any,
+    ) -> None:
+        base = {name: gen_params.pop(name) for name in _BASE_PARAMS if name in gen_params}
+        super().__init__(
+            path=model_type,
+            template_parser=APITemplateParser,
+            meta_template=OPENAI_META if meta_template is None else meta_template,
+            **base,
+        )
+        self.gen_params.update(gen_params)
+        self.model_type = model_type
+        self.json_mode = json_mode
+        self.retry = max(1, int(retry))
+        url = chat_completions_url(api_base)
+        self.api_base = url
+        self._transport = ChatTransport(
+            url,
+            KeyRing(_resolve_keys(key), _as_list(org)),
+            RetryPolicy(
+                max_attempts=self.retry,
+                backoff_base=backoff_base,
+                backoff_max=backoff_max,
+                max_retry_after=max_retry_after,
+            ),
+            timeout=timeout,
+            proxy=_proxy_url(proxies, url),
+            trust_env=proxies == "env",
+            max_connections=max_connections,
+        )
+        self._setup()
+
+    def _setup(self) -> None:
+        """Per-class setup after the shared configuration (the sync client starts its IO here)."""
+
+    @property
+    def usage(self) -> Usage:
+        """Token counts summed over every successful request of this client."""
+        return self._transport.usage
+
+    @property
+    def keys(self) -> KeyRing:
+        """The API keys in rotation (and those retired for insufficient quota)."""
+        return self._transport.keys
+
+    def _request(
+        self,
+        inputs: ChatInput,
+        overrides: Mapping[str, Any],
+        *,
+        stream: bool,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        rendered: bool = False,
+    ) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+        """``(payload, params, timeout)`` for one call: render, merge overrides, build the body."""
+        overrides = dict(overrides)
+        timeout = overrides.pop("timeout", None)
+        if rendered:
+            messages, params = inputs, self.update_gen_params(**overrides)
+        else:
+            messages, params = self._prepare(inputs, overrides)
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        payload = build_payload(
+            self.model_type,
+            messages,
+            params,
+            stream=stream,
+            json_mode=self.json_mode,
+            tools=tools,
+            tool_choice=tool_choice,
+        )
+        return payload, params, timeout
+
+    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
+        response.content = self._finish(response.content, params)
+        return response
+
+    def _stream_items(self, acc: StreamAccumulator, final: bool, params: Mapping[str, Any]) -> StreamItem:
+        if final:
+            return ModelStatusCode.END, self._finish(acc.text, params), self._finish_response(acc.response(), params)
+        return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={self.api_base!r})"
+
+
+class GPTAPI(_OpenAIChat):
+    """Synchronous client for OpenAI-compatible servers (see `_OpenAIChat` for the arguments).
+
+    Thread-safe: calls from many threads share one private IO loop and its connection
+    pool. `close()` (or ``with GPTAPI(...) as llm``) releases them; so does garbage
+    collection.
+    """
+
+    def _setup(self) -> None:
+        self._io = LoopThread(name=f"plait-{self.model_type}")
+        self._finalizer = weakref.finalize(self, self._io.close, self._transport.pool.aclose)
+
+    def complete(
+        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+    ) -> ModelResponse:
+        """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
+        return self._finish_response(self._io.run(self._transport.complete(payload, timeout)), params)
+
+    def chat(self, inputs: ChatInput, **gen_params: Any) -> Any:
+        """The reply text (a list of texts for a batch: a list of conversations)."""
+        if _is_batch(inputs):
+            return self._io.run(
+                _gather_texts(
+                    self._transport,
+                    [self._request(conv, gen_params, stream=False) for conv in cast("list[Any]", inputs)],
+                    self,
+                )
+            )
+        return self.complete(inputs, **gen_params).content
+
+    def generate(self, inputs: Any, **gen_params: Any) -> str:
+        """Reply to already-rendered API messages (``chat`` renders them for you)."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=False, rendered=True)
+        return self._finish_response(self._io.run(self._transport.complete(payload, timeout)), params).content
+
+    def stream_chat(
+        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+    ) -> Iterator[StreamItem]:
+        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
+        for acc, final in self._io.iterate(self._transport.stream(payload, timeout)):
+            yield self._stream_items(acc, final, params)
+
+    def close(self) -> None:
+        """Close the connection pool and stop the IO thread (a later call starts them again)."""
+        self._io.close(self._transport.pool.aclose)
+
+    def __enter__(self) -> GPTAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncGPTAPI(_OpenAIChat, AsyncBaseLLM):
+    """Asynchronous client for OpenAI-compatible servers (see `_OpenAIChat` for the arguments).
+
+    Task-safe: concurrent calls on one event loop share one pooled session; each loop the
+    client is used from gets its own, closed when that loop shuts down. ``await aclose()``
+    (or ``async with``) closes the current loop's session now.
+    """
+
+    async def complete(
+        self,
+        inputs: ChatInput,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        session_ids: Any = None,
+        **gen_params: Any,
+    ) -> ModelResponse:
+        """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
+        return self._finish_response(await self._transport.complete(payload, timeout), params)
+
+    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+        """The reply text (a list of texts for a batch: a list of conversations)."""
+        if _is_batch(inputs):
+            return await _gather_texts(
+                self._transport,
+                [self._request(conv, gen_params, stream=False) for conv in cast("list[Any]", inputs)],
+                self,
+            )
+        return (await self.complete(inputs, **gen_params)).content
+
+    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+        """Reply to already-rendered API messages (``chat`` renders them for you)."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=False, rendered=True)
+        return self._finish_response(await self._transport.complete(payload, timeout), params).content
+
+    async def stream_chat(  # type: ignore[override]
+        self,
+        inputs: ChatInput,
+        session_ids: Any = None,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        **gen_params: Any,
+    ) -> AsyncIterator[StreamItem]:
+        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
+        payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
+        async for acc, final in self._transport.stream(payload, timeout):
+            yield self._stream_items(acc, final, params)
+
+    async def aclose(self) -> None:
+        """Close this client's connection pool on the running loop."""
+        await self._transport.pool.aclose()
+
+    async def __aenter__(self) -> AsyncGPTAPI:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _gather_texts(
+    transport: ChatTransport, requests: list[tuple[dict[str, Any], dict[str, Any], float | None]], llm: _OpenAIChat
+) -> list[str]:
+    responses = await asyncio.gather(*(transport.complete(payload, timeout) for payload, _, timeout in requests))
+    return [llm._finish_response(r, params).content for r, (_, params, _) in zip(responses, requests, strict=True)]

@@ -1,0 +1,491 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1, for tests and benchmarks.
+
+`FakeOpenAIServer` serves ``POST /v1/chat/completions`` (JSON or SSE streaming, with
+usage) and ``GET /v1/models`` from a background thread. What it answers comes from a
+script (a list of replies, used in order), a handler function of the request body, or
+by default an echo of the last message. Replies can be text, tool calls, or faults.
+
+Example:
+    ```python
+    from plait.testing.fake_openai import FakeOpenAIServer, HTTPFault, Reply
+
+    with FakeOpenAIServer([HTTPFault(500), Reply('hello')]) as server:
+        llm = GPTAPI('any-model', api_base=server.base_url, key=None)
+        assert llm.chat([{'role': 'user', 'content': 'hi'}]) == 'hello'
+        assert len(server.requests) == 2
+    ```
+
+Reply kinds: a str (text), `Reply` (text and/or tool calls), `HTTPFault` (an error status
+with an optional ``Retry-After``), `Hang` (no answer for a while), `Truncated` (the
+connection drops mid-response), `InvalidJSON`, `RawSSE` (an SSE transcript sent verbatim)
+and a plain dict (sent as the JSON body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from aiohttp import web
+
+from ..exceptions import ScriptError
+
+__all__ = [
+    "FakeOpenAIServer",
+    "HTTPFault",
+    "Hang",
+    "InvalidJSON",
+    "RawSSE",
+    "Reply",
+    "Truncated",
+]
+
+
+@dataclass
+class Reply:
+    """A successful reply.
+
+    Args:
+        content: The reply text.
+        tool_calls: Tool calls: ``(name, arguments)`` pairs (arguments a dict or JSON text),
+            OpenAI ``tool_calls`` items, or ``{'name':..., 'arguments':...}`` dicts.
+        finish_reason: Defaults to ``'tool_calls'`` when there are calls, else ``'stop'``.
+        usage: Override the token counts (``prompt_tokens``, ``completion_tokens``).
+        delay: Seconds to wait before answering (on top of the server's latency).
+    """
+
+    content: str = ""
+    tool_calls: Sequence[Any] = ()
+    finish_reason: str | None = None
+    usage: Mapping[str, int] | None = None
+    delay: float = 0.0
+
+
+@dataclass
+class HTTPFault:
+    """An error status with a JSON error body (or `body` as given) and optional ``Retry-After``."""
+
+    status: int = 500
+    body: str | Mapping[str, Any] | None = None
+    retry_after: float | str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Hang:
+    """Answer nothing for `seconds` (longer than the client's timeout to test timeouts), then 504."""
+
+    seconds: float = 30.0
+
+
+@dataclass
+class Truncated:
+    """Send part of a reply, then drop the connection (streaming: no ``[DONE]``)."""
+
+    content: str = "partial answer that never"
+
+
+@dataclass
+class InvalidJSON:
+    """Answer 200 with a body (or an SSE data line when streaming) that is not JSON."""
+
+    text: str = '{"choices": [ not json'
+
+
+@dataclass
+class RawSSE:
+    """Send `text` verbatim as an SSE stream (a recorded transcript)."""
+
+    text: str
+
+
+ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, InvalidJSON, RawSSE, Mapping[str, Any]]
+Handler = Callable[[dict[str, Any]], Any]
+
+
+def _count_tokens(text: str) -> int:
+    return len(text.split())
+
+
+def _prompt_tokens(body: Mapping[str, Any]) -> int:
+    total = 0
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        total += _count_tokens(content) if isinstance(content, str) else 0
+    return total
+
+
+def _tool_call(spec: Any, index: int) -> dict[str, Any]:
+    if isinstance(spec, tuple):
+        name, arguments = spec
+        function = {"name": name, "arguments": arguments}
+        call_id = f"call_{index}"
+    elif isinstance(spec, Mapping) and "function" in spec:
+        function, call_id = dict(spec["function"]), spec.get("id", f"call_{index}")
+    elif isinstance(spec, Mapping):
+        function = {"name": spec["name"], "arguments": spec.get("arguments", "{}")}
+        call_id = spec.get("id", f"call_{index}")
+    else:  # plait ToolCall or anything with the same attributes
+        function = {"name": spec.name, "arguments": spec.arguments}
+        call_id = getattr(spec, "id", f"call_{index}")
+    if not isinstance(function["arguments"], str):
+        function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _split(text: str, size: int) -> list[str]:
+    if size > 0:
+        return [text[i : i + size] for i in range(0, len(text), size)]
+    pieces: list[str] = []
+    start = 0
+    for i, ch in enumerate(text):  # word-like pieces: each keeps its trailing space
+        if ch == " " and i + 1 < len(text) and text[i + 1] != " ":
+            pieces.append(text[start : i + 1])
+            start = i + 1
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces
+
+
+class _Render:
+    """Builds the JSON and SSE bodies of a `Reply` for one request."""
+
+    def __init__(self, body: Mapping[str, Any], model: str, seq: int) -> None:
+        self.body = body
+        self.model = str(body.get("model") or model)
+        self.id = f"chatcmpl-fake{seq}"
+        self.created = int(time.time())
+
+    def usage(self, reply: Reply, calls: list[dict[str, Any]]) -> dict[str, int]:
+        prompt = _prompt_tokens(self.body)
+        completion = _count_tokens(reply.content) + sum(_count_tokens(c["function"]["arguments"]) + 1 for c in calls)
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+        usage.update(reply.usage or {})
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        return usage
+
+    def completion(self, reply: Reply) -> dict[str, Any]:
+        calls = [_tool_call(spec, i) for i, spec in enumerate(reply.tool_calls)]
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.content if (reply.content or not calls) else None,
+        }
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": reply.finish_reason or ("tool_calls" if calls else "stop"),
+                }
+            ],
+            "usage": self.usage(reply, calls),
+        }
+
+    def chunk(self, delta: Mapping[str, Any] | None, finish: str | None = None, usage: Any = None) -> bytes:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage is not None:
+            data["usage"] = usage
+        return b"data: " + json.dumps(data, ensure_ascii=False).encode() + b"\n\n"
+
+    def stream(self, reply: Reply, chunk_size: int) -> list[bytes]:
+        calls = [_tool_call(spec, i) for i, spec in enumerate(reply.tool_calls)]
+        out = [self.chunk({"role": "assistant", "content": ""})]
+        out += [self.chunk({"content": piece}) for piece in _split(reply.content, chunk_size)]
+        for index, call in enumerate(calls):
+            head = {"index": index, "id": call["id"], "type": "function"}
+            head["function"] = {"name": call["function"]["name"], "arguments": ""}
+            out.append(self.chunk({"tool_calls": [head]}))
+            for piece in _split(call["function"]["arguments"], chunk_size or 8):
+                out.append(self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        out.append(self.chunk({}, reply.finish_reason or ("tool_calls" if calls else "stop")))
+        options = self.body.get("stream_options") or {}
+        if isinstance(options, Mapping) and options.get("include_usage"):
+            out.append(self.chunk(None, usage=self.usage(reply, calls)))
+        out.append(b"data: [DONE]\n\n")
+        return out
+
+
+def _echo(body: Mapping[str, Any]) -> Reply:
+    messages = body.get("messages") or [{}]
+    content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
+    return Reply(content=content if isinstance(content, str) else "ok")
+
+
+class FakeOpenAIServer:
+    """An OpenAI-compatible server on ``127.0.0.1`` (a free port), run on a background thread.
+
+    Args:
+        script: Replies used in order, one per chat request. When it runs out the server
+            answers HTTP 500 and records the error in `errors` (`assert_done` raises).
+        handler: ``fn(request_body) -> reply`` (may be async), used when there is no
+            script (or after it runs out, if given).
+        latency: Seconds every chat request waits before answering.
+        model: The model listed by ``/v1/models``.
+        chunk_size: Characters per streamed content piece (0: word by word).
+        chunk_delay: Seconds between streamed chunks (0: the stream is written at once).
+        exhausted_keys: API keys answered with a 429 ``insufficient_quota`` error.
+
+    Attributes:
+        requests: Every chat request body received, in order.
+        headers: The headers of each of those requests.
+        errors: Problems the server hit (script exhausted, handler raised).
+    """
+
+    def __init__(
+        self,
+        script: Iterable[ReplyLike] | None = None,
+        *,
+        handler: Handler | None = None,
+        latency: float = 0.0,
+        model: str = "fake-model",
+        chunk_size: int = 0,
+        chunk_delay: float = 0.0,
+        exhausted_keys: Iterable[str] = (),
+    ) -> None:
+        self.script: collections.deque[ReplyLike] = collections.deque(script or ())
+        self.scripted = script is not None
+        self.handler = handler
+        self.latency = latency
+        self.model = model
+        self.chunk_size = chunk_size
+        self.chunk_delay = chunk_delay
+        self.exhausted_keys = set(exhausted_keys)
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.errors: list[str] = []
+        self.port = 0
+        self._seq = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+
+    # -- lifecycle --
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (what `GPTAPI`'s ``api_base`` takes)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        """The full chat-completions URL."""
+        return self.base_url + "/chat/completions"
+
+    def start(self) -> FakeOpenAIServer:
+        """Bind a free port and serve from a background thread; returns self."""
+        if self._thread is not None:
+            return self
+        started = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._serve, args=(started, failure), name="fake-openai", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def _serve(self, started: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._start_app())
+        except BaseException as exc:  # reported to start()'s caller
+            failure.append(exc)
+            started.set()
+            loop.close()
+            return
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    async def _start_app(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(runner, sock, backlog=4096).start()
+        self._runner = runner
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        loop, thread, runner = self._loop, self._thread, self._runner
+        if loop is None or thread is None:
+            return
+        if runner is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+            except Exception as exc:  # still stop the loop; report what went wrong
+                self.errors.append(f"cleanup failed: {exc!r}")
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        self._loop = self._thread = self._runner = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- script --
+
+    def push(self, *replies: ReplyLike) -> None:
+        """Append replies to the script."""
+        self.scripted = True
+        self.script.extend(replies)
+
+    @property
+    def remaining(self) -> int:
+        """Replies left in the script."""
+        return len(self.script)
+
+    def assert_done(self) -> None:
+        """Raise `ScriptError` if replies are left over or the server hit errors."""
+        if self.errors:
+            raise ScriptError("FakeOpenAIServer errors: " + "; ".join(self.errors))
+        if self.script:
+            raise ScriptError(f"FakeOpenAIServer: {len(self.script)} scripted replies were never requested")
+
+    async def _next_reply(self, body: dict[str, Any]) -> ReplyLike:
+        if self.script:
+            return self.script.popleft()
+        if self.handler is not None:
+            reply = self.handler(body)
+            return await reply if inspect.isawaitable(reply) else reply  # type: ignore[no-any-return]
+        if self.scripted:
+            message = f"script exhausted at request {len(self.requests)}"
+            self.errors.append(message)
+            return HTTPFault(500, {"error": {"message": f"FakeOpenAIServer {message}", "type": "script_exhausted"}})
+        return _echo(body)
+
+    # -- handlers --
+
+    async def _models(self, request: web.Request) -> web.Response:
+        data = {"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "plait"}]}
+        return web.json_response(data)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error(400, f"request body is not JSON: {raw[:200]!r}")
+        self._seq += 1
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        auth = request.headers.get("Authorization", "")
+        if auth.startswith("Bearer ") and auth[7:] in self.exhausted_keys:
+            return _error(429, "You exceeded your current quota.", code="insufficient_quota")
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        try:
+            reply = await self._next_reply(body)
+        except Exception as exc:
+            self.errors.append(f"handler raised {exc!r}")
+            return _error(500, f"handler raised {exc!r}")
+        return await self._answer(request, body, reply)
+
+    async def _answer(self, request: web.Request, body: dict[str, Any], reply: ReplyLike) -> web.StreamResponse:
+        stream = bool(body.get("stream"))
+        if isinstance(reply, str):
+            reply = Reply(content=reply)
+        if isinstance(reply, HTTPFault):
+            return _fault(reply)
+        if isinstance(reply, Hang):
+            await asyncio.sleep(reply.seconds)
+            return _error(504, "the fake server hung on purpose")
+        if isinstance(reply, InvalidJSON):
+            if stream:
+                return await self._send_stream(request, [b"data: " + reply.text.encode() + b"\n\n"])
+            return web.Response(body=reply.text.encode(), content_type="application/json")
+        if isinstance(reply, RawSSE):
+            return await self._send_stream(request, [reply.text.encode()])
+        if isinstance(reply, Truncated):
+            return await self._truncate(request, body, reply, stream)
+        if isinstance(reply, Mapping):
+            return web.json_response(dict(reply))
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        render = _Render(body, self.model, self._seq)
+        if stream:
+            return await self._send_stream(request, render.stream(reply, self.chunk_size))
+        return web.Response(body=json.dumps(render.completion(reply)).encode(), content_type="application/json")
+
+    async def _send_stream(self, request: web.Request, chunks: list[bytes]) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        if self.chunk_delay:
+            for chunk in chunks:
+                await resp.write(chunk)
+                await asyncio.sleep(self.chunk_delay)
+        else:
+            await resp.write(b"".join(chunks))
+        await resp.write_eof()
+        return resp
+
+    async def _truncate(
+        self, request: web.Request, body: dict[str, Any], reply: Truncated, stream: bool
+    ) -> web.StreamResponse:
+        render = _Render(body, self.model, self._seq)
+        if stream:
+            chunks = render.stream(Reply(content=reply.content), self.chunk_size)
+            data = b"".join(chunks[: max(2, len(chunks) // 2)])
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        else:
+            full = json.dumps(render.completion(Reply(content=reply.content))).encode()
+            data = full[: len(full) // 2]
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(full)
+        await resp.prepare(request)
+        await resp.write(data)
+        transport = request.transport
+        if transport is not None:
+            transport.close()  # drop the connection mid-body
+        raise asyncio.CancelledError  # end the handler without finishing the response
+
+
+def _error(status: int, message: str, *, code: str | None = None) -> web.Response:
+    error = {"message": message, "type": code or "fake_error", "code": code}
+    return web.json_response({"error": error}, status=status)
+
+
+def _fault(fault: HTTPFault) -> web.Response:
+    headers = dict(fault.headers)
+    if fault.retry_after is not None:
+        headers["Retry-After"] = str(fault.retry_after)
+    if fault.body is None:
+        body = json.dumps({"error": {"message": f"fake HTTP {fault.status}", "type": "fake_fault", "code": None}})
+    elif isinstance(fault.body, str):
+        body = fault.body
+    else:
+        body = json.dumps(dict(fault.body))
+    return web.Response(status=fault.status, text=body, content_type="application/json", headers=headers)
