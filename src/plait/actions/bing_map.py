@@ -1,0 +1,249 @@
+"""`BINGMap` / `AsyncBINGMap`: distances, routes, coordinates and nearby places (Bing Maps REST).
+
+Every parameter is URL-encoded (place names with spaces, ``&`` or non-ASCII text are safe);
+an explicit ``key`` wins over ``$BING_MAP_KEY``; the key is redacted from every error. The
+base URL is configurable.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ..exceptions import UserError
+from .base_action import AsyncActionMixin, BaseAction, tool_api
+from .parser import BaseParser, JsonParser
+from .web import APIResponseError, HTTPRequest, RetryConfig, TTLCache, WebClient, WebToolMixin, as_data
+
+__all__ = ["AsyncBINGMap", "BINGMap", "first_resource", "parse_places", "parse_route"]
+
+SERVICE = "Bing Maps"
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def resources(data: Any) -> list[Mapping[str, Any]]:
+    """``resourceSets[0].resources`` of a Bing Maps answer.
+
+    Raises:
+        APIResponseError: The answer reports an error.
+    """
+    body = _dict(data)
+    status = body.get("statusCode", 200)
+    if (isinstance(status, int) and status >= 400) or body.get("errorDetails"):
+        details = "; ".join(map(str, _list(body.get("errorDetails")))) or str(body.get("statusDescription", ""))
+        raise APIResponseError(f"Bing Maps reported an error: {details}")
+    sets = _list(body.get("resourceSets"))
+    return [_dict(r) for r in _list(_dict(sets[0]).get("resources"))] if sets else []
+
+
+def first_resource(data: Any, what: str) -> Mapping[str, Any]:
+    """The first resource; `what` names the thing looked for in the error when there is none."""
+    found = resources(data)
+    if not found:
+        raise APIResponseError(f"Bing Maps found no {what}")
+    return found[0]
+
+
+def parse_route(data: Any) -> dict[str, Any]:
+    """Distance, duration and the instruction texts of the first route."""
+    route = first_resource(data, "route between these places")
+    steps = [
+        str(_dict(item.get("instruction")).get("text", ""))
+        for leg in map(_dict, _list(route.get("routeLegs")))
+        for item in map(_dict, _list(leg.get("itineraryItems")))
+        if _dict(item.get("instruction")).get("text")
+    ]
+    return {
+        "distance": route.get("travelDistance"),
+        "distance_unit": route.get("distanceUnit", "Kilometer"),
+        "duration": route.get("travelDuration"),
+        "duration_unit": route.get("durationUnit", "Second"),
+        "route": steps,
+    }
+
+
+def parse_places(data: Any, limit: int = 5) -> list[dict[str, str]]:
+    """Name and address of the first `limit` places of a LocalSearch answer."""
+    places = []
+    for item in resources(data)[:limit]:
+        address = _dict(item.get("Address") or item.get("address"))
+        places.append({"name": str(item.get("name", "")), "address": str(address.get("formattedAddress", ""))})
+    return places
+
+
+class BINGMap(WebToolMixin, BaseAction):
+    """Maps: coordinates of places, driving distances and routes, and places nearby (Bing Maps).
+
+    Args:
+        key: The Bing Maps key (else ``$BING_MAP_KEY``).
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        base_url: The REST API base URL.
+        timeout: Seconds per attempt.
+        max_retry: Attempts per request.
+        cache_ttl: Seconds an answer is reused.
+    """
+
+    def __init__(
+        self,
+        key: str | None = None,
+        description: Mapping[str, Any] | None = None,
+        parser: type[BaseParser] = JsonParser,
+        enable: bool = True,
+        *,
+        base_url: str = "https://dev.virtualearth.net/REST/v1",
+        timeout: float = 10.0,
+        max_retry: int = 3,
+        cache_ttl: float = 600.0,
+    ) -> None:
+        super().__init__(description, parser, enable)
+        resolved = key if key is not None else os.environ.get("BING_MAP_KEY")
+        if not resolved:
+            raise UserError("BINGMap needs a Bing Maps key: pass key= or set $BING_MAP_KEY")
+        self._key = resolved
+        self.base_url = base_url.rstrip("/")
+        self.client = WebClient(
+            timeout=timeout,
+            retry=RetryConfig(max_attempts=max_retry),
+            cache=TTLCache(maxsize=100 if cache_ttl > 0 else 0, ttl=cache_ttl),
+        )
+
+    def web_clients(self) -> list[WebClient]:
+        """The Bing Maps client."""
+        return [self.client]
+
+    def build_request(self, path: str, params: Mapping[str, Any]) -> HTTPRequest:
+        """A GET of ``{base_url}/{path}`` with every parameter URL-encoded and the key last."""
+        return HTTPRequest.build(
+            "GET",
+            f"{self.base_url}/{path}",
+            params={**params, "key": self._key},
+            secrets=[self._key],
+            service=SERVICE,
+        )
+
+    async def _get(self, path: str, params: Mapping[str, Any]) -> Any:
+        return (await self.client.send(self.build_request(path, params))).json(SERVICE)
+
+    async def _route(self, start: str, end: str) -> dict[str, Any]:
+        return parse_route(await self._get("Routes/Driving", {"wp.0": start, "wp.1": end, "o": "json"}))
+
+    async def _distance(self, start: str, end: str) -> dict[str, Any]:
+        route = await self._route(start, end)
+        return {"distance": route["distance"]}
+
+    async def _steps(self, start: str, end: str) -> dict[str, Any]:
+        route = await self._route(start, end)
+        return {"route": route["route"]}
+
+    async def _coordinates(self, location: str) -> dict[str, float]:
+        found = first_resource(await self._get("Locations", {"query": location}), f"location matching {location!r}")
+        coordinates = _list(_dict(found.get("point")).get("coordinates"))
+        if len(coordinates) < 2:
+            raise APIResponseError(f"Bing Maps returned no coordinates for {location!r}")
+        return {"latitude": float(coordinates[0]), "longitude": float(coordinates[1])}
+
+    async def _nearby(self, search_term: str, places: str, latitude: float, longitude: float, radius: int) -> Any:
+        if places and places != "unknown":
+            point = await self._coordinates(places)
+            latitude, longitude = point["latitude"], point["longitude"]
+        params = {"query": search_term, "userCircularMapView": f"{latitude},{longitude},{int(radius)}", "maxResults": 5}
+        return {"places": parse_places(await self._get("LocalSearch/", params))}
+
+    @tool_api(explode_return=True)
+    def get_distance(self, start: str, end: str) -> Any:
+        """Driving distance between two places, in kilometres.
+
+        Args:
+            start (str): where the trip starts (a place name or an address)
+            end (str): where the trip ends (a place name or an address)
+
+        Returns:
+            dict: the distance
+                * distance (float): driving distance in km
+        """
+        return self.run_io(as_data(self._distance(start, end)))
+
+    @tool_api(explode_return=True)
+    def get_route(self, start: str, end: str) -> Any:
+        """Turn-by-turn driving directions between two places.
+
+        Args:
+            start (str): where the trip starts (a place name or an address)
+            end (str): where the trip ends (a place name or an address)
+
+        Returns:
+            dict: the directions
+                * route (list): the driving instructions, in order
+        """
+        return self.run_io(as_data(self._steps(start, end)))
+
+    @tool_api(explode_return=True)
+    def get_coordinates(self, location: str) -> Any:
+        """Latitude and longitude of a place.
+
+        Args:
+            location (str): a place name or an address
+
+        Returns:
+            dict: the coordinates
+                * latitude (float): latitude in degrees
+                * longitude (float): longitude in degrees
+        """
+        return self.run_io(as_data(self._coordinates(location)))
+
+    @tool_api(explode_return=True)
+    def search_nearby(
+        self,
+        search_term: str,
+        places: str = "unknown",
+        latitude: float = 0.0,
+        longitude: float = 0.0,
+        radius: int = 5000,
+    ) -> Any:
+        """Find places of some kind (cafes, hotels, museums...) around a named place or around coordinates.
+
+        Args:
+            search_term (str): what to look for, e.g. "coffee shop"
+            places (str): the place to search around; keep "unknown" to search around latitude/longitude instead
+            latitude (float): latitude of the search centre, used when places is "unknown"
+            longitude (float): longitude of the search centre, used when places is "unknown"
+            radius (int): search radius in metres
+
+        Returns:
+            dict: what was found
+                * places (list): up to 5 places, each with its name and address
+        """
+        return self.run_io(as_data(self._nearby(search_term, places, latitude, longitude, radius)))
+
+
+class AsyncBINGMap(AsyncActionMixin, BINGMap):  # type: ignore[misc]  # mixin __call__ is async by design
+    """Maps: coordinates of places, driving distances and routes, and places nearby (Bing Maps)."""
+
+    async def get_distance(self, start: str, end: str) -> Any:  # noqa: D102
+        return await as_data(self._distance(start, end))
+
+    async def get_route(self, start: str, end: str) -> Any:  # noqa: D102
+        return await as_data(self._steps(start, end))
+
+    async def get_coordinates(self, location: str) -> Any:  # noqa: D102
+        return await as_data(self._coordinates(location))
+
+    async def search_nearby(  # noqa: D102
+        self,
+        search_term: str,
+        places: str = "unknown",
+        latitude: float = 0.0,
+        longitude: float = 0.0,
+        radius: int = 5000,
+    ) -> Any:
+        return await as_data(self._nearby(search_term, places, latitude, longitude, radius))

@@ -1,0 +1,53 @@
+"""Building blocks of plait's web tools (`WebBrowser`, `ArxivSearch`, `GoogleSearch`, ...).
+
+* `errors`: the `WebError` family (each knows the `ActionStatusCode` a tool reports) and
+  `redact`, which keeps secrets out of messages.
+* `messages`: `HTTPRequest` / `HTTPResponse`, requests and responses as plain data.
+* `policy`: `RetryConfig` (bounded retries, backoff) and `TTLCache`.
+* `client`: `WebClient`, the one aiohttp IO path, and `SyncBridge` for sync callers.
+* `ssrf`: `URLGuard`, which refuses URLs that resolve to non-public addresses.
+* `html_text`: readable text from HTML (stdlib ``html.parser``).
+* `fetcher`: `ContentFetcher`, guarded page downloads as bounded text.
+* `tc3`: Tencent Cloud TC3-HMAC-SHA256 request signing.
+* `searchers`: the search backends and their registry (`get_searcher`).
+* `tool`: `WebToolMixin` / `as_data`, how a tool writes each API once for sync and async.
+"""
+
+from __future__ import annotations
+
+from .client import RETRYABLE_STATUS, SyncBridge, WebClient
+from .errors import (
+    APIResponseError,
+    BlockedURLError,
+    HTTPStatusError,
+    WebConnectionError,
+    WebError,
+    WebTimeoutError,
+    redact,
+)
+from .messages import HTTPRequest, HTTPResponse, encode_query
+from .policy import RetryConfig, TTLCache
+from .ssrf import URLGuard, is_public_address
+from .tool import WebToolMixin, as_data
+
+__all__ = [
+    "RETRYABLE_STATUS",
+    "APIResponseError",
+    "BlockedURLError",
+    "HTTPRequest",
+    "HTTPResponse",
+    "HTTPStatusError",
+    "RetryConfig",
+    "SyncBridge",
+    "TTLCache",
+    "URLGuard",
+    "WebClient",
+    "WebConnectionError",
+    "WebError",
+    "WebTimeoutError",
+    "WebToolMixin",
+    "as_data",
+    "encode_query",
+    "is_public_address",
+    "redact",
+]

@@ -1,0 +1,93 @@
+"""Google results through serper.dev."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from ....exceptions import UserError
+from ..errors import APIResponseError
+from ..messages import HTTPRequest, HTTPResponse
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, as_dict, as_list, clean_snippet, env_or, require
+
+
+def serper_hits(data: Mapping[str, Any], result_key: str, limit: int) -> list[SearchHit]:
+    """Hits from a serper.dev answer: answer box, knowledge graph, then the `result_key` list."""
+    hits: list[SearchHit] = []
+    answer_box = as_dict(data.get("answerBox"))
+    if answer_box:
+        answer = answer_box.get("answer") or answer_box.get("snippet") or answer_box.get("snippetHighlighted")
+        if isinstance(answer, list):
+            answer = " ".join(map(str, answer))
+        if answer:
+            hits.append(
+                (str(answer_box.get("link", "")), clean_snippet(answer), clean_snippet(answer_box.get("title", "")))
+            )
+    graph = as_dict(data.get("knowledgeGraph"))
+    if graph:
+        description = clean_snippet(graph.get("description", ""))
+        attributes = ". ".join(f"{k}: {v}" for k, v in as_dict(graph.get("attributes")).items())
+        summary = f"{description}. {attributes}" if description and attributes else description or attributes
+        title = f"{graph.get('title', '')}: {graph.get('type', '')}".strip(": ")
+        hits.append((str(graph.get("descriptionLink") or graph.get("website") or ""), summary, title))
+    for item in map(as_dict, as_list(data.get(result_key))[:limit]):
+        snippet = clean_snippet(item.get("snippet", ""))
+        attributes = ". ".join(f"{k}: {v}" for k, v in as_dict(item.get("attributes")).items())
+        summary = f"{snippet}. {attributes}" if snippet and attributes else snippet or attributes
+        hits.append((str(item.get("link", "")), summary, clean_snippet(item.get("title", ""))))
+    return hits
+
+
+class GoogleSearch(BaseSearch):
+    """Google results through the serper.dev API.
+
+    Args:
+        api_key: The serper.dev key (else ``$SERPER_API_KEY``).
+        topk: Most results per query.
+        black_list: Result URLs containing any of these strings are dropped.
+        search_type: ``'search'`` or ``'news'``.
+        endpoint: The API base URL (``/{search_type}`` is appended).
+        params: More body parameters for the API (``gl``, ``hl``, ``tbs``, ...).
+        **kwargs: `BaseSearch` options.
+    """
+
+    service = "serper.dev"
+    env_key = "SERPER_API_KEY"
+    RESULT_KEYS: ClassVar[dict[str, str]] = {"search": "organic", "news": "news"}
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        topk: int = 3,
+        black_list: Iterable[str] | None = DEFAULT_BLACK_LIST,
+        *,
+        search_type: str = "search",
+        endpoint: str = "https://google.serper.dev",
+        params: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(topk, black_list, **kwargs)
+        if search_type not in self.RESULT_KEYS:
+            raise UserError(f"GoogleSearch search_type must be one of {sorted(self.RESULT_KEYS)}, got {search_type!r}")
+        self._api_key = require(env_or(api_key, self.env_key), "a serper.dev API key (api_key=)", self.env_key)
+        self.search_type = search_type
+        self.endpoint = endpoint.rstrip("/")
+        self.params = dict(params or {})
+
+    def build_request(self, query: str) -> HTTPRequest:
+        """POST ``{q, num}`` as JSON with the key in ``X-API-KEY``."""
+        return HTTPRequest.build(
+            "POST",
+            f"{self.endpoint}/{self.search_type}",
+            json_body={"q": query, "num": self.topk, **self.params},
+            headers={"X-API-KEY": self._api_key},
+            secrets=[self._api_key],
+            service=self.service,
+        )
+
+    def parse_response(self, response: HTTPResponse) -> list[SearchHit]:
+        """Answer box, knowledge graph, then organic (or news) results."""
+        data = as_dict(self._json(response))
+        if isinstance(data.get("message"), str) and not data.get(self.RESULT_KEYS[self.search_type]):
+            raise APIResponseError(f"serper.dev reported an error: {data['message']}")
+        return serper_hits(data, self.RESULT_KEYS[self.search_type], self.topk)

@@ -1,0 +1,62 @@
+"""`WebToolMixin`: how a web tool writes each API once and serves sync and async callers.
+
+Each API's logic is one coroutine (``async def _search(...)``). The sync tool's API
+method runs it on a private loop thread (`run_io`); the async twin (``AsyncX(AsyncActionMixin,
+X)``) overrides the API with ``async def`` that awaits the same coroutine. `as_data` turns a
+`WebError` into the `ActionReturn` the model reads (HTTP_ERROR, API_ERROR or ARGS_ERROR).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
+
+from ...schema import ActionReturn
+from .client import SyncBridge, WebClient
+from .errors import WebError
+
+__all__ = ["WebToolMixin", "as_data"]
+
+T = TypeVar("T")
+_LOCK = threading.Lock()
+
+
+async def as_data(awaitable: Awaitable[T]) -> T | ActionReturn:
+    """Await `awaitable`; a `WebError` comes back as an `ActionReturn` instead of raising."""
+    try:
+        return await awaitable
+    except WebError as exc:
+        return exc.action_return()
+
+
+class WebToolMixin(ABC):
+    """Runs a tool's coroutines for its sync APIs and closes its HTTP sessions."""
+
+    @abstractmethod
+    def web_clients(self) -> list[WebClient]:
+        """The HTTP clients this tool uses (their sessions are closed with it)."""
+
+    def run_io(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on this tool's private IO thread (started on first use) and wait for it."""
+        bridge: SyncBridge | None = self.__dict__.get("_web_bridge")
+        if bridge is None:
+            with _LOCK:
+                bridge = self.__dict__.get("_web_bridge")
+                if bridge is None:
+                    bridge = SyncBridge(self, self.web_clients(), name=f"plait-{type(self).__name__}")
+                    self.__dict__["_web_bridge"] = bridge
+        return bridge.run(coro)
+
+    def close(self) -> None:
+        """Stop the private IO thread used by the sync APIs (it restarts on the next sync call)."""
+        with _LOCK:
+            bridge: SyncBridge | None = self.__dict__.pop("_web_bridge", None)
+        if bridge is not None:
+            bridge.close()
+
+    async def aclose(self) -> None:
+        """Close this tool's HTTP sessions on the running loop (async callers)."""
+        for client in self.web_clients():
+            await client.aclose()

@@ -1,0 +1,272 @@
+"""A real HTTP server on 127.0.0.1 that replays canned responses, for offline tool tests.
+
+`FakeHTTPServer` binds a free port and serves from a background thread. Each route (a
+method and a path) answers with a `Canned` response, a list of them (used in order, the
+last one repeated), or a function of the `RecordedRequest` returning one. Every request is
+recorded, so tests can check what a tool sent (query parameters, headers, body).
+
+Example:
+    ```python
+    from plait.testing.fake_http import Canned, FakeHTTPServer
+
+    with FakeHTTPServer() as server:
+        server.route('GET', '/v7.0/search', Canned.json({'webPages': {'value': []}}))
+        server.route('GET', '/page', Canned.html('<p>hello</p>'))
+        ...
+        assert server.requests[0].query['q'] == ['plait']
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from aiohttp import web
+
+__all__ = ["Canned", "FakeHTTPServer", "RecordedRequest"]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received.
+
+    Attributes:
+        method: The HTTP method.
+        path: The path, without the query string.
+        query: The query parameters (each name maps to its values, in order).
+        headers: The headers (names lowercased).
+        body: The raw body.
+    """
+
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body.decode("utf-8"))
+
+    def form(self) -> dict[str, list[str]]:
+        """The body parsed as an urlencoded form."""
+        from urllib.parse import parse_qs
+
+        return parse_qs(self.body.decode("utf-8"), keep_blank_values=True)
+
+    def param(self, name: str) -> str | None:
+        """The first value of query parameter `name`."""
+        values = self.query.get(name)
+        return values[0] if values else None
+
+
+@dataclass(frozen=True)
+class Canned:
+    """One canned response.
+
+    Attributes:
+        status: The status code.
+        body: The body.
+        headers: Extra headers (``Content-Type`` among them).
+        delay: Seconds to wait before answering (longer than a client's timeout to test timeouts).
+    """
+
+    status: int = 200
+    body: bytes = b""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+    @classmethod
+    def json(cls, data: Any, status: int = 200, **kwargs: Any) -> Canned:
+        """A JSON body (``data`` as given, or the text of a file path)."""
+        body = Path(data).read_bytes() if isinstance(data, Path) else json.dumps(data, ensure_ascii=False).encode()
+        return cls(
+            status, body, {"Content-Type": "application/json; charset=utf-8", **kwargs.pop("headers", {})}, **kwargs
+        )
+
+    @classmethod
+    def text(
+        cls, text: str | bytes | Path, status: int = 200, content_type: str = "text/plain; charset=utf-8", **kwargs: Any
+    ) -> Canned:
+        """A body of `content_type` (a string, bytes, or the bytes of a file)."""
+        body = text.read_bytes() if isinstance(text, Path) else text.encode("utf-8") if isinstance(text, str) else text
+        return cls(status, body, {"Content-Type": content_type, **kwargs.pop("headers", {})}, **kwargs)
+
+    @classmethod
+    def html(cls, html: str | Path, status: int = 200, **kwargs: Any) -> Canned:
+        """An HTML page."""
+        return cls.text(html, status, "text/html; charset=utf-8", **kwargs)
+
+    @classmethod
+    def xml(cls, xml: str | Path, status: int = 200, **kwargs: Any) -> Canned:
+        """An Atom/XML document."""
+        return cls.text(xml, status, "application/atom+xml; charset=utf-8", **kwargs)
+
+    @classmethod
+    def redirect(cls, location: str, status: int = 302) -> Canned:
+        """A redirect to `location`."""
+        return cls(status, b"", {"Location": location})
+
+    @classmethod
+    def error(cls, status: int, message: str = "", **kwargs: Any) -> Canned:
+        """An error status with a JSON ``{"error": {"message": ...}}`` body."""
+        return cls.json({"error": {"code": status, "message": message or f"error {status}"}}, status, **kwargs)
+
+
+Responder = Union[Canned, Sequence[Canned], Callable[[RecordedRequest], Canned]]
+
+
+class FakeHTTPServer:
+    """An HTTP server on ``127.0.0.1`` (a free port) replaying canned responses.
+
+    Attributes:
+        requests: Every request received, in order.
+        errors: Requests no route matched (answered 404), as ``'METHOD /path'``.
+    """
+
+    def __init__(self, routes: Mapping[tuple[str, str], Responder] | None = None) -> None:
+        self._routes: dict[tuple[str, str], Responder] = {}
+        self._counters: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self.errors: list[str] = []
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        for (method, path), responder in (routes or {}).items():
+            self.route(method, path, responder)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str) -> str:
+        """The absolute URL of `path` on this server."""
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def route(self, method: str, path: str, responder: Responder) -> FakeHTTPServer:
+        """Answer ``method path`` (``'*'`` for any method) with `responder`; returns self."""
+        with self._lock:
+            self._routes[(method.upper(), path)] = responder
+            self._counters[(method.upper(), path)] = 0
+        return self
+
+    def requests_to(self, path: str) -> list[RecordedRequest]:
+        """The recorded requests whose path is `path`."""
+        return [r for r in self.requests if r.path == path]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> FakeHTTPServer:
+        """Bind a free port and serve from a background thread; returns self."""
+        if self._thread is not None:
+            return self
+        started = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(target=self._serve, args=(started, failure), name="fake-http", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def _serve(self, started: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._start_app())
+        except BaseException as exc:  # reported to start()'s caller
+            failure.append(exc)
+            started.set()
+            loop.close()
+            return
+        started.set()
+        loop.run_forever()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+    async def _start_app(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(runner, sock).start()
+        self._runner = runner
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (idempotent)."""
+        loop, thread, runner = self._loop, self._thread, self._runner
+        if loop is None or thread is None:
+            return
+        if runner is not None:
+            try:
+                asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+            except Exception as exc:  # still stop the loop; report what went wrong
+                self.errors.append(f"cleanup failed: {exc!r}")
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        self._loop = self._thread = self._runner = None
+
+    def __enter__(self) -> FakeHTTPServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- serving --------------------------------------------------------------------------------
+    def _pick(self, request: RecordedRequest) -> Canned | None:
+        with self._lock:
+            key = (request.method, request.path)
+            if key not in self._routes:
+                key = ("*", request.path)
+            responder = self._routes.get(key)
+            if responder is None:
+                return None
+            if isinstance(responder, Canned):
+                return responder
+            if isinstance(responder, Sequence):
+                index = min(self._counters[key], len(responder) - 1)
+                self._counters[key] += 1
+                return responder[index]
+        return responder(request)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            query={key: request.query.getall(key) for key in request.query},
+            headers={k.lower(): v for k, v in request.headers.items()},
+            body=await request.read(),
+        )
+        with self._lock:
+            self.requests.append(recorded)
+        canned = self._pick(recorded)
+        if canned is None:
+            with self._lock:
+                self.errors.append(f"{recorded.method} {recorded.path}")
+            return web.json_response(
+                {"error": {"message": f"no route for {recorded.method} {recorded.path}"}}, status=404
+            )
+        if canned.delay:
+            await asyncio.sleep(canned.delay)
+        headers = dict(canned.headers)
+        content_type = headers.pop("Content-Type", None)
+        response = web.Response(status=canned.status, body=canned.body, headers=headers)
+        if content_type:
+            response.headers["Content-Type"] = content_type
+        return response
