@@ -32,7 +32,29 @@ if TYPE_CHECKING:
         StreamingAgent,
         StreamingSequential,
     )
-    from .hooks import Hook, MessageLogger, RemovableHandle
+    from .actions import (
+        ActionExecutor,
+        ArxivSearch,
+        AsyncActionExecutor,
+        BaseAction,
+        BaseParser,
+        Calculator,
+        FinishAction,
+        InvalidAction,
+        IPythonInteractive,
+        IPythonInterpreter,
+        JsonParser,
+        NoAction,
+        PythonInterpreter,
+        TupleParser,
+        WebBrowser,
+        get_tool,
+        get_tool_cls,
+        list_tools,
+        tool_api,
+    )
+    from .hooks import ActionPreprocessor, Hook, InternLMActionProcessor, MessageLogger, RemovableHandle
+    from .llms import GPTAPI, AsyncGPTAPI, AsyncLlamaCppModel, LlamaCppModel
     from .memory import Memory, MemoryManager
     from .schema import (
         ActionReturn,
@@ -61,7 +83,34 @@ _EXPORTS: dict[str, str] = {
         ],
         "plait.agents",
     ),
-    **dict.fromkeys(["Hook", "MessageLogger", "RemovableHandle"], "plait.hooks"),
+    **dict.fromkeys(
+        [
+            "ActionExecutor",
+            "ArxivSearch",
+            "AsyncActionExecutor",
+            "BaseAction",
+            "BaseParser",
+            "Calculator",
+            "FinishAction",
+            "IPythonInteractive",
+            "IPythonInterpreter",
+            "InvalidAction",
+            "JsonParser",
+            "NoAction",
+            "PythonInterpreter",
+            "TupleParser",
+            "WebBrowser",
+            "get_tool",
+            "get_tool_cls",
+            "list_tools",
+            "tool_api",
+        ],
+        "plait.actions",
+    ),
+    **dict.fromkeys(["AsyncGPTAPI", "GPTAPI", "LlamaCppModel", "AsyncLlamaCppModel"], "plait.llms"),
+    **dict.fromkeys(
+        ["ActionPreprocessor", "Hook", "InternLMActionProcessor", "MessageLogger", "RemovableHandle"], "plait.hooks"
+    ),
     **dict.fromkeys(["Memory", "MemoryManager"], "plait.memory"),
     **dict.fromkeys(
         [

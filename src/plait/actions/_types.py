@@ -174,7 +174,7 @@ def describe_type_string(text: str) -> dict[str, Any]:
     ``list[T]``/``List[T]``, ``Literal['a', 'b']`` and the plain builtin names; returns an
     empty dict for anything else.
     """
-    text = _OPTIONAL_SUFFIX.sub("", text.strip()).strip()
+    text = _OPTIONAL_SUFFIX.sub("", text.strip().strip("'\"")).strip()
     text = re.sub(r"\b(?:typing|collections\.abc|t)\.", "", text)
     if not text:
         return {}

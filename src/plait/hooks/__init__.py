@@ -1,6 +1,7 @@
 """Hooks around agent and tool calls."""
 
+from .action_preprocessor import ActionPreprocessor, InternLMActionProcessor
 from .hook import Hook, RemovableHandle
 from .logger import MessageLogger
 
-__all__ = ["Hook", "MessageLogger", "RemovableHandle"]
+__all__ = ["ActionPreprocessor", "Hook", "InternLMActionProcessor", "MessageLogger", "RemovableHandle"]

@@ -18,6 +18,8 @@ _LAZY = {
     "INTERNLM2_META": ".meta_template",
     "GPTAPI": ".openai",
     "AsyncGPTAPI": ".openai",
+    "LlamaCppModel": ".llama_cpp",
+    "AsyncLlamaCppModel": ".llama_cpp",
 }
 
 __all__ = [
@@ -26,8 +28,10 @@ __all__ = [
     "APITemplateParser",
     "AsyncBaseLLM",
     "AsyncGPTAPI",
+    "AsyncLlamaCppModel",
     "BaseLLM",
     "LMTemplateParser",
+    "LlamaCppModel",
     "filter_suffix",
 ]
 

@@ -1,0 +1,84 @@
+"""Tools (actions), their argument parsers, the registry and the executors.
+
+Core names are imported eagerly; concrete tools live in their own modules and are listed
+in ``_LAZY`` (name -> module), imported on first access. To add a tool module, add its
+public names to ``_LAZY`` (and, for type checkers, to the ``TYPE_CHECKING`` block).
+`list_tools` imports every module listed there, so registered tools include them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..exceptions import ParseError
+from ._registry import TOOL_REGISTRY, get_tool, get_tool_cls, list_tools, register_tool
+from ._schema import openai_name, openai_tool, to_json_schema
+from .action_executor import ActionExecutor, AsyncActionExecutor
+from .base_action import SESSION_PARAMETER, AsyncActionMixin, BaseAction, tool_api
+from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
+from .parser import BaseParser, JsonParser, TupleParser, to_result_items
+
+# name -> module (relative to this package) for tools imported on first use, e.g.
+# "IPythonInterpreter": ".ipython_interpreter".
+_LAZY: dict[str, str] = {
+    "Calculator": ".calculator",
+    "PythonInterpreter": ".python_interpreter",
+    "AsyncPythonInterpreter": ".python_interpreter",
+    "IPythonInterpreter": ".ipython_interpreter",
+    "AsyncIPythonInterpreter": ".ipython_interpreter",
+    "IPythonInteractive": ".ipython_interactive",
+    "AsyncIPythonInteractive": ".ipython_interactive",
+    "IPythonInteractiveManager": ".ipython_interactive",
+    "ArxivSearch": ".arxiv_search",
+    "AsyncArxivSearch": ".arxiv_search",
+    "WebBrowser": ".web_browser",
+    "AsyncWebBrowser": ".web_browser",
+    "GoogleSearch": ".google_search",
+    "AsyncGoogleSearch": ".google_search",
+    "GoogleScholar": ".google_scholar_search",
+    "AsyncGoogleScholar": ".google_scholar_search",
+    "BINGMap": ".bing_map",
+    "AsyncBINGMap": ".bing_map",
+    "PPT": ".ppt",
+    "AsyncPPT": ".ppt",
+}
+
+__all__ = [
+    "SESSION_PARAMETER",
+    "TOOL_REGISTRY",
+    "ActionExecutor",
+    "AsyncActionExecutor",
+    "AsyncActionMixin",
+    "BaseAction",
+    "BaseParser",
+    "FinishAction",
+    "FunctionAction",
+    "InvalidAction",
+    "JsonParser",
+    "NoAction",
+    "ParseError",
+    "TupleParser",
+    "get_tool",
+    "get_tool_cls",
+    "list_tools",
+    "openai_name",
+    "openai_tool",
+    "register_tool",
+    "to_json_schema",
+    "to_result_items",
+    "tool_api",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'plait.actions' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_LAZY})

@@ -1,0 +1,84 @@
+"""The tool registry: every `BaseAction` subclass is recorded by class name when it is defined.
+
+Redefining a class with the same name (a notebook cell run twice, a test) replaces the
+entry in place. `list_tools` and `get_tool` also see plait's own tools that have not been
+imported yet: they import them on demand.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import threading
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from ..exceptions import ToolNotFoundError
+
+if TYPE_CHECKING:
+    from .base_action import BaseAction
+
+__all__ = ["TOOL_REGISTRY", "get_tool", "get_tool_cls", "list_tools", "register_tool"]
+
+TOOL_REGISTRY: dict[str, type[BaseAction]] = {}
+_LOCK = threading.Lock()
+
+
+def register_tool(cls: type[BaseAction]) -> type[BaseAction]:
+    """Record `cls` under its class name (replacing an earlier class of that name); return it."""
+    with _LOCK:
+        TOOL_REGISTRY[cls.__name__] = cls
+    return cls
+
+
+def _load_builtin_tools() -> None:
+    """Import plait's lazily exported tool modules so their classes register themselves."""
+    from . import _LAZY
+
+    for module in sorted(set(_LAZY.values())):
+        try:
+            importlib.import_module(module, "plait.actions")
+        except ImportError:  # a tool whose optional dependency is missing is simply not listed
+            continue
+
+
+@overload
+def list_tools(with_class: Literal[False] = False) -> list[str]: ...
+
+
+@overload
+def list_tools(with_class: Literal[True]) -> list[tuple[str, type[BaseAction]]]: ...
+
+
+def list_tools(with_class: bool = False) -> list[str] | list[tuple[str, type[BaseAction]]]:
+    """Names of all registered tools, in registration order (built-ins first).
+
+    Args:
+        with_class: Return ``(name, class)`` pairs instead of names.
+    """
+    _load_builtin_tools()
+    with _LOCK:
+        items = list(TOOL_REGISTRY.items())
+    return items if with_class else [name for name, _ in items]
+
+
+def get_tool_cls(name: str) -> type[BaseAction]:
+    """The registered tool class called `name`.
+
+    Raises:
+        ToolNotFoundError: No tool has that name; the message lists the close matches.
+    """
+    cls = TOOL_REGISTRY.get(name)
+    if cls is None:
+        _load_builtin_tools()
+        cls = TOOL_REGISTRY.get(name)
+    if cls is None:
+        known = list(TOOL_REGISTRY)
+        close = difflib.get_close_matches(str(name), known, n=3)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else f"; registered tools: {', '.join(known)}"
+        raise ToolNotFoundError(f"no tool named {name!r}{hint}", tool=str(name))
+    return cls
+
+
+def get_tool(name: str, *args: Any, **kwargs: Any) -> BaseAction:
+    """Instantiate the registered tool `name` with the given constructor arguments."""
+    return get_tool_cls(name)(*args, **kwargs)

@@ -1,0 +1,344 @@
+"""`ActionExecutor` / `AsyncActionExecutor`: a set of tools behind one callable.
+
+Two call forms:
+
+* ``executor('Toolkit.api', parameters, session_id=0) -> ActionReturn`` (no hooks);
+* ``executor(message, session_id=0) -> AgentMessage(sender='ActionExecutor', content=ActionReturn)``:
+  ``before_action`` hooks -> the content (a `FunctionCall` or ``{'name', 'parameters'}``)
+  is dispatched -> the result is wrapped -> ``after_action`` hooks. A hook that returns
+  something other than None replaces the message.
+
+Neither form raises for the model's mistakes: an unknown tool gives an `InvalidAction`
+return whose message lists the tools that exist, content that is not a tool call gives a
+`NoAction` return, and tool errors come back as described in `plait.actions.base_action`.
+Using an ``async def`` tool or hook with the sync executor raises `UserError`.
+
+Both executors run the same flow (`plait._flow`); the async one awaits async tools and
+hooks and runs sync tools in a worker thread, so the event loop never blocks.
+
+Example:
+    ```python
+    executor = ActionExecutor(actions=[Bold(), PhraseEmphasis()])
+    executor.get_actions_info()  # [{'name': 'Bold', ...}, {'name': 'PhraseEmphasis.bold', ...}, ...]
+    executor('PhraseEmphasis.bold', '{"text": "hi"}').result  # [{'type': 'text', 'content': '**hi**'}]
+    ```
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any
+
+from .._flow import Call, Flow, run_async, run_sync
+from ..exceptions import UserError
+from ..hooks.hook import RemovableHandle
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from ..utils.config import create_object
+from ._schema import openai_name, openai_tool
+from .base_action import AsyncActionMixin, BaseAction, _accepts_session, _is_async, describe_exception
+from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
+
+__all__ = ["ActionExecutor", "AsyncActionExecutor"]
+
+_UNSET: Any = object()
+_STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
+
+
+def _build_action(config: Any) -> BaseAction:
+    action = create_object(config)
+    if isinstance(action, type) and issubclass(action, BaseAction):
+        action = action()
+    if isinstance(action, BaseAction):
+        return action
+    if callable(action) and hasattr(action, "__name__"):
+        return FunctionAction(action)
+    raise UserError(f"an action must be a BaseAction, a config dict or a function, not {type(action).__name__}")
+
+
+def _extract_call(content: Any) -> tuple[str, Any, str | None]:
+    """``(name, parameters, error)`` of a tool-call message content."""
+    name: Any
+    parameters: Any
+    if isinstance(content, FunctionCall):
+        name, parameters = content.name, content.parameters
+    elif isinstance(content, Mapping) and "name" in content:
+        name = content["name"]
+        parameters = content["parameters"] if "parameters" in content else content.get("arguments")
+    else:
+        kind = type(content).__name__
+        return (
+            "",
+            None,
+            (
+                "A tool call must be a FunctionCall or a dict {'name': <tool name>, 'parameters': {...}}; "
+                f"got {kind}. Please follow the format."
+            ),
+        )
+    if not isinstance(name, str):
+        return "", None, f"The tool name must be a string, not {type(name).__name__}. Please follow the format."
+    return name, parameters, None
+
+
+class ActionExecutor:
+    """Dispatches tool calls to a set of actions.
+
+    Args:
+        actions: Actions (instances, config dicts ``{'type': ...}``, classes or plain
+            functions), or a single one. The given list is not modified.
+        invalid_action: Answers calls of unknown tools (default `InvalidAction`).
+        no_action: Answers messages without a usable tool call (default `NoAction`).
+        finish_action: Answers calls of ``FinishAction`` (default `FinishAction`).
+        finish_in_action: Also list the finish action among the tools models see.
+        hooks: `Hook` instances or config dicts with ``before_action``/``after_action``.
+
+    Attributes:
+        name: The sender of the messages it returns: ``'ActionExecutor'`` for both executors.
+
+    Raises:
+        UserError: Two actions share a name, or an item is not an action.
+    """
+
+    name = "ActionExecutor"
+
+    def __init__(
+        self,
+        actions: Any = None,
+        invalid_action: Any = None,
+        no_action: Any = None,
+        finish_action: Any = None,
+        finish_in_action: bool = False,
+        hooks: Sequence[Any] | None = None,
+    ) -> None:
+        items = [] if actions is None else list(actions) if isinstance(actions, (list, tuple)) else [actions]
+        self.actions: dict[str, BaseAction] = {}
+        for item in items:
+            action = _build_action(item)
+            if action.name in self.actions:
+                raise UserError(f"two actions are named {action.name!r}; tool names must be unique")
+            self.actions[action.name] = action
+        self.invalid_action = _build_action(invalid_action if invalid_action is not None else {"type": InvalidAction})
+        self.no_action = _build_action(no_action if no_action is not None else {"type": NoAction})
+        self.finish_action = _build_action(finish_action if finish_action is not None else {"type": FinishAction})
+        if finish_in_action:
+            self.actions.setdefault(self.finish_action.name, self.finish_action)
+        self._hooks: dict[int, Any] = {}
+        for hook in hooks or ():
+            self.register_hook(hook)
+
+    # -- the tool set --------------------------------------------------------------------------
+    def description(self) -> list[dict[str, Any]]:
+        """The enabled tools' descriptions, toolkit APIs flattened to ``Toolkit.api``."""
+        result: list[dict[str, Any]] = []
+        for name, action in self.actions.items():
+            if not action.enable:
+                continue
+            if action.is_toolkit:
+                for api in action.description["api_list"]:
+                    result.append({**api, "name": f"{name}.{api['name']}"})
+            else:
+                result.append(dict(action.description))
+        return result
+
+    def get_actions_info(self) -> list[dict[str, Any]]:
+        """Same as `description` (the tool meta prompt fed to models)."""
+        return self.description()
+
+    def action_names(self, only_enable: bool = True) -> list[str]:
+        """Names of the actions (only the enabled ones by default)."""
+        return [name for name, action in self.actions.items() if action.enable or not only_enable]
+
+    def is_valid(self, name: str) -> bool:
+        """Whether `name` (a tool or ``Toolkit.api``) is an enabled tool."""
+        action, _ = self._lookup(name)
+        return action is not None and action.enable
+
+    def keys(self) -> list[str]:
+        """Names of all actions."""
+        return list(self.actions)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._lookup(name)[0] is not None
+
+    def __getitem__(self, name: str) -> BaseAction:
+        return self.actions[name]
+
+    def __setitem__(self, name: str, action: Any) -> None:
+        action = _build_action(action)
+        if action.name != name:
+            raise UserError(f"action {action.name!r} cannot be stored under another name ({name!r})")
+        self.actions[name] = action
+
+    def __delitem__(self, name: str) -> None:
+        del self.actions[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.actions)
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def add_action(self, action: Any) -> BaseAction:
+        """Add (or replace) an action; return the built instance."""
+        built = _build_action(action)
+        self.actions[built.name] = built
+        return built
+
+    def del_action(self, name: str) -> None:
+        """Remove the action `name` (no error when absent)."""
+        self.actions.pop(name, None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(actions={list(self.actions)})"
+
+    # -- JSON Schema ---------------------------------------------------------------------------
+    def _openai_names(self) -> dict[str, str]:
+        """OpenAI-safe name -> flattened tool name, collisions made unique."""
+        names: dict[str, str] = {}
+        for api in self.description():
+            safe = base = openai_name(api["name"])
+            counter = 2
+            while safe in names:
+                safe, counter = f"{base[:60]}_{counter}", counter + 1
+            names[safe] = api["name"]
+        return names
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        """The enabled tools as OpenAI ``tools`` entries; calls may use these names directly."""
+        by_flat = {flat: safe for safe, flat in self._openai_names().items()}
+        tools = []
+        for api in self.description():
+            tool = openai_tool(api, api["name"])
+            tool["function"]["name"] = by_flat[api["name"]]
+            tools.append(tool)
+        return tools
+
+    def resolve_name(self, name: str) -> str:
+        """The flattened tool name (``Toolkit.api``) for an OpenAI-safe one; other names unchanged."""
+        return self._openai_names().get(name, name)
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def register_hook(self, hook: Any) -> RemovableHandle:
+        """Add a hook (an object with ``before_action``/``after_action``, or a config dict)."""
+        hook = create_object(hook)
+        handle = RemovableHandle(self._hooks)
+        self._hooks[handle.id] = hook
+        return handle
+
+    # -- calling ---------------------------------------------------------------------------------
+    def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
+        """``executor(name, parameters) -> ActionReturn`` or ``executor(message) -> AgentMessage``."""
+        return run_sync(self.call_flow(message, parameters, session_id, is_async=False))
+
+    def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
+        """Dispatch one tool call by name (no hooks)."""
+        return run_sync(self.dispatch_flow(name, parameters, session_id, is_async=False))
+
+    def call_flow(self, message: Any, parameters: Any, session_id: Hashable, is_async: bool) -> Flow[Any]:
+        """Both call forms, written once."""
+        if isinstance(message, str):
+            params = None if parameters is _UNSET else parameters
+            return (yield from self.dispatch_flow(message, params, session_id, is_async))
+        if parameters is not _UNSET:  # executor(message, session_id) with the id given positionally
+            session_id = parameters
+        if not isinstance(message, AgentMessage):
+            message = AgentMessage(sender="user", content=message)
+        return (yield from self.message_flow(message, session_id, is_async))
+
+    def message_flow(self, message: AgentMessage, session_id: Hashable, is_async: bool) -> Flow[Any]:
+        """before_action hooks -> dispatch the content -> wrap as a message -> after_action hooks."""
+        current: Any = message
+        for hook in list(self._hooks.values()):
+            replaced = yield Call(hook.before_action, (self, current, session_id))
+            if replaced is not None:
+                current = replaced
+        content = current.content if isinstance(current, AgentMessage) else current
+        name, parameters, error = _extract_call(content)
+        if error is not None:
+            result = yield from self._action_flow(self.no_action, {"err_msg": error}, "run", None, is_async)
+        else:
+            result = yield from self.dispatch_flow(name, parameters, session_id, is_async)
+        response: Any = AgentMessage(sender=self.name, content=result)
+        for hook in list(self._hooks.values()):
+            replaced = yield Call(hook.after_action, (self, response, session_id))
+            if replaced is not None:
+                response = replaced
+        return response
+
+    def _lookup(self, name: str) -> tuple[BaseAction | None, str]:
+        if name in self.actions:
+            return self.actions[name], "run"
+        tool, dot, api = name.partition(".")
+        if dot and tool in self.actions:
+            return self.actions[tool], api
+        flat = self._openai_names().get(name)
+        if flat is not None and flat != name:
+            return self._lookup(flat)
+        return None, "run"
+
+    def _available(self, name: str) -> str:
+        valid = [api["name"] for api in self.description()]
+        if not valid:
+            return "No tools are available."
+        close = difflib.get_close_matches(name, valid, n=1)
+        hint = f"Did you mean {close[0]!r}? " if close and close[0] != name else ""
+        return f"{hint}Available tools: {', '.join(valid)}."
+
+    def dispatch_flow(self, name: Any, parameters: Any, session_id: Hashable, is_async: bool) -> Flow[ActionReturn]:
+        """Look the tool up and run it; unknown or disabled tools go to the built-in actions."""
+        if isinstance(name, str):
+            action, api = self._lookup(name)
+            if action is not None and action.enable:
+                return (yield from self._action_flow(action, parameters, api, session_id, is_async))
+            if action is None and name == self.no_action.name:
+                return (yield from self._action_flow(self.no_action, parameters, "run", None, is_async))
+            if action is None and name == self.finish_action.name:
+                return (yield from self._action_flow(self.finish_action, parameters, "run", None, is_async))
+            problem = f"The tool {name!r} is disabled." if action is not None else f"There is no tool named {name!r}."
+            message = f"{problem} {self._available(name)}"
+        else:
+            message = f"The tool name must be a string, not {type(name).__name__}. {self._available('')}"
+        result = yield from self._action_flow(self.invalid_action, {"err_msg": message}, "run", None, is_async)
+        result.args = {"name": name, "parameters": parameters}
+        return result
+
+    def _action_flow(
+        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None, is_async: bool
+    ) -> Flow[ActionReturn]:
+        if type(action).__call__ in _STANDARD_CALLS:
+            return (yield from action.call_flow(parameters, api, session_id, is_async))
+        return (yield from self._custom_call_flow(action, parameters, api, session_id, is_async))
+
+    def _custom_call_flow(
+        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None, is_async: bool
+    ) -> Flow[ActionReturn]:
+        """A tool that overrides ``__call__``: call it as ``action(parameters, api[, session_id=...])``."""
+        fn: Callable[..., Any] = action.__call__
+        if not is_async and (_is_async(fn) or inspect.iscoroutinefunction(type(action).__call__)):
+            raise UserError(f"{action.name} has an async __call__; use AsyncActionExecutor")
+        accepts = session_id is not None and _accepts_session(type(action).__call__)
+        kwargs = {"session_id": session_id} if accepts else {}
+        args = {"inputs": parameters, "name": api}
+        try:
+            result = yield Call(fn, (parameters, api), kwargs, offload=getattr(action, "run_in_thread", True))
+        except Exception as exc:
+            message = describe_exception(exc)
+            return ActionReturn(args=args, type=action.name, errmsg=message, state=ActionStatusCode.API_ERROR)
+        if isinstance(result, ActionReturn):
+            return result
+        return action.wrap_result(result, args, action.name)
+
+
+class AsyncActionExecutor(ActionExecutor):
+    """`ActionExecutor` whose calls are awaited; sync tools run in a worker thread, hooks may be async."""
+
+    async def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
+        """``await executor(name, parameters)`` or ``await executor(message, session_id=0)``."""
+        return await run_async(self.call_flow(message, parameters, session_id, is_async=True))
+
+    async def forward(  # type: ignore[override]
+        self, name: str, parameters: Any = None, session_id: Hashable = 0
+    ) -> ActionReturn:
+        """Dispatch one tool call by name (no hooks)."""
+        return await run_async(self.dispatch_flow(name, parameters, session_id, is_async=True))

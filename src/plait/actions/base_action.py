@@ -1,0 +1,435 @@
+"""`tool_api` and `BaseAction`: turn functions and classes into tools a model can call.
+
+A *simple tool* implements ``run`` (decorated with `tool_api` or not); a *toolkit*
+implements several `tool_api` methods. Each class gets a ``__tool_description__`` built
+from its docstrings and type hints when it is defined, and is registered by class name
+(`list_tools`, `get_tool`).
+
+Calling a tool never raises for the model's mistakes: an unknown API, bad arguments or
+an exception inside the tool come back as an `ActionReturn` with a state and an
+``errmsg`` written for the model.
+
+Sessions: an API that declares a ``session_id`` parameter receives the caller's session
+id (``action(inputs, session_id=...)``; executors always pass theirs). The parameter is
+hidden from the description, so a model cannot choose it. Per-session state can live in
+`BaseAction.session_state`, which hands out one dict per session id.
+
+Sync and async: ``action(...)`` runs sync APIs; ``await action.acall(...)`` runs sync APIs
+in a worker thread (unless the class sets ``run_in_thread = False``) and awaits ``async
+def`` APIs. Calling an ``async def`` API synchronously raises `UserError`: use
+`acall`, an `AsyncActionExecutor`, or mix in `AsyncActionMixin` (whose ``__call__`` is
+async, as in Lagent).
+
+Example:
+    ```python
+    class PhraseEmphasis(BaseAction):
+        \"\"\"a toolkit which provides different styles of text emphasis\"\"\"
+
+        @tool_api
+        def bold(self, text: Annotated[str, 'input text']) -> str:
+            \"\"\"make text bold\"\"\"
+            return '**' + text + '**'
+
+    PhraseEmphasis()({'text': 'hi'}, 'bold').result  # [{'type': 'text', 'content': '**hi**'}]
+    ```
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar, overload
+
+from .._flow import Call, Flow, run_async, run_sync
+from ..exceptions import ParseError, ToolArgumentError, ToolError, ToolNotFoundError, UserError
+from ..schema import ActionReturn, ActionStatusCode
+from ._description import SESSION_PARAMETER, build_api_description, build_class_description
+from ._registry import register_tool
+from ._schema import openai_tool
+from .parser import BaseParser, JsonParser
+
+__all__ = ["SESSION_PARAMETER", "AsyncActionMixin", "BaseAction", "tool_api"]
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+_RESULT_KEYS = frozenset({"text", "image", "audio", "video", "file", "error"})
+_ALL: Any = object()
+
+
+@overload
+def tool_api(func: F) -> F: ...
+
+
+@overload
+def tool_api(
+    func: None = None,
+    *,
+    explode_return: bool = False,
+    returns_named_value: bool = False,
+    include_arguments: Iterable[str] | None = None,
+    exclude_arguments: Iterable[str] | None = None,
+) -> Callable[[F], F]: ...
+
+
+def tool_api(
+    func: Callable[..., Any] | None = None,
+    *,
+    explode_return: bool = False,
+    returns_named_value: bool = False,
+    include_arguments: Iterable[str] | None = None,
+    exclude_arguments: Iterable[str] | None = None,
+) -> Any:
+    """Mark a function or method (sync or ``async def``) as a tool API and describe it.
+
+    The description is stored on the function as ``api_description``: its name, the first
+    paragraph(s) of the Google-style docstring, one entry per parameter (type from the
+    hint, else from the docstring; ``Annotated[T, "text"]`` supplies the description) and
+    the names of the required ones.
+
+    Args:
+        func: The function (when used bare, ``@tool_api``).
+        explode_return: Describe each bullet (``- name (type): text``) under the Returns
+            description as a ``return_data`` entry.
+        returns_named_value: Read Returns entries as ``name (type): text`` into ``return_data``.
+        include_arguments: Describe only these parameters.
+        exclude_arguments: Do not describe these parameters.
+
+    Example:
+        ```python
+        @tool_api
+        def bold(text: Annotated[str, 'input text']) -> str:
+            \"\"\"make text bold\"\"\"
+            return '**' + text + '**'
+
+        bold.api_description['parameters']  # [{'name': 'text', 'type': 'STRING', 'description': 'input text'}]
+        ```
+    """
+
+    def decorate(fn: F) -> F:
+        target = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+        if not callable(target):
+            raise UserError(f"tool_api decorates functions and methods, not {type(fn).__name__}")
+        target.api_description = build_api_description(  # type: ignore[attr-defined]
+            target,
+            explode_return=explode_return,
+            returns_named_value=returns_named_value,
+            include_arguments=include_arguments,
+            exclude_arguments=exclude_arguments,
+        )
+        return fn
+
+    return decorate(func) if func is not None else decorate
+
+
+@functools.lru_cache(maxsize=2048)
+def _accepts_session(fn: Callable[..., Any]) -> bool:
+    try:
+        return SESSION_PARAMETER in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    return inspect.iscoroutinefunction(call)
+
+
+def _clean(text: str) -> str:
+    """Make `text` encodable as UTF-8 (lone surrogates become U+FFFD); everything else is kept."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="replace").decode("utf-8")
+    return text
+
+
+def _utf8_safe(ret: ActionReturn) -> ActionReturn:
+    if isinstance(ret.errmsg, str):
+        ret.errmsg = _clean(ret.errmsg)
+    if isinstance(ret.result, list):
+        ret.result = [
+            {**item, "content": _clean(item["content"])}
+            if isinstance(item, dict) and isinstance(item.get("content"), str)
+            else item
+            for item in ret.result
+        ]
+    return ret
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``'TypeError: message'`` (just the type name when the message is empty)."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
+class BaseAction:
+    """Base class of every tool.
+
+    Args:
+        description: The tool description; defaults to a copy of the class's
+            ``__tool_description__`` (built from its `tool_api` methods and docstrings).
+        parser: The argument parser class, instantiated with the action; it adds a
+            ``parameter_description`` to each API.
+        enable: Whether executors offer and run this tool.
+
+    Attributes:
+        run_in_thread: Async callers run this tool's sync APIs in a worker thread so the
+            event loop never blocks (set False for trivial, non-blocking tools).
+
+    Example:
+        ```python
+        class Bold(BaseAction):
+            def run(self, text: str):
+                \"\"\"make text bold\"\"\"
+                return '**' + text + '**'
+
+        Bold()('{"text": "hi"}').result  # [{'type': 'text', 'content': '**hi**'}]
+        ```
+    """
+
+    __tool_description__: ClassVar[dict[str, Any]]
+    _is_toolkit: ClassVar[bool]
+    _plait_base: ClassVar[bool] = True
+    run_in_thread: ClassVar[bool] = True
+    _session_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
+        """Describe the new class and register it (``class X(BaseAction, register=False)`` opts out)."""
+        super().__init_subclass__(**kwargs)
+        cls.__tool_description__, cls._is_toolkit = build_class_description(cls, tool_api)
+        if register:
+            register_tool(cls)
+
+    def __init__(
+        self,
+        description: Mapping[str, Any] | None = None,
+        parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
+        enable: bool = True,
+    ) -> None:
+        if description is None:
+            description = self.__tool_description__
+        if not isinstance(description, Mapping) or not isinstance(description.get("name"), str):
+            raise UserError(f"a tool description must be a dict with a 'name'; got {description!r}")
+        self._description: dict[str, Any] = copy.deepcopy(dict(description))
+        self._name: str = self._description["name"]
+        self._enable = bool(enable)
+        if isinstance(parser, BaseParser):
+            raise UserError("pass the parser class (e.g. parser=JsonParser), not an instance")
+        if not callable(parser):
+            raise UserError(f"parser must be a BaseParser subclass, not {parser!r}")
+        self._parser: BaseParser = parser(self)
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The tool name (the class name unless the description says otherwise)."""
+        return self._name
+
+    @property
+    def description(self) -> dict[str, Any]:
+        """The tool description shown to models (with the parser's ``parameter_description``)."""
+        return self._description
+
+    @property
+    def is_toolkit(self) -> bool:
+        """Whether the tool has several named APIs (``api_list``) rather than one ``run``."""
+        return "api_list" in self._description
+
+    @property
+    def enable(self) -> bool:
+        """Whether executors offer and run this tool."""
+        return self._enable
+
+    @enable.setter
+    def enable(self, value: bool) -> None:
+        self._enable = bool(value)
+
+    @property
+    def parser(self) -> BaseParser:
+        """The argument parser bound to this action."""
+        return self._parser
+
+    @property
+    def api_names(self) -> list[str]:
+        """The callable API names: the toolkit's APIs, or ``['run']``."""
+        if self.is_toolkit:
+            return [api["name"] for api in self._description["api_list"]]
+        return ["run"]
+
+    def __repr__(self) -> str:
+        apis = f", apis={self.api_names}" if self.is_toolkit else ""
+        return f"{type(self).__name__}(name={self._name!r}{apis}, enable={self._enable})"
+
+    # -- sessions ---------------------------------------------------------------------------
+    def session_state(self, session_id: Hashable = 0) -> dict[str, Any]:
+        """A mutable dict private to `session_id`, created on first use (thread-safe)."""
+        with self._session_lock:
+            states = self.__dict__.setdefault("_session_states", {})
+            return states.setdefault(session_id, {})  # type: ignore[no-any-return]
+
+    def clear_session_state(self, session_id: Hashable = _ALL) -> None:
+        """Forget the state of `session_id` (of every session when omitted)."""
+        with self._session_lock:
+            states = self.__dict__.setdefault("_session_states", {})
+            if session_id is _ALL:
+                states.clear()
+            else:
+                states.pop(session_id, None)
+
+    # -- JSON Schema --------------------------------------------------------------------------
+    def to_openai_tools(self) -> list[dict[str, Any]]:
+        """This tool's APIs as OpenAI ``tools`` entries (``Toolkit.api`` names made OpenAI-safe)."""
+        if self.is_toolkit:
+            return [
+                openai_tool(api, f"{self._name}.{api['name']}", self._description.get("description", ""))
+                for api in self._description["api_list"]
+            ]
+        return [openai_tool(self._description, self._name)]
+
+    # -- calling ------------------------------------------------------------------------------
+    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+        """Call API `name` with `inputs` (parsed by the action's parser); never raises for bad input.
+
+        Raises:
+            UserError: The API is ``async def`` (use `acall` or an async executor).
+        """
+        return run_sync(self.call_flow(inputs, name, session_id, is_async=False))
+
+    async def acall(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+        """Async `__call__`: awaits async APIs, runs sync ones in a worker thread."""
+        return await run_async(self.call_flow(inputs, name, session_id, is_async=True))
+
+    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+        """The callable behind API `api` (a method of the same name by default)."""
+        if api.startswith("_"):
+            return None
+        fn = getattr(self, api, None)
+        return fn if callable(fn) else None
+
+    def resolve_api(self, name: Any) -> tuple[str, str, Callable[..., Any]]:
+        """``(api, label, callable)`` for an API name (``'run'``, ``'bold'``, ``'Toolkit.bold'``).
+
+        Raises:
+            ToolNotFoundError: The tool has no such API; the message lists the valid ones.
+            ToolError: The API has no implementation.
+        """
+        if not isinstance(name, str):
+            raise ToolNotFoundError(f"the API name must be a string, not {type(name).__name__}", tool=self._name)
+        valid = self.api_names
+        if self.is_toolkit:
+            api = name[len(self._name) + 1 :] if name.startswith(self._name + ".") else name
+            if api not in valid:
+                raise ToolNotFoundError(
+                    f"{self._name} has no API {name!r}; valid APIs: {', '.join(map(repr, valid))}", tool=self._name
+                )
+            label = f"{self._name}.{api}"
+        else:
+            if name not in ("run", self._name, f"{self._name}.run"):
+                raise ToolNotFoundError(
+                    f"{self._name} is a simple tool with the single API 'run'; it has no API {name!r}", tool=self._name
+                )
+            api, label = "run", self._name
+        fn = self._api_callable(api)
+        if fn is None:
+            raise ToolError(f"{label} has no implementation (no method {api!r})", tool=label)
+        return api, label, fn
+
+    def call_flow(self, inputs: Any, name: str, session_id: Hashable | None, is_async: bool) -> Flow[ActionReturn]:
+        """The one implementation of a tool call, as a flow (see `plait._flow`) yielding the API call."""
+        if "_parser" not in self.__dict__:
+            raise UserError(f"{type(self).__name__}.__init__ must call super().__init__()")
+        fallback = {"inputs": inputs, "name": name}
+        try:
+            api, label, fn = self.resolve_api(name)
+        except ToolError as exc:
+            return _error(fallback, self._name, str(exc), ActionStatusCode.API_ERROR)
+        try:
+            args = self._parser.parse_inputs(inputs, api)
+            if not isinstance(args, Mapping):
+                raise ParseError(f"the parser returned {type(args).__name__}, not a dict of arguments")
+        except ParseError as exc:
+            return _error(fallback, label, exc.err_msg, ActionStatusCode.ARGS_ERROR)
+        except Exception as exc:
+            message = f"could not parse the arguments: {describe_exception(exc)}"
+            return _error(fallback, label, message, ActionStatusCode.ARGS_ERROR)
+        if not is_async and _is_async(fn):
+            raise UserError(
+                f"{label} is an async tool API and cannot run synchronously; use `await action.acall(...)`, "
+                "an AsyncActionExecutor, or mix in AsyncActionMixin"
+            )
+        kwargs = dict(args)
+        if session_id is not None and _accepts_session(getattr(fn, "__func__", fn)):
+            kwargs[SESSION_PARAMETER] = session_id
+        try:
+            result = yield Call(fn, kwargs=kwargs, offload=self.run_in_thread)
+        except Exception as exc:
+            logger.debug("tool %s raised", label, exc_info=True)
+            state = ActionStatusCode.ARGS_ERROR if isinstance(exc, ToolArgumentError) else ActionStatusCode.API_ERROR
+            return _error(dict(args), label, describe_exception(exc), state)
+        return self.wrap_result(result, dict(args), label)
+
+    def wrap_result(self, result: Any, args: dict[str, Any], label: str) -> ActionReturn:
+        """Normalise what an API returned into an `ActionReturn`.
+
+        An `ActionReturn` is passed through (``args``/``type`` filled in when empty); a dict
+        such as ``{'error': msg}`` whose keys are all result kinds (``text``, ``image``, ...,
+        ``error``) with a non-empty error becomes an ``API_ERROR``; anything else goes
+        through the parser's ``parse_outputs``. Text is made UTF-8 safe, nothing is dropped.
+        """
+        if isinstance(result, ActionReturn):
+            if not result.args:
+                result.args = args
+            if not result.type:
+                result.type = label
+            return _utf8_safe(result)
+        if isinstance(result, Mapping) and "error" in result and result and all(k in _RESULT_KEYS for k in result):
+            error = result["error"]
+            if error not in (None, "", False):
+                return _error(args, label, error if isinstance(error, str) else str(error), ActionStatusCode.API_ERROR)
+            result = {key: value for key, value in result.items() if key != "error"}
+        try:
+            items = self._parser.parse_outputs(result)
+        except Exception as exc:
+            message = f"the tool's return value could not be converted: {describe_exception(exc)}"
+            return _error(args, label, message, ActionStatusCode.API_ERROR)
+        return _utf8_safe(ActionReturn(args=args, type=label, result=items))
+
+
+BaseAction.__tool_description__, BaseAction._is_toolkit = build_class_description(BaseAction, tool_api)
+register_tool(BaseAction)
+
+
+def _error(args: dict[str, Any], label: str, message: str, state: int) -> ActionReturn:
+    return _utf8_safe(ActionReturn(args=args, type=label, errmsg=message, state=state))
+
+
+class AsyncActionMixin:
+    """Makes a tool's ``__call__`` async (Lagent's spelling for async tools).
+
+    Example:
+        ```python
+        class AsyncBold(AsyncActionMixin, BaseAction):
+            async def run(self, text: str) -> str:
+                \"\"\"make text bold\"\"\"
+                return '**' + text + '**'
+
+        ret = await AsyncBold()({'text': 'hi'})
+        ```
+    """
+
+    async def __call__(
+        self: Any, inputs: Any = None, name: str = "run", session_id: Hashable | None = None
+    ) -> ActionReturn:
+        """Await the tool call (same contract as `BaseAction.acall`)."""
+        result: ActionReturn = await self.acall(inputs, name, session_id=session_id)
+        return result
