@@ -7,7 +7,14 @@ import os
 import pytest
 
 # Tests never reach beyond 127.0.0.1: make sure no real key leaks into a test run.
-for _var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "SERPER_API_KEY", "BING_MAP_KEY"):
+for _var in (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_API_BASE",
+    "ANTHROPIC_API_KEY",
+    "SERPER_API_KEY",
+    "BING_MAP_KEY",
+):
     os.environ.pop(_var, None)
 
 

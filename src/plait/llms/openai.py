@@ -82,6 +82,7 @@ class _OpenAIChat(BaseLLM):
         meta_template: Role mapping for `APITemplateParser` (default: system/user/assistant,
             environment sent as system).
         api_base: Base URL (``http://127.0.0.1:8000/v1``) or the full chat-completions URL.
+            When not given: ``$OPENAI_BASE_URL`` (or ``$OPENAI_API_BASE``) if set, else OpenAI's.
         proxies: Proxy URL, a ``{'http': ..., 'https': ...}`` dict, ``'env'`` to read the
             environment's proxy settings, or None for direct connections.
         timeout: Per-attempt timeout in seconds; for streams, the longest wait for the
@@ -108,7 +109,7 @@ class _OpenAIChat(BaseLLM):
         key: str | Sequence[str] | None = "ENV",
         org: str | Sequence[str] | None = None,
         meta_template: list[dict[str, Any]] | None = None,
-        api_base: str = "https://api.openai.com/v1/chat/completions",
+        api_base: str | None = None,
         proxies: str | Mapping[str, str] | None = None,
         timeout: float | None = 300.0,
         *,
@@ -129,7 +130,7 @@ class _OpenAIChat(BaseLLM):
         self.model_type = model_type
         self.json_mode = json_mode
         self.retry = max(1, int(retry))
-        url = chat_completions_url(api_base)
+        url = chat_completions_url(api_base or _default_api_base())
         self.api_base = url
         self._transport = ChatTransport(
             url,
@@ -322,3 +323,11 @@ async def _gather_texts(
 ) -> list[str]:
     responses = await asyncio.gather(*(transport.complete(payload, timeout) for payload, _, timeout in requests))
     return [llm._finish_response(r, params).content for r, (_, params, _) in zip(responses, requests, strict=True)]
+
+
+def _default_api_base() -> str:
+    """The server to use when none is given: the environment's choice, else OpenAI."""
+    return os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_BASE") or _OPENAI_URL
+
+
+_OPENAI_URL = "https://api.openai.com/v1/chat/completions"
