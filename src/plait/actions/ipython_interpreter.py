@@ -1,0 +1,171 @@
+"""`IPythonInterpreter` / `AsyncIPythonInterpreter`: a real Jupyter kernel per session, pooled.
+
+Each session id gets its own ipykernel, started in the sandbox (see `plait.sandbox`):
+private uid and working directory, resource limits, no network by default. New sessions
+take a kernel that has already started (``pool_size`` spares are kept warm), and a kernel
+is never handed from one session to another: `reset` and `close_session` kill it and a
+fresh spare takes its place. Results come back as ``[{'type': 'text', 'content': ...}]``
+plus one ``{'type': 'image', 'content': path}`` per PNG the code displayed (saved under
+``work_dir``). A timeout interrupts the kernel; if it does not stop, it is killed and the
+session's next call starts on a fresh one. Kernels never outlive the process: `shutdown`
+(also run at exit) kills them all.
+
+Example:
+    ```python
+    tool = IPythonInterpreter()
+    tool('{"command": "import math;math.sqrt(100)"}').result  # [{'type': 'text', 'content': '10.0'}]
+    ```
+
+Needs the ``interpreter`` extra (``pip install 'plait[interpreter]'``: jupyter_client, ipykernel).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from ..sandbox import Limits, adrive, drive
+from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox.text import extract_code, join_output
+from ..sandbox.worker import ExecResult
+from ..schema import ActionReturn, ActionStatusCode
+from .base_action import AsyncActionMixin, BaseAction, tool_api
+from .parser import BaseParser, JsonParser
+
+__all__ = ["AsyncIPythonInterpreter", "IPythonInterpreter"]
+
+
+class IPythonInterpreter(BaseAction):
+    """Stateful Python on Jupyter kernels, one sandboxed kernel per session.
+
+    Args:
+        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
+        user_data_dir: A directory of files for the code: its path is in the kernel's
+            ``USER_DATA_DIR`` environment variable (``'ENV'``: take ``$USER_DATA_DIR``).
+            Sandboxed code can read it only if its permissions let other users read it.
+        work_dir: Where displayed images are saved.
+        description: The tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer the tool.
+        limits: Resource limits (``timeout`` overrides its wall clock).
+        pool_size: Started kernels kept ready for new sessions.
+        max_kernels: The most live kernels (sessions + spares); a new session waits for room.
+    """
+
+    def __init__(
+        self,
+        timeout: float = 20,
+        user_data_dir: str = "ENV",
+        work_dir: str = "./work_dir/tmp_dir",
+        description: Mapping[str, Any] | None = None,
+        parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
+        enable: bool = True,
+        limits: Limits | None = None,
+        pool_size: int = 1,
+        max_kernels: int | None = 64,
+    ) -> None:
+        super().__init__(description, parser, enable)
+        if user_data_dir == "ENV":
+            user_data_dir = os.environ.get("USER_DATA_DIR", "")
+        self.user_data_dir = user_data_dir
+        self.work_dir = work_dir
+        self.limits = (limits or Limits()).replace(timeout=float(timeout))
+        self.pool_size = pool_size
+        self.max_kernels = max_kernels
+        self._sessions: Sessions[Any] | None = None
+
+    @property
+    def timeout(self) -> float:
+        """Wall-clock seconds per call."""
+        return self.limits.timeout
+
+    @property
+    def sessions(self) -> Sessions[Any]:
+        """The kernels of this tool (started on first use)."""
+        env = {"USER_DATA_DIR": os.path.abspath(self.user_data_dir)} if self.user_data_dir else {}
+        return lazy_sessions(
+            self, lambda: Sessions("kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env)
+        )
+
+    def _timeout(self, timeout: float | None) -> float:
+        if timeout is None or timeout <= 0:
+            return self.limits.timeout
+        return min(float(timeout), self.limits.timeout)
+
+    def _save_image(self, data: str) -> str:
+        os.makedirs(self.work_dir, exist_ok=True)
+        path = os.path.join(self.work_dir, f"{uuid.uuid4().hex}.png")
+        with open(path, "wb") as fh:
+            fh.write(base64.b64decode(data))
+        return path
+
+    def _to_return(self, outcome: ExecResult) -> ActionReturn:
+        images = [{"type": "image", "content": self._save_image(data)} for data in outcome.images]
+        if outcome.ok:
+            text = join_output(outcome.output, outcome.result)
+            return ActionReturn(type=self.name, result=[{"type": "text", "content": text}, *images])
+        return ActionReturn(
+            type=self.name,
+            errmsg=join_output(outcome.output, outcome.error),
+            state=ActionStatusCode.API_ERROR,
+            result=images or None,
+        )
+
+    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Any:
+        return self.sessions.execute_op(session_id, extract_code(command), self._timeout(timeout))
+
+    @tool_api
+    def run(self, command: str, timeout: int | None = None, session_id: Hashable = 0) -> ActionReturn:
+        """When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook environment. python will respond with the output of the execution or time out. Files written to relative paths are kept in the session's private working directory. Internet access for this session is disabled. Do not make external web requests or API calls as they will fail.
+
+        Args:
+            command: Python code
+            timeout: Upper bound of waiting time for Python script execution.
+            session_id: the caller's session (passed by executors, hidden from the model)
+        """  # noqa: E501
+        with self.sessions.lock(session_id):
+            return self._to_return(drive(self._op(command, timeout, session_id)))
+
+    def prewarm(self, wait: bool = False) -> None:
+        """Start the spare kernels now (optionally waiting until they are ready)."""
+        self.sessions.prewarm(wait=wait)
+
+    def reset(self, session_id: Hashable | None = None) -> None:
+        """Give `session_id` (every session when None) a fresh kernel on its next call."""
+        if self._sessions is not None:
+            self._sessions.reset(session_id)
+
+    def close_session(self, session_id: Hashable) -> None:
+        """Kill the kernel of `session_id` and remove its files."""
+        if self._sessions is not None:
+            self._sessions.close_session(session_id)
+
+    def session_dir(self, session_id: Hashable = 0) -> str | None:
+        """The private working directory of `session_id` (None before its first call)."""
+        return None if self._sessions is None else self._sessions.directory(session_id)
+
+    def shutdown(self) -> None:
+        """Kill every kernel of this tool (a later call starts afresh)."""
+        if self._sessions is not None:
+            self._sessions.shutdown()
+
+
+class AsyncIPythonInterpreter(AsyncActionMixin, IPythonInterpreter):  # type: ignore[misc]  # mixin __call__ is async by design
+    """`IPythonInterpreter` for async agents: ``await tool(...)`` never blocks the event loop."""
+
+    @tool_api
+    async def run(  # type: ignore[override]
+        self, command: str, timeout: int | None = None, session_id: Hashable = 0
+    ) -> ActionReturn:
+        """When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook environment. python will respond with the output of the execution or time out. Files written to relative paths are kept in the session's private working directory. Internet access for this session is disabled. Do not make external web requests or API calls as they will fail.
+
+        Args:
+            command: Python code
+            timeout: Upper bound of waiting time for Python script execution.
+            session_id: the caller's session (passed by executors, hidden from the model)
+        """  # noqa: E501
+        async with self.sessions.alock(session_id):
+            return self._to_return(await adrive(self._op(command, timeout, session_id)))

@@ -1,0 +1,119 @@
+"""Sans-IO operations and their two drivers.
+
+Everything the sandbox does while a call runs (send the code, read output, notice a
+timeout, interrupt, kill) is written once as a generator (an *op*) that yields two kinds
+of effects:
+
+* `Wait(fds, timeout)`: resume when one of the file descriptors is readable, or after
+  `timeout` seconds; the op receives the set of ready fds (empty on timeout);
+* `Sleep(seconds)`.
+
+The op itself only does non-blocking work (non-blocking reads, signals). `drive` performs
+the effects with ``select.poll``; `adrive` with the event loop's ``add_reader`` and
+``asyncio.sleep``, so an async caller never blocks its loop. When the caller stops
+driving (an exception or a cancelled task), the op is closed, so its ``finally`` blocks
+(such as killing a half-finished call) run in both worlds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+__all__ = ["Op", "Sleep", "Wait", "adrive", "drive"]
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Resume when one of `fds` is readable or `timeout` seconds have passed (None: no limit)."""
+
+    fds: tuple[int, ...]
+    timeout: float | None
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Resume after `seconds`."""
+
+    seconds: float
+
+
+Effect = Union[Wait, Sleep]
+Op = Generator[Effect, Any, R]
+
+_READABLE = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def _wait_sync(effect: Wait) -> set[int]:
+    poller = select.poll()
+    for fd in effect.fds:
+        poller.register(fd, select.POLLIN)
+    timeout_ms = None if effect.timeout is None else max(0, int(effect.timeout * 1000 + 0.999))
+    events = poller.poll(timeout_ms)
+    return {fd for fd, event in events if event & _READABLE}
+
+
+def drive(op: Op[R]) -> R:
+    """Run `op` in the calling thread."""
+    value: Any = None
+    try:
+        while True:
+            try:
+                effect = op.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(effect, Wait):
+                value = _wait_sync(effect)
+            else:
+                time.sleep(max(0.0, effect.seconds))
+                value = None
+    finally:
+        op.close()
+
+
+async def _wait_async(effect: Wait) -> set[int]:
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[set[int]] = loop.create_future()
+
+    def ready(fd: int) -> None:
+        if not future.done():
+            future.set_result({fd})
+
+    added = []
+    try:
+        for fd in effect.fds:
+            loop.add_reader(fd, ready, fd)
+            added.append(fd)
+        if effect.timeout is None:
+            return await future
+        try:
+            return await asyncio.wait_for(future, max(0.0, effect.timeout))
+        except asyncio.TimeoutError:
+            return set()
+    finally:
+        for fd in added:
+            loop.remove_reader(fd)
+
+
+async def adrive(op: Op[R]) -> R:
+    """Run `op` on the running event loop without blocking it."""
+    value: Any = None
+    try:
+        while True:
+            try:
+                effect = op.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(effect, Wait):
+                value = await _wait_async(effect)
+            else:
+                await asyncio.sleep(max(0.0, effect.seconds))
+                value = None
+    finally:
+        op.close()

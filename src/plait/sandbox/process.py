@@ -1,0 +1,376 @@
+"""The parent side of the fork server: start it, spawn confined children, release them.
+
+One zygote serves the whole plait process (`get_zygote`); it is started on first use and
+stopped at interpreter exit, and its children die with it. See `plait.sandbox._zygote`
+for the child side and the wire format.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import itertools
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import PlaitError
+from . import _zygote
+from ._io import Op, Wait
+from .limits import Limits
+
+__all__ = ["Child", "FrameReader", "SandboxError", "Zygote", "get_zygote", "shutdown_zygote", "spawn_op"]
+
+ZYGOTE_SCRIPT = _zygote.__file__
+UID_BASE = int(os.environ.get("PLAIT_SANDBOX_UID_BASE", "990000"))
+UID_COUNT = int(os.environ.get("PLAIT_SANDBOX_UID_COUNT", "2048"))
+
+
+class SandboxError(PlaitError):
+    """The sandbox itself failed (a process could not be started or talked to)."""
+
+
+class FrameReader:
+    """Collects length-prefixed JSON frames from non-blocking reads."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self.eof = False
+
+    def read_from(self, sock: socket.socket) -> list[Any]:
+        """Read what is available from `sock`; return the complete frames."""
+        while True:
+            try:
+                chunk = sock.recv(1 << 20, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                self.eof = True
+                break
+            if not chunk:
+                self.eof = True
+                break
+            self._buf += chunk
+        frames = []
+        size = _zygote.HEADER.size
+        while len(self._buf) >= size:
+            (length,) = _zygote.HEADER.unpack_from(self._buf)
+            if len(self._buf) < size + length:
+                break
+            frames.append(json.loads(bytes(self._buf[size : size + length])))
+            del self._buf[: size + length]
+        return frames
+
+
+class Zygote:
+    """A running fork server and the channel to it."""
+
+    def __init__(self, preload_kernel: bool = False) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        config = {
+            "uid_base": UID_BASE,
+            "uid_count": UID_COUNT,
+            "lock_dir": os.path.join(tempfile.gettempdir(), "plait-sandbox-uids"),
+            "preload_kernel": preload_kernel,
+        }
+        debug = os.environ.get("PLAIT_SANDBOX_DEBUG")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-u", ZYGOTE_SCRIPT, str(child.fileno()), json.dumps(config)],
+            pass_fds=[child.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=None if debug else subprocess.DEVNULL,
+            stderr=None if debug else subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+        )
+        child.close()
+        self._sock = parent
+        self._lock = threading.Lock()
+        self._exits: dict[int, int] = {}
+        self.pid = self._proc.pid
+        self.owner = os.getpid()
+        self.closed = False
+
+    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+        """Send one request (with file descriptors for the child)."""
+        data = json.dumps(message).encode()
+        with self._lock:
+            if self.closed:
+                raise SandboxError("the sandbox has been shut down")
+            try:
+                if fds:
+                    socket.send_fds(self._sock, [data], list(fds))
+                else:
+                    self._sock.send(data)
+            except OSError as exc:
+                raise SandboxError(f"the sandbox fork server is gone: {exc}") from exc
+
+    def _poll(self) -> None:
+        with self._lock:
+            while not self.closed:
+                try:
+                    data = self._sock.recv(1 << 16, socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    return
+                if not data:
+                    return
+                msg = json.loads(data)
+                if msg.get("op") == "exit":
+                    self._exits[int(msg["pid"])] = int(msg["status"])
+
+    def exit_status(self, pid: int) -> int | None:
+        """The exit status the zygote reported for `pid` (negative: killed by that signal)."""
+        self._poll()
+        with self._lock:
+            return self._exits.pop(pid, None)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the fork server still runs."""
+        return not self.closed and self._proc.poll() is None
+
+    def release(self, pid: int, remove: str | None = None) -> None:
+        """Kill the child `pid` and everything it started, free its uid, remove `remove` (asynchronously)."""
+        try:
+            self.send({"op": "release", "pid": pid, "remove": remove})
+        except SandboxError:
+            pass
+
+    def preload_kernel(self) -> None:
+        """Ask the zygote to import ipykernel now."""
+        self.send({"op": "preload", "kind": "kernel"})
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the fork server; it kills every child and what they started first."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+_ZYGOTE: Zygote | None = None
+_ZYGOTE_LOCK = threading.Lock()
+
+
+def get_zygote() -> Zygote:
+    """The process-wide fork server, started on first use (and again after a fork or a crash)."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        zygote = _ZYGOTE
+        if zygote is None or zygote.owner != os.getpid() or not zygote.alive:
+            if zygote is not None and zygote.owner == os.getpid():
+                zygote.close(timeout=2)
+            zygote = _ZYGOTE = Zygote()
+        return zygote
+
+
+def shutdown_zygote() -> None:
+    """Stop the process-wide fork server (and every sandboxed process); used at exit."""
+    global _ZYGOTE
+    with _ZYGOTE_LOCK:
+        zygote, _ZYGOTE = _ZYGOTE, None
+    if zygote is not None and zygote.owner == os.getpid():
+        zygote.close()
+
+
+atexit.register(shutdown_zygote)
+
+
+def _pidfd_open(pid: int) -> int:
+    try:
+        return os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno == errno.ESRCH:
+            raise SandboxError(f"process {pid} exited before it could be watched") from exc
+        raise
+
+
+@dataclass(eq=False)
+class Child:
+    """A confined process the zygote started.
+
+    Attributes:
+        pid: Its process id (also its process group and session id).
+        uid: The uid it runs under (private to it when plait is root).
+        dir: Its private working directory.
+        network_isolated: Whether it runs in an empty network namespace.
+    """
+
+    zygote: Zygote
+    kind: str
+    pid: int
+    uid: int
+    dir: str
+    network_isolated: bool
+    pidfd: int
+    channel: socket.socket
+    output: int | None = None
+    released: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def dead(self) -> bool:
+        """Whether the process has exited."""
+        if self.released:
+            return True
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def interrupt(self) -> None:
+        """Send SIGINT (KeyboardInterrupt in Python code)."""
+        if not self.released:
+            try:  # through the pidfd: never a recycled pid
+                signal.pidfd_send_signal(self.pidfd, signal.SIGINT)
+            except OSError:
+                pass
+
+    def exit_status(self) -> int | None:
+        """The exit status, when known (negative: the signal that killed it)."""
+        return self.zygote.exit_status(self.pid)
+
+    def release(self, keep_dir: bool = False) -> None:
+        """Kill it and everything it started; its uid (and directory) are freed. Idempotent."""
+        if self.released:
+            return
+        self.released = True
+        self.zygote.release(self.pid, None if keep_dir else self.dir)
+        try:
+            os.close(self.pidfd)
+        except OSError:
+            pass
+        self.channel.close()
+        if self.output is not None:
+            try:
+                os.close(self.output)
+            except OSError:
+                pass
+
+
+_COUNTER = itertools.count(1)
+
+
+def child_env(directory: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a sandboxed process starts with (nothing of plait's own environment leaks)."""
+    bindir = os.path.dirname(sys.executable)
+    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env = {
+        "PATH": f"{bindir}:{path}" if bindir not in path.split(":") else path,
+        "HOME": directory,
+        "TMPDIR": directory,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONIOENCODING": "utf-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLCONFIGDIR": os.path.join(directory, ".matplotlib"),
+        "IPYTHONDIR": os.path.join(directory, ".ipython"),
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+    }
+    env.update(extra or {})
+    return env
+
+
+def new_session_dir(root: str, prefix: str) -> str:
+    """A fresh directory name under `root` (the child creates it with the right owner)."""
+    return os.path.join(root, f"{prefix}{next(_COUNTER)}-{secrets.token_hex(3)}")
+
+
+def spawn_op(
+    kind: str,
+    directory: str,
+    limits: Limits,
+    extra: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    zygote: Zygote | None = None,
+) -> Op[Child]:
+    """Start a confined child (``kind``: ``'worker'`` or ``'kernel'``) and wait for its hello.
+
+    Raises:
+        SandboxError: It could not be started within ``limits.start_timeout``.
+    """
+    zygote = zygote or get_zygote()
+    parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    out_r = out_w = None
+    fds = [child.fileno()]
+    if kind == "worker":
+        out_r, out_w = os.pipe()
+        os.set_blocking(out_r, False)
+        fds.append(out_w)
+    spec = {
+        "dir": directory,
+        "limits": limits.for_child(),
+        "env": child_env(directory, env),
+        "parent_uid": os.getuid(),
+        "kill_background": limits.kill_background,
+        **(extra or {}),
+    }
+    ok = False
+    try:
+        try:
+            zygote.send({"op": "spawn", "kind": kind, "spec": spec}, fds)
+        finally:
+            child.close()
+            if out_w is not None:
+                os.close(out_w)
+        reader = FrameReader()
+        loop = _deadline(limits.start_timeout)
+        while True:
+            remaining = loop()
+            if remaining <= 0:
+                raise SandboxError(f"the sandboxed {kind} did not start within {limits.start_timeout} s")
+            yield Wait((parent.fileno(),), remaining)
+            frames = reader.read_from(parent)
+            if frames:
+                hello = frames[0]
+                if "error" in hello:
+                    raise SandboxError(f"the sandboxed {kind} failed to start: {hello['error']}")
+                pid = int(hello["pid"])
+                result = Child(
+                    zygote=zygote,
+                    kind=kind,
+                    pid=pid,
+                    uid=int(hello["uid"]),
+                    dir=directory,
+                    network_isolated=bool(hello.get("network_isolated")),
+                    pidfd=_pidfd_open(pid),
+                    channel=parent,
+                    output=out_r,
+                )
+                ok = True
+                return result
+            if reader.eof:
+                raise SandboxError(f"the sandboxed {kind} exited while starting")
+    finally:
+        if not ok:
+            parent.close()
+            if out_r is not None:
+                os.close(out_r)
+
+
+def _deadline(seconds: float) -> Any:
+    import time
+
+    end = time.monotonic() + seconds
+    return lambda: end - time.monotonic()
