@@ -1,96 +1,26 @@
 """Seed 000's DataVisualizer: a researcher with WebBrowser("BingSearch") and a charter with IPythonInterpreter.
 
-The agent code is the seed's; only the model (a scripted one, shared by both agents as in the
-seed) and the Bing endpoint (a fake server on 127.0.0.1) differ.
+The agent code is the seed's (it lives in examples/data_visualizer.py); only the model (a scripted
+one, shared by both agents as in the seed) and the Bing endpoint (a fake server on 127.0.0.1) differ.
 """
 
 from __future__ import annotations
 
-import json
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _web_support import fixture_json, page
 
-from plait.actions import ActionExecutor
-from plait.actions.ipython_interpreter import IPythonInterpreter
 from plait.actions.web_browser import WebBrowser
-from plait.agents import Agent
-from plait.agents.aggregator import InternLMToolAggregator
-from plait.agents.stream import get_plugin_prompt
-from plait.hooks.action_preprocessor import InternLMActionProcessor
-from plait.prompts.parsers import ToolParser
 from plait.schema import AgentMessage
 from plait.testing import ScriptedLLM
 from plait.testing.fake_http import Canned, FakeHTTPServer
 
-TOOL_TEMPLATE = (
-    "You are a helpful AI assistant, collaborating with other assistants. Use the provided tools to progress"
-    " towards answering the question. If you are unable to fully answer, that's OK, another assistant with"
-    " different tools will help where you left off. Execute what you can to make progress. If you or any of"
-    " the other assistants have the final answer or deliverable, prefix your response with {finish_pattern}"
-    " so the team knows to stop. You have access to the following tools:\n{tool_description}\nPlease provide"
-    " your thought process when you need to use a tool, followed by the call statement in this format:"
-    "\n{invocation_format}\\\\n**{system_prompt}**"
-)
-
-
-class DataVisualizer(Agent):
-    """The seed's class; the model and the browser's endpoint are parameters here."""
-
-    def __init__(self, llm: Any, browser: WebBrowser, research_prompt: str, chart_prompt: str,
-                 finish_pattern: str = "Final Answer", max_turn: int = 10) -> None:  # fmt: skip
-        super().__init__()
-        interpreter = IPythonInterpreter()
-        self.researcher = Agent(
-            llm,
-            TOOL_TEMPLATE.format(
-                finish_pattern=finish_pattern,
-                tool_description=get_plugin_prompt(browser),
-                invocation_format='```json\n{"name": {{tool name}}, "parameters": {{keyword arguments}}}\n```\n',
-                system_prompt=research_prompt,
-            ),
-            output_format=ToolParser(
-                "browser", begin="```json\n", end="\n```\n", validate=lambda x: json.loads(x.rstrip("`"))
-            ),
-            aggregator=InternLMToolAggregator(),
-            name="researcher",
-        )
-        self.charter = Agent(
-            llm,
-            TOOL_TEMPLATE.format(
-                finish_pattern=finish_pattern,
-                tool_description=interpreter.name,
-                invocation_format="```python\n{{code}}\n```\n",
-                system_prompt=chart_prompt,
-            ),
-            output_format=ToolParser(
-                "interpreter", begin="```python\n", end="\n```\n", validate=lambda x: x.rstrip("`")
-            ),
-            aggregator=InternLMToolAggregator(),
-            name="charter",
-        )
-        self.executor = ActionExecutor([interpreter, browser], hooks=[InternLMActionProcessor()])
-        self.finish_pattern = finish_pattern
-        self.max_turn = max_turn
-
-    def forward(self, message: Any, session_id: Any = 0) -> Any:
-        for _ in range(self.max_turn):
-            message = self.researcher(message, session_id=session_id, stop_words=["```\n", "```python"])
-            while message.formatted["tool_type"]:
-                message = self.executor(message, session_id=session_id)
-                message = self.researcher(message, session_id=session_id, stop_words=["```\n", "```python"])
-            if self.finish_pattern in message.content:
-                return message
-            message = self.charter(message)
-            while message.formatted["tool_type"]:
-                message = self.executor(message, session_id=session_id)
-                message = self.charter(message, session_id=session_id)
-            if self.finish_pattern in message.content:
-                return message
-        return message
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from data_visualizer import DataVisualizer
 
 GDP = {2019: 14.28, 2020: 14.69, 2021: 17.73, 2022: 17.88, 2023: 17.79}
 

@@ -1,0 +1,25 @@
+"""Shared by the examples: which model to run on.
+
+Set ``PLAIT_API_BASE`` (and ``PLAIT_MODEL``, optionally ``OPENAI_API_KEY``) to use any
+OpenAI-compatible server (vLLM, LMDeploy, Ollama, llama.cpp server, OpenAI); otherwise the
+embedded local model runs in-process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def make_llm(asynchronous: bool = False, **gen_params: Any) -> Any:
+    """An LLM for the examples: the configured server, or the embedded model."""
+    base = os.environ.get("PLAIT_API_BASE")
+    if base:
+        from plait.llms import GPTAPI, AsyncGPTAPI
+
+        cls = AsyncGPTAPI if asynchronous else GPTAPI
+        return cls(model_type=os.environ.get("PLAIT_MODEL", "default"), api_base=base, **gen_params)
+    from plait.llms import AsyncLlamaCppModel, LlamaCppModel
+
+    cls_local = AsyncLlamaCppModel if asynchronous else LlamaCppModel
+    return cls_local(**gen_params)
