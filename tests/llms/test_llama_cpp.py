@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import json
 import sys
 import threading
@@ -17,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _support import collect, resolve
 
+from _support import collect, resolve
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
 from plait.llms import llama_cpp
 from plait.llms._llama_tools import InvalidToolReply, ToolPlan, normalize_messages, validate
@@ -107,7 +108,7 @@ def test_stream_is_cumulative_and_ends_with_the_chat_text(real: LlamaCppModel) -
     assert statuses[-1] == ModelStatusCode.END
     assert set(statuses[:-1]) == {ModelStatusCode.STREAM_ING}
     texts = [text for _, text, _ in items]
-    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(texts))
     assert texts[-1] == resolve(real.chat(ASK))
 
 
@@ -195,6 +196,9 @@ def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyP
 # -- the same code on a fake engine ------------------------------------------------------------
 
 
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
 class FakeServer:
     """Stands in for ``xllamacpp.Server``: scripted replies, recorded requests."""
 
@@ -203,32 +207,44 @@ class FakeServer:
         self.chunks = list(chunks or [])
         self.requests: list[dict[str, Any]] = []
         self.gate: threading.Event | None = None
+        self.stopped = False  # a stream callback asked the engine to stop
+        self.started = threading.Event()  # the first chunk went out
+        self.finished = threading.Event()  # a stream ended
         self.listening_address = "http://127.0.0.1:1"
 
     def handle_chat_completions(self, request: dict[str, Any], callback: Any = None) -> Any:
         self.requests.append(request)
-        if callback is None:
-            reply = self.replies.pop(0)
-            if isinstance(reply, Exception):
-                raise reply
-            content, finish = reply if isinstance(reply, tuple) else (reply, "stop")
-            return {
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-            }
-        for index, piece in enumerate(self.chunks):
+        if callback is not None and self.chunks:
+            return self._stream(self.chunks, "stop", callback)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        content, finish = reply if isinstance(reply, tuple) else (reply, "stop")
+        if callback is not None:  # the async twin streams internally (so it can stop when cancelled)
+            return self._stream([content], finish, callback)
+        message = {"role": "assistant", "content": content}
+        return {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": USAGE}
+
+    def _stream(self, pieces: list[str], finish: str, callback: Any) -> None:
+        try:
+            self._send(pieces, finish, callback)
+        finally:
+            self.finished.set()
+
+    def _send(self, pieces: list[str], finish: str, callback: Any) -> None:
+        for index, piece in enumerate(pieces):
             if index and self.gate is not None:  # hold every later chunk until the test has seen one
                 assert self.gate.wait(5)
                 self.gate.clear()
             if callback({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}):
-                return None
-        callback({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        callback({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
-        return None
+                self.stopped = True
+                return
+            self.started.set()
+        callback({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        callback({"choices": [], "usage": USAGE})
 
 
-@pytest.fixture
-def fake_model(tmp_path: Path, mode: str) -> Iterator[tuple[LlamaCppModel, FakeServer]]:
+def _with_fake_engine(mode: str, tmp_path: Path) -> tuple[LlamaCppModel, FakeServer]:
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"GGUF")
     model = make(mode, path=str(gguf), max_new_tokens=8, temperature=0)
@@ -237,6 +253,12 @@ def fake_model(tmp_path: Path, mode: str) -> Iterator[tuple[LlamaCppModel, FakeS
     with llama_cpp._ENGINES_LOCK:
         llama_cpp._ENGINES[model._key] = engine
     model._engine = engine
+    return model, server
+
+
+@pytest.fixture
+def fake_model(tmp_path: Path, mode: str) -> Iterator[tuple[LlamaCppModel, FakeServer]]:
+    model, server = _with_fake_engine(mode, tmp_path)
     yield model, server
     model.close()
     assert model._key not in llama_cpp._ENGINES
@@ -256,7 +278,6 @@ def test_request_maps_gen_params(fake_model: tuple[LlamaCppModel, FakeServer]) -
     assert request["stop"] == ["\n```\n"]
     assert request["min_p"] == 0.1
     assert request["seed"] == 7
-    assert "stream" not in request
     assert model.usage.total_tokens == 5
 
 
@@ -296,6 +317,25 @@ def test_stream_delivers_chunks_as_they_are_produced(fake_model: tuple[LlamaCppM
     assert model.usage.total_tokens == 5
 
 
+def test_cancelling_an_async_call_stops_the_engine(tmp_path: Path) -> None:
+    model, server = _with_fake_engine("async", tmp_path)
+    server.chunks = ["one", "two", "three"]
+    server.gate = threading.Event()
+
+    async def run() -> None:
+        task = asyncio.create_task(model.chat(HELLO))  # type: ignore[arg-type]
+        assert await asyncio.to_thread(server.started.wait, 5)  # the engine is held after chunk one
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        server.gate.set()  # type: ignore[union-attr]
+
+    asyncio.run(run())
+    assert server.finished.wait(5)
+    assert server.stopped
+    model.close()
+
+
 def test_stream_applies_stop_words(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
     model, server = fake_model
     server.chunks = ["a", "b", "STOP", "c"]
@@ -320,7 +360,8 @@ def test_complete_returns_a_tool_call(fake_model: tuple[LlamaCppModel, FakeServe
     server.replies = [_call(city="Paris")]
     response = resolve(model.complete(ASK, tools=[WEATHER]))
     [call] = response.tool_calls
-    assert (call.name, call.parsed_arguments(), response.finish_reason) == ("get_weather", {"city": "Paris"}, "tool_calls")
+    assert (call.name, call.parsed_arguments()) == ("get_weather", {"city": "Paris"})
+    assert response.finish_reason == "tool_calls"
     request = server.requests[0]
     assert "oneOf" in request["json_schema"]
     assert request["messages"][0]["role"] == "system"

@@ -25,6 +25,7 @@ when cut off or invalid, and falls back to plain text (``tool_choice='auto'``) o
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import queue
 import threading
@@ -119,6 +120,16 @@ _ENGINES: dict[_EngineKey, _Engine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
+@atexit.register
+def _stop_engines() -> None:
+    """Stop every engine while the interpreter is still whole (not during module teardown)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.server = None
+
+
 def _load(key: _EngineKey) -> Any:
     xlc = _import_xllamacpp()
     if not os.path.isfile(key.path):
@@ -134,9 +145,14 @@ def _load(key: _EngineKey) -> Any:
     if key.chat_template is not None:
         params.chat_template = key.chat_template
     try:
-        return xlc.Server(params)
+        server = xlc.Server(params)
     except RuntimeError as exc:
         raise UserError(f"llama.cpp could not load {key.path!r} with {key}: {exc}") from exc
+    # An empty request returns once the engine's task loop runs. Destroying a server whose
+    # loop has not started yet hangs forever in ~Server (xllamacpp 2026.10: the stop signal
+    # is lost), so no server leaves here before its loop is up.
+    server.handle_completions({"prompt": "", "max_tokens": 0})
+    return server
 
 
 # -- response decoding -----------------------------------------------------------------------
@@ -257,6 +273,7 @@ class _LlamaCppCore:
 
         The model stays usable: a later call loads the engine again.
         """
+        server = None
         with _ENGINES_LOCK:
             engine, self._engine = self._engine, None
             if engine is None:
@@ -264,7 +281,8 @@ class _LlamaCppCore:
             engine.refs -= 1
             if engine.refs <= 0 and _ENGINES.get(engine.key) is engine:
                 del _ENGINES[engine.key]
-                engine.server = None
+                server, engine.server = engine.server, None
+        del server  # the engine stops (joins its threads) here, outside the lock
 
     @property
     def base_url(self) -> str:
@@ -295,20 +313,60 @@ class _LlamaCppCore:
             with self._usage_lock:
                 self.usage.add(usage)
 
-    def _call(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One blocking, non-streaming engine call (chat or raw completion)."""
+    def _call(self, request: dict[str, Any], cancel: threading.Event | None = None) -> dict[str, Any]:
+        """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
+
+        With `cancel`, the engine streams internally and stops at the next token once
+        `cancel` is set (the async twin sets it when its task is cancelled).
+        """
         server = self._server()
         handle = server.handle_completions if "prompt" in request else server.handle_chat_completions
         try:
-            result = handle(request)
+            result = handle(request) if cancel is None else self._collect(handle, request, cancel)
         except ValueError as exc:  # the engine rejected the request
             raise LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc)) from exc
         _choice(result)  # raises on an error body
         self._record(_usage(result.get("usage")))
         return dict(result)
 
-    def _generate_sync(self, prompt: Any, params: Mapping[str, Any]) -> str:
-        return _choice_text(_choice(self._call(self._request(prompt, params))))
+    @staticmethod
+    def _collect(handle: Callable[..., Any], request: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+        state = _StreamState()
+        errors: list[BaseException] = []
+
+        def on_chunk(chunk: Any) -> bool:
+            if cancel.is_set():
+                return True
+            try:
+                state.feed(chunk)
+            except BaseException as exc:  # the engine would swallow it
+                errors.append(exc)
+                return True
+            return False
+
+        handle(dict(request, stream=True, stream_options={"include_usage": True}), on_chunk)
+        if errors:
+            raise errors[0]
+        usage = state.usage
+        return {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": state.text},
+                    "finish_reason": state.finish_reason,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": usage.prompt_tokens,
+                "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.total_tokens,
+            }
+            if usage
+            else None,
+        }
+
+    def _generate_sync(self, prompt: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> str:
+        return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
 
     def _stream_worker(self, request: dict[str, Any], emit: Callable[[Any], None], cancel: threading.Event) -> None:
         """Run a streaming engine call, passing each chunk to `emit`, then `_DONE` or the error."""
@@ -342,27 +400,37 @@ class _LlamaCppCore:
     # structured completion
 
     def _complete_sync(
-        self, messages: ChatInput, tools: Sequence[Any] | None, tool_choice: Any, gen: Mapping[str, Any]
+        self,
+        messages: ChatInput,
+        tools: Sequence[Any] | None,
+        tool_choice: Any,
+        gen: Mapping[str, Any],
+        cancel: threading.Event | None = None,
     ) -> ModelResponse:
         params = self.update_gen_params(**gen)
         turns = normalize_messages([{"role": "user", "content": messages}] if isinstance(messages, str) else messages)
         if not tools or tool_choice == "none":
-            return self._plain(turns, params)
+            return self._plain(turns, params, cancel)
         plan = ToolPlan(tools, tool_choice)
         total = Usage()
-        reply = self._constrained(plan, turns, params, total)
+        reply = self._constrained(plan, turns, params, total, cancel)
         if isinstance(reply, ModelResponse):
             return reply
         if plan.required:
             tries = 1 + max(0, self.tool_retries)
             raise ParseError(f"the model made no valid call of {plan.allowed} in {tries} constrained tries", raw=reply)
-        response = self._plain(turns, params)  # fall back to a plain text answer
+        response = self._plain(turns, params, cancel)  # fall back to a plain text answer
         total.add(response.usage or Usage())
         response.usage = total
         return response
 
     def _constrained(
-        self, plan: ToolPlan, turns: list[dict[str, str]], params: dict[str, Any], total: Usage
+        self,
+        plan: ToolPlan,
+        turns: list[dict[str, str]],
+        params: dict[str, Any],
+        total: Usage,
+        cancel: threading.Event | None,
     ) -> ModelResponse | str:
         """Constrained tries: the response, or the last invalid reply text when every try failed."""
         params = dict(params, stop_words=[])  # stop words would cut the JSON
@@ -372,7 +440,7 @@ class _LlamaCppCore:
             request = self._request(prompt, params)
             request["json_schema"] = plan.schema()
             try:
-                result = self._call(request)
+                result = self._call(request, cancel)
             except LLMAPIError:
                 if plan.loose:
                     raise
@@ -392,17 +460,25 @@ class _LlamaCppCore:
         return reply
 
     def _retry_params(self, params: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
-        """Parameters for the next constrained try: more room when cut off, else fresh sampling."""
+        """Parameters for the next constrained try.
+
+        Invalid replies of small models are mostly runaway strings (a repeated token until
+        the length limit), so every retry samples afresh with repetition penalties; a reply
+        cut off by the length limit also gets twice the room.
+        """
         params = dict(params)
+        params["temperature"] = max(float(params.get("temperature") or 0.0), 0.7)
+        params["seed"] = int(params.get("seed") or 0) + 1
+        params["repetition_penalty"] = max(float(params.get("repetition_penalty") or 1.0), 1.1)
+        params.setdefault("dry_multiplier", 0.8)  # llama.cpp's DRY sampler: penalises repeated sequences
         if finish_reason == "length":
             params["max_new_tokens"] = min(2 * int(params.get("max_new_tokens") or 256), self.n_ctx)
-        else:
-            params["temperature"] = max(float(params.get("temperature") or 0.0), 0.7)
-            params["seed"] = (params.get("seed") or 0) + 1
         return params
 
-    def _plain(self, turns: list[dict[str, str]], params: Mapping[str, Any]) -> ModelResponse:
-        result = self._call(self._request(turns, params))
+    def _plain(
+        self, turns: list[dict[str, str]], params: Mapping[str, Any], cancel: threading.Event | None = None
+    ) -> ModelResponse:
+        result = self._call(self._request(turns, params), cancel)
         choice = _choice(result)
         text = BaseLLM._finish(_choice_text(choice), params)
         return ModelResponse(text, [], choice.get("finish_reason"), _usage(result.get("usage")), result)
@@ -469,7 +545,11 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
 
     async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
-        return await asyncio.to_thread(self._generate_sync, inputs, self.update_gen_params(**gen_params))
+        cancel = threading.Event()  # set when this task is cancelled: the engine stops generating
+        try:
+            return await asyncio.to_thread(self._generate_sync, inputs, self.update_gen_params(**gen_params), cancel)
+        finally:
+            cancel.set()
 
     async def stream_generate(  # type: ignore[override]
         self, inputs: Any, session_ids: Any = None, **gen_params: Any
@@ -507,4 +587,8 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
         **gen_params: Any,
     ) -> ModelResponse:
         """Like `LlamaCppModel.complete`, run in a worker thread."""
-        return await asyncio.to_thread(self._complete_sync, messages, tools, tool_choice, gen_params)
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self._complete_sync, messages, tools, tool_choice, gen_params, cancel)
+        finally:
+            cancel.set()
