@@ -4,7 +4,8 @@ One *run* = two chat-completion calls and one tool call: the server first answer
 tool call (Calculator), then, once the request carries the tool result, with a final
 answer. The same run is made two ways, side by side in one process:
 
-* **raw**: a hand-written aiohttp loop (one pooled session) doing exactly those calls;
+* **raw**: a hand-written aiohttp loop (one pooled session) sending the same request bodies
+  (captured from one plait run) and evaluating the same tool;
 * **plait**: `AsyncFunctionCallingAgent(AsyncGPTAPI(...), [Calculator()])`, one session id per run.
 
 Measured: per-run latency at 0 ms server latency (sequential), and runs/s at 1, 16, 64 and
@@ -62,33 +63,38 @@ class Server:
         self.process.join(timeout=10)
 
 
-async def raw_run(session: aiohttp.ClientSession, url: str) -> str:
+def recorded_bodies() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The two request bodies plait sends for one run (captured once), so the raw loop sends the same bytes."""
+    from plait.testing.fake_openai import FakeOpenAIServer
+
+    with FakeOpenAIServer(handler=_handler) as server:
+        asyncio.run(_one_plait_run(server.base_url))
+        first, second = server.requests[0], server.requests[1]
+    return first, second
+
+
+async def _one_plait_run(base_url: str) -> None:
+    agent = make_agent(base_url)
+    await agent(QUESTION)
+    await agent.llm.aclose()
+
+
+async def raw_run(session: aiohttp.ClientSession, url: str, bodies: tuple[dict[str, Any], dict[str, Any]]) -> str:
     from plait.actions.calculator import evaluate
 
-    messages: list[dict[str, Any]] = [{"role": "user", "content": QUESTION}]
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "Calculator",
-                "description": "Evaluates arithmetic",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"expression": {"type": "string"}},
-                    "required": ["expression"],
-                },
-            },
-        }
-    ]
-    async with session.post(url, json={"model": "m", "messages": messages, "tools": tools}) as response:
+    first, second = bodies
+    async with session.post(url, json=first) as response:
         data = await response.json()
     message = data["choices"][0]["message"]
     call = message["tool_calls"][0]
     result = str(evaluate(json.loads(call["function"]["arguments"])["expression"]))
-    messages += [message, {"role": "tool", "tool_call_id": call["id"], "content": result}]
-    async with session.post(url, json={"model": "m", "messages": messages, "tools": tools}) as response:
+    messages = [*first["messages"], message, {"role": "tool", "tool_call_id": call["id"], "content": result}]
+    async with session.post(url, json={**second, "messages": messages}) as response:
         data = await response.json()
     return str(data["choices"][0]["message"]["content"])
+
+
+BODIES: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
 
 
 def make_agent(base_url: str) -> Any:
@@ -106,23 +112,27 @@ async def plait_run(agent: Any, session_id: int) -> str:
     return str(reply.content)
 
 
-async def sequential(base_url: str, runs: int) -> dict[str, float]:
+async def sequential(base_url: str, runs: int, block: int = 25) -> dict[str, float]:
+    """Per-run time of each way, measured in alternating blocks so drift hits both alike."""
     url = base_url + "/chat/completions"
     agent = make_agent(base_url)
+    raw = ours = 0.0
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for i in range(20):  # warm-up: connections, imports
-            await raw_run(session, url)
+            await raw_run(session, url, BODIES)
             await plait_run(agent, i)
-        start = time.perf_counter()
-        for _ in range(runs):
-            await raw_run(session, url)
-        raw = (time.perf_counter() - start) / runs
-        start = time.perf_counter()
-        for i in range(runs):
-            await plait_run(agent, i)
-        ours = (time.perf_counter() - start) / runs
+        for start_index in range(0, runs, block):
+            start = time.perf_counter()
+            for _ in range(block):
+                await raw_run(session, url, BODIES)
+            raw += time.perf_counter() - start
+            start = time.perf_counter()
+            for i in range(start_index, start_index + block):
+                await plait_run(agent, i)
+            ours += time.perf_counter() - start
     await agent.llm.aclose()
-    return {"raw_ms": raw * 1000, "plait_ms": ours * 1000}
+    done = -(-runs // block) * block
+    return {"raw_ms": raw / done * 1000, "plait_ms": ours / done * 1000}
 
 
 async def concurrent(base_url: str, concurrency: int, runs: int) -> dict[str, float]:
@@ -131,7 +141,7 @@ async def concurrent(base_url: str, concurrency: int, runs: int) -> dict[str, fl
 
     async def raw_worker(session: aiohttp.ClientSession, n: int) -> None:
         for _ in range(n):
-            await raw_run(session, url)
+            await raw_run(session, url, BODIES)
 
     async def plait_worker(worker: int, n: int) -> None:
         for i in range(n):
@@ -157,6 +167,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3, help="repeat each measurement; the median is reported")
     args = parser.parse_args()
+    global BODIES
+    BODIES = recorded_bodies()
 
     fast = Server(latency=0.0)
     try:

@@ -112,6 +112,8 @@ def _sync_call(call: Effect) -> Any:
 
 async def _async_call(call: Effect) -> Any:
     if isinstance(call, Gather):
+        if len(call.calls) == 1:  # nothing to overlap: skip the task machinery
+            return [await _async_drained(call.calls[0])]
         return list(await asyncio.gather(*(_async_drained(c) for c in call.calls)))
     if call.offload and not inspect.iscoroutinefunction(call.fn):
         result = await asyncio.to_thread(call.fn, *call.args, **call.kwargs)

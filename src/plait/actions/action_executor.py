@@ -193,26 +193,33 @@ class ActionExecutor:
         return f"{type(self).__name__}(actions={list(self.actions)})"
 
     # -- JSON Schema ---------------------------------------------------------------------------
-    def _openai_names(self) -> dict[str, str]:
-        """OpenAI-safe name -> flattened tool name, collisions made unique."""
+    def _openai_table(self) -> tuple[dict[str, str], list[dict[str, Any]]]:
+        """(OpenAI-safe name -> flattened name, OpenAI ``tools`` entries), cached until the tool set changes."""
+        key = tuple((name, id(action), action.enable) for name, action in self.actions.items())
+        cached = self.__dict__.get("_openai_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
         names: dict[str, str] = {}
+        tools: list[dict[str, Any]] = []
         for api in self.description():
             safe = base = openai_name(api["name"])
             counter = 2
             while safe in names:
                 safe, counter = f"{base[:60]}_{counter}", counter + 1
             names[safe] = api["name"]
-        return names
+            tool = openai_tool(api, api["name"])
+            tool["function"]["name"] = safe
+            tools.append(tool)
+        self.__dict__["_openai_cache"] = (key, names, tools)
+        return names, tools
+
+    def _openai_names(self) -> dict[str, str]:
+        """OpenAI-safe name -> flattened tool name, collisions made unique."""
+        return self._openai_table()[0]
 
     def openai_tools(self) -> list[dict[str, Any]]:
-        """The enabled tools as OpenAI ``tools`` entries; calls may use these names directly."""
-        by_flat = {flat: safe for safe, flat in self._openai_names().items()}
-        tools = []
-        for api in self.description():
-            tool = openai_tool(api, api["name"])
-            tool["function"]["name"] = by_flat[api["name"]]
-            tools.append(tool)
-        return tools
+        """The enabled tools as OpenAI ``tools`` entries (treat as read-only); calls may use these names directly."""
+        return list(self._openai_table()[1])
 
     def resolve_name(self, name: str) -> str:
         """The flattened tool name (``Toolkit.api``) for an OpenAI-safe one; other names unchanged."""
