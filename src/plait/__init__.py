@@ -20,18 +20,6 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from .agents import (
-        Agent,
-        AgentDict,
-        AgentList,
-        AsyncAgent,
-        AsyncSequential,
-        AsyncStreamingAgent,
-        AsyncStreamingSequential,
-        Sequential,
-        StreamingAgent,
-        StreamingSequential,
-    )
     from .actions import (
         ActionExecutor,
         ArxivSearch,
@@ -52,6 +40,18 @@ if TYPE_CHECKING:
         get_tool_cls,
         list_tools,
         tool_api,
+    )
+    from .agents import (
+        Agent,
+        AgentDict,
+        AgentList,
+        AsyncAgent,
+        AsyncSequential,
+        AsyncStreamingAgent,
+        AsyncStreamingSequential,
+        Sequential,
+        StreamingAgent,
+        StreamingSequential,
     )
     from .hooks import ActionPreprocessor, Hook, InternLMActionProcessor, MessageLogger, RemovableHandle
     from .llms import GPTAPI, AsyncGPTAPI, AsyncLlamaCppModel, LlamaCppModel
