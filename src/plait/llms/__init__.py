@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .meta_template import INTERNLM2_META
     from .openai import GPTAPI, AsyncGPTAPI
     from .templates import APITemplateParser, LMTemplateParser
+    from .vllm_wrapper import AsyncVllmModel, VllmModel
 
 _LAZY = {
     "APITemplateParser": ".templates",
@@ -20,6 +21,23 @@ _LAZY = {
     "AsyncGPTAPI": ".openai",
     "LlamaCppModel": ".llama_cpp",
     "AsyncLlamaCppModel": ".llama_cpp",
+    "HFTransformer": ".huggingface",
+    "HFTransformerCasualLM": ".huggingface",
+    "HFTransformerCausalLM": ".huggingface",
+    "HFTransformerChat": ".huggingface",
+    "AsyncHFTransformer": ".huggingface",
+    "AsyncHFTransformerCasualLM": ".huggingface",
+    "AsyncHFTransformerChat": ".huggingface",
+    "VllmModel": ".vllm_wrapper",
+    "AsyncVllmModel": ".vllm_wrapper",
+    "LMDeployPipeline": ".lmdeploy_wrapper",
+    "AsyncLMDeployPipeline": ".lmdeploy_wrapper",
+    "LMDeployServer": ".lmdeploy_wrapper",
+    "AsyncLMDeployServer": ".lmdeploy_wrapper",
+    "LMDeployClient": ".lmdeploy_wrapper",
+    "AsyncLMDeployClient": ".lmdeploy_wrapper",
+    "ClaudeAPI": ".anthropic_llm",
+    "AsyncClaudeAPI": ".anthropic_llm",
 }
 
 __all__ = [
@@ -27,11 +45,28 @@ __all__ = [
     "INTERNLM2_META",
     "APITemplateParser",
     "AsyncBaseLLM",
+    "AsyncClaudeAPI",
     "AsyncGPTAPI",
+    "AsyncHFTransformer",
+    "AsyncHFTransformerCasualLM",
+    "AsyncHFTransformerChat",
+    "AsyncLMDeployClient",
+    "AsyncLMDeployPipeline",
+    "AsyncLMDeployServer",
     "AsyncLlamaCppModel",
+    "AsyncVllmModel",
     "BaseLLM",
+    "ClaudeAPI",
+    "HFTransformer",
+    "HFTransformerCasualLM",
+    "HFTransformerCausalLM",
+    "HFTransformerChat",
+    "LMDeployClient",
+    "LMDeployPipeline",
+    "LMDeployServer",
     "LMTemplateParser",
     "LlamaCppModel",
+    "VllmModel",
     "filter_suffix",
 ]
 

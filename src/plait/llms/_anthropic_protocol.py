@@ -1,0 +1,173 @@
+"""Anthropic Messages API wire decisions, as pure functions (no SDK import, no IO).
+
+* `build_request`: OpenAI-style messages and plait parameters -> ``messages.create`` kwargs
+  (system messages moved to ``system``, consecutive same-role turns merged, OpenAI tool
+  calls and results turned into ``tool_use`` / ``tool_result`` blocks, stop words ->
+  ``stop_sequences``, OpenAI tool schemas -> ``input_schema`` tools).
+* `parse_message`: a ``Message`` (SDK object or dict) -> `ModelResponse`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..exceptions import UserError
+from ._openai_protocol import normalize_tool
+from .response import ModelResponse, ToolCall, Usage
+
+__all__ = ["build_request", "convert_tool", "convert_tool_choice", "parse_message"]
+
+# sampling fields the SDK no longer types: sent in the JSON body when set
+_SAMPLING = ("temperature", "top_p", "top_k")
+_DROPPED = frozenset({"repetition_penalty", "session_ids", "max_new_tokens", "stop_words", *_SAMPLING})
+_STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
+
+
+def convert_tool(tool: Any) -> dict[str, Any]:
+    """An OpenAI tool schema (or bare function schema) as an Anthropic tool."""
+    function = normalize_tool(tool).get("function")
+    if not isinstance(function, Mapping) or "name" not in function:
+        raise UserError(f"only function tools can be sent to Claude, not {tool!r}")
+    out = {
+        "name": function["name"],
+        "input_schema": dict(function.get("parameters") or {"type": "object", "properties": {}}),
+    }
+    if function.get("description"):
+        out["description"] = function["description"]
+    return out
+
+
+def convert_tool_choice(choice: Any) -> dict[str, Any] | None:
+    """OpenAI ``tool_choice`` (``'auto'``, ``'required'``, ``'none'``, a name or a function dict) for Claude."""
+    if choice is None:
+        return None
+    if choice in ("auto", "none"):
+        return {"type": choice}
+    if choice == "required":
+        return {"type": "any"}
+    if isinstance(choice, str):
+        return {"type": "tool", "name": choice}
+    if isinstance(choice, Mapping):
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else choice.get("name")
+        if name:
+            return {"type": "tool", "name": name}
+    raise UserError(f"unsupported tool_choice {choice!r}")
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [dict(block) for block in content]
+    text = "" if content is None else str(content)
+    return [{"type": "text", "text": text}] if text else []
+
+
+def _turn(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One OpenAI-style message as a Claude turn (role user or assistant)."""
+    role = message.get("role")
+    if role == "tool":
+        result = {
+            "type": "tool_result",
+            "tool_use_id": message.get("tool_call_id", ""),
+            "content": _blocks(message.get("content")),
+        }
+        return {"role": "user", "content": [result]}
+    if role == "assistant" and message.get("tool_calls"):
+        blocks = _blocks(message.get("content"))
+        for call in message["tool_calls"]:
+            function = call.get("function", {})
+            arguments = function.get("arguments") or "{}"
+            tool_input = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
+            blocks.append(
+                {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": tool_input}
+            )
+        return {"role": "assistant", "content": blocks}
+    if role not in ("user", "assistant"):
+        raise UserError(f"Claude takes user and assistant turns; map role {role!r} with the meta template")
+    content = message.get("content")
+    return {
+        "role": role,
+        "content": content if isinstance(content, list) else ("" if content is None else str(content)),
+    }
+
+
+def _merge(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Merge consecutive turns of one role (the API wants them alternating)."""
+    merged: list[dict[str, Any]] = []
+    for turn in turns:
+        if merged and merged[-1]["role"] == turn["role"]:
+            last = merged[-1]
+            if isinstance(last["content"], str) and isinstance(turn["content"], str):
+                last["content"] = f"{last['content']}\n{turn['content']}"
+            else:
+                last["content"] = _blocks(last["content"]) + _blocks(turn["content"])
+        else:
+            merged.append(dict(turn))
+    return merged
+
+
+def build_request(
+    model: str,
+    messages: Sequence[Mapping[str, Any]],
+    params: Mapping[str, Any],
+    tools: Sequence[Any] | None = None,
+    tool_choice: Any = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.messages.create`` / ``messages.stream``.
+
+    Every ``system`` message goes to ``system`` (joined by blank lines); ``name`` keys are
+    dropped. ``max_new_tokens`` -> ``max_tokens``; ``temperature``/``top_p``/``top_k`` are
+    sent when not None (in ``extra_body``, as the SDK no longer types them); other
+    parameters (``metadata``, ``thinking``...) are passed to the SDK as they are.
+    """
+    system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
+    turns = _merge([_turn(m) for m in messages if m.get("role") != "system"])
+    request: dict[str, Any] = {
+        "model": model,
+        "max_tokens": int(params.get("max_new_tokens") or 512),
+        "messages": turns,
+    }
+    if any(system):
+        request["system"] = "\n\n".join(s for s in system if s)
+    stop = [s for s in params.get("stop_words") or () if s]
+    if stop:
+        request["stop_sequences"] = stop
+    sampling = {k: params[k] for k in _SAMPLING if params.get(k) is not None}
+    extra = dict(params.get("extra_body") or {})
+    if sampling or extra:
+        request["extra_body"] = {**sampling, **extra}
+    for key, value in params.items():
+        if key not in _DROPPED and key != "extra_body" and value is not None:
+            request[key] = value
+    if tools:
+        request["tools"] = [convert_tool(t) for t in tools]
+        choice = convert_tool_choice(tool_choice)
+        if choice is not None:
+            request["tool_choice"] = choice
+    return request
+
+
+def _get(obj: Any, name: str, default: Any = None) -> Any:
+    return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+
+
+def parse_message(message: Any) -> ModelResponse:
+    """A Claude ``Message`` (SDK object or decoded JSON) as a `ModelResponse`."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    for block in _get(message, "content") or ():
+        kind = _get(block, "type")
+        if kind == "text":
+            text.append(str(_get(block, "text") or ""))
+        elif kind == "tool_use":
+            arguments = json.dumps(_get(block, "input") or {}, ensure_ascii=False)
+            calls.append(ToolCall(str(_get(block, "id")), str(_get(block, "name")), arguments))
+    usage = _get(message, "usage")
+    counts = None
+    if usage is not None:
+        prompt, completion = int(_get(usage, "input_tokens") or 0), int(_get(usage, "output_tokens") or 0)
+        counts = Usage(prompt, completion, prompt + completion)
+    reason = _get(message, "stop_reason")
+    return ModelResponse("".join(text), calls, _STOP_REASONS.get(reason, reason), counts, message)

@@ -1,0 +1,82 @@
+"""Run a blocking producer in a worker thread and consume its items, sync or async.
+
+Local engines (transformers, lmdeploy's pipeline, llama.cpp) produce a reply from a
+blocking call that reports progress through a callback. `Producer` is such a call written
+once: ``producer(emit, cancel)`` passes each item to ``emit`` and stops early once
+``cancel`` is set. `iterate_thread` and `aiterate_thread` run it on a daemon thread and
+hand its items to a sync or async consumer; an exception raised by the producer is
+raised to the consumer, and a consumer that stops early (or whose task is cancelled)
+sets ``cancel`` so the engine stops generating. The async driver never blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+__all__ = ["Producer", "aiterate_thread", "iterate_thread"]
+
+Producer = Callable[[Callable[[Any], None], threading.Event], None]
+
+
+class _Done:
+    """Marks the end of a producer's items."""
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def _run(producer: Producer, emit: Callable[[Any], None], cancel: threading.Event) -> None:
+    try:
+        producer(emit, cancel)
+    except BaseException as exc:  # handed to the consumer, which raises it
+        emit(_Failed(exc))
+    else:
+        emit(_Done())
+
+
+def _start(producer: Producer, emit: Callable[[Any], None], cancel: threading.Event, name: str) -> None:
+    threading.Thread(target=_run, args=(producer, emit, cancel), name=name, daemon=True).start()
+
+
+def _unwrap(item: Any) -> Any:
+    if isinstance(item, _Failed):
+        raise item.error
+    return item
+
+
+def iterate_thread(producer: Producer, name: str = "plait-producer") -> Iterator[Any]:
+    """The items `producer` emits, produced on a worker thread (closing the iterator cancels it)."""
+    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    cancel = threading.Event()
+    _start(producer, items.put, cancel, name)
+    try:
+        while not isinstance(item := _unwrap(items.get()), _Done):
+            yield item
+    finally:
+        cancel.set()
+
+
+async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> AsyncIterator[Any]:
+    """The items `producer` emits, awaited without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[Any] = asyncio.Queue()
+    cancel = threading.Event()
+
+    def emit(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            cancel.set()
+
+    _start(producer, emit, cancel, name)
+    try:
+        while not isinstance(item := _unwrap(await items.get()), _Done):
+            yield item
+    finally:
+        cancel.set()

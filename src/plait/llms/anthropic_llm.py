@@ -1,0 +1,317 @@
+"""Claude through the official ``anthropic`` SDK (``pip install 'plait[anthropic]'``).
+
+`ClaudeAPI` uses the SDK's sync client and `AsyncClaudeAPI` its async client (no nested
+event loops). Both share every decision: request building and parsing
+(`plait.llms._anthropic_protocol`), key rotation, and error mapping. Retries are the SDK's
+own: bounded (``retry`` attempts in all), exponential backoff with jitter, honouring
+``retry-after``, on connection errors, 408/409/429 and 5xx. A key the API rejects
+(401/403, or an exhausted credit balance) is retired and the next key is tried.
+
+Example:
+    ```python
+    llm = ClaudeAPI('claude-3-5-sonnet-20241022', key='sk-ant-...', max_new_tokens=1024)
+    llm.chat([{'role': 'system', 'content': 'Be brief.'}, {'role': 'user', 'content': 'hi'}])
+    reply = llm.complete(messages, tools=[weather_schema])   # ModelResponse with .tool_calls
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from .._flow import Call, Flow, run_async, run_sync
+from ..exceptions import (
+    LLMAPIError,
+    LLMConnectionError,
+    LLMError,
+    LLMRateLimitError,
+    LLMTimeoutError,
+    MissingDependencyError,
+    UserError,
+)
+from ..schema import ModelStatusCode
+from ._anthropic_protocol import build_request, parse_message
+from ._openai_core import KeyRing
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
+from .response import ModelResponse
+from .templates import APITemplateParser
+
+__all__ = ["CLAUDE_META", "AsyncClaudeAPI", "ClaudeAPI"]
+
+CLAUDE_META: list[dict[str, Any]] = [
+    {"role": "system", "api_role": "system"},
+    {"role": "user", "api_role": "user"},
+    {"role": "assistant", "api_role": "assistant"},
+    {"role": "environment", "api_role": "user"},
+]
+
+_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
+
+
+def _import_anthropic() -> Any:
+    try:
+        import anthropic
+    except ImportError:
+        raise MissingDependencyError("anthropic", extra="anthropic", feature="ClaudeAPI") from None
+    return anthropic
+
+
+async def _close_with_loop(client: Any) -> AsyncIterator[None]:
+    """Parked async generator: finalized by its loop's shutdown, which closes `client`."""
+    try:
+        yield
+    finally:
+        await client.close()
+
+
+def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
+    if key == "ENV":
+        env = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("Claude_API_KEY") or ""  # noqa: SIM112 (Lagent's name)
+        return [k.strip() for k in env.split(",") if k.strip()]
+    if key is None:
+        return []
+    return [key] if isinstance(key, str) else [k for k in key if k]
+
+
+def _is_key_problem(sdk: Any, exc: BaseException) -> bool:
+    """A rejected key (auth, permission) or one whose credit is exhausted: try the next key."""
+    if isinstance(exc, (sdk.AuthenticationError, sdk.PermissionDeniedError)):
+        return True
+    return isinstance(exc, sdk.BadRequestError) and "credit balance" in str(exc).lower()
+
+
+def _to_plait(sdk: Any, exc: BaseException, attempts: int) -> LLMError | None:
+    """The plait error an SDK error stands for (None: not an API failure)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return LLMTimeoutError(f"Claude request timed out: {exc}", attempts=attempts)
+    if isinstance(exc, sdk.APIConnectionError):
+        return LLMConnectionError(f"could not reach the Anthropic API: {exc}", attempts=attempts)
+    if isinstance(exc, sdk.APIStatusError):
+        body = exc.response.text if getattr(exc, "response", None) is not None else str(exc)
+        cls = LLMRateLimitError if exc.status_code == 429 else LLMAPIError
+        return cls(f"Claude API error {exc.status_code}: {exc}", status=exc.status_code, body=body, attempts=attempts)
+    if isinstance(exc, sdk.APIError):
+        return LLMError(f"Claude API error: {exc}", attempts=attempts)
+    return None
+
+
+class _ClaudeCore(BaseLLM):
+    """Configuration shared by `ClaudeAPI` and `AsyncClaudeAPI`.
+
+    Args:
+        model_type: The Claude model id (any id the API knows).
+        retry: Attempts per request, the first included (the SDK retries with backoff).
+        key: An API key, a list of keys (round-robin; rejected keys are retired), or
+            ``'ENV'`` for ``$ANTHROPIC_API_KEY`` (Lagent's ``$Claude_API_KEY`` also works;
+            comma-separated for several).
+        proxies: A proxy URL, or a ``{'https': ...}`` dict.
+        meta_template: Role mapping (default: ``environment`` turns are sent as user turns).
+        base_url: The API address (default: the SDK's).
+        timeout: Per-attempt timeout in seconds.
+        **gen_params: ``max_new_tokens`` (default 512), ``stop_words`` (sent as
+            ``stop_sequences``), ``temperature``/``top_p``/``top_k`` (not sent unless set),
+            and any other ``messages.create`` argument (``metadata``, ``thinking``...).
+    """
+
+    is_api = True
+    _async_client = False
+
+    def __init__(
+        self,
+        model_type: str = "claude-3-5-sonnet-20241022",
+        retry: int = 5,
+        key: str | Sequence[str] | None = "ENV",
+        proxies: str | Mapping[str, str] | None = None,
+        meta_template: list[dict[str, Any]] | None = None,
+        *,
+        base_url: str | None = None,
+        timeout: float = 600.0,
+        **gen_params: Any,
+    ) -> None:
+        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        sampling = {k: base.pop(k, None) for k in ("temperature", "top_p", "top_k")}
+        super().__init__(
+            path=model_type,
+            template_parser=APITemplateParser,
+            meta_template=CLAUDE_META if meta_template is None else meta_template,
+            **base,
+        )
+        self.gen_params.update(sampling, **gen_params)
+        self.gen_params.pop("repetition_penalty", None)
+        self.sdk = _import_anthropic()
+        keys = _resolve_keys(key)
+        if not keys:
+            raise UserError("ClaudeAPI needs an API key: pass key= or set $ANTHROPIC_API_KEY")
+        self.model_type = model_type
+        self.retry = max(1, int(retry))
+        self.keys = KeyRing(keys)
+        self.base_url = base_url
+        self.timeout = timeout
+        self.proxy = (
+            proxies if isinstance(proxies, str) or proxies is None else proxies.get("https") or proxies.get("http")
+        )
+        self._loop_clients: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+        self._sync_clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # clients: one per key (per event loop for the async client, whose connections belong to a loop)
+
+    def _client(self, key: str) -> Any:
+        """The sync client for `key` (`AsyncClaudeAPI` overrides this with a coroutine)."""
+        with self._lock:
+            client = self._sync_clients.get(key)
+            if client is None:
+                client = self._sync_clients[key] = self._new_client(key)
+        return client
+
+    def _new_client(self, key: str) -> Any:
+        cls = self.sdk.AsyncAnthropic if self._async_client else self.sdk.Anthropic
+        kwargs: dict[str, Any] = {"api_key": key, "max_retries": self.retry - 1, "timeout": self.timeout}
+        if self.base_url is not None:
+            kwargs["base_url"] = self.base_url
+        if self.proxy is not None:
+            http = self.sdk.DefaultAsyncHttpxClient if self._async_client else self.sdk.DefaultHttpxClient
+            kwargs["http_client"] = http(proxy=self.proxy)
+        return cls(**kwargs)
+
+    # shared request logic
+
+    def _request(
+        self, inputs: ChatInput, overrides: Mapping[str, Any], tools: Sequence[Any] | None, tool_choice: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        messages, params = self._prepare(inputs, overrides)
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        return build_request(self.model_type, messages, params, tools, tool_choice), params
+
+    def _after_failure(self, exc: BaseException, key: str) -> None:
+        """Return when another key should be tried; otherwise raise the plait error."""
+        if _is_key_problem(self.sdk, exc) and self.keys.retire(key):
+            return
+        error = _to_plait(self.sdk, exc, attempts=self.retry)
+        if error is None:
+            raise exc
+        raise error from exc
+
+    def _complete_flow(self, request: Mapping[str, Any], params: Mapping[str, Any]) -> Flow[ModelResponse]:
+        while True:
+            key = self.keys.pick()[0] or ""
+            try:
+                client = yield Call(self._client, (key,))
+                message = yield Call(client.messages.create, kwargs=request)
+            except self.sdk.APIError as exc:
+                self._after_failure(exc, key)
+                continue
+            return self._finish_response(parse_message(message), params)
+
+    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
+        response.content = self._finish(response.content, params)
+        return response
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_type={self.model_type!r})"
+
+
+class ClaudeAPI(_ClaudeCore):
+    """Synchronous Claude client (see `_ClaudeCore` for the arguments). Thread-safe."""
+
+    def complete(
+        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+    ) -> ModelResponse:
+        """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
+        request, params = self._request(inputs, gen_params, tools, tool_choice)
+        return run_sync(self._complete_flow(request, params))
+
+    def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
+        """The reply text."""
+        return self.complete(inputs, **gen_params).content
+
+    def stream_chat(
+        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+    ) -> Iterator[StreamItem]:
+        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
+        request, params = self._request(inputs, gen_params, tools, tool_choice)
+        while True:
+            key = self.keys.pick()[0] or ""
+            text = ""
+            try:
+                with self._client(key).messages.stream(**request) as stream:
+                    for delta in stream.text_stream:
+                        text += delta
+                        yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
+                    final = stream.get_final_message()
+            except self.sdk.APIError as exc:
+                if text:  # never restart a stream the caller has partly seen
+                    raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
+                self._after_failure(exc, key)
+                continue
+            response = self._finish_response(parse_message(final), params)
+            yield ModelStatusCode.END, response.content, response
+            return
+
+
+class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
+    """Asynchronous Claude client (see `_ClaudeCore` for the arguments). Task-safe."""
+
+    _async_client = True
+
+    async def _client(self, key: str) -> Any:
+        """The running loop's client for `key`; it is closed when that loop shuts down."""
+        loop = asyncio.get_running_loop()
+        clients = self._loop_clients.setdefault(loop, {})
+        client = clients.get(key)
+        if client is None:
+            client = clients[key] = self._new_client(key)
+            keeper = _close_with_loop(client)
+            clients[f"keeper:{key}"] = keeper  # the loop only holds async generators weakly
+            await keeper.__anext__()  # registers it for finalization at loop shutdown
+        return client
+
+    async def complete(
+        self,
+        inputs: ChatInput,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        session_ids: Any = None,
+        **gen_params: Any,
+    ) -> ModelResponse:
+        """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
+        request, params = self._request(inputs, gen_params, tools, tool_choice)
+        return await run_async(self._complete_flow(request, params))
+
+    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+        """The reply text."""
+        return (await self.complete(inputs, **gen_params)).content
+
+    async def stream_chat(  # type: ignore[override]
+        self,
+        inputs: ChatInput,
+        session_ids: Any = None,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        **gen_params: Any,
+    ) -> AsyncIterator[StreamItem]:
+        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
+        request, params = self._request(inputs, gen_params, tools, tool_choice)
+        while True:
+            key = self.keys.pick()[0] or ""
+            text = ""
+            try:
+                async with (await self._client(key)).messages.stream(**request) as stream:
+                    async for delta in stream.text_stream:
+                        text += delta
+                        yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
+                    final = await stream.get_final_message()
+            except self.sdk.APIError as exc:
+                if text:
+                    raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
+                self._after_failure(exc, key)
+                continue
+            response = self._finish_response(parse_message(final), params)
+            yield ModelStatusCode.END, response.content, response
+            return

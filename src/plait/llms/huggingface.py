@@ -1,0 +1,401 @@
+"""Hugging Face transformers models run in-process, on transformers' public ``generate`` API.
+
+* `HFTransformer` / `HFTransformerCasualLM` (also spelled `HFTransformerCausalLM`): a causal
+  LM prompted with a conversation rendered by a meta template (`LMTemplateParser`).
+* `HFTransformerChat`: the same model prompted through the tokenizer's own chat template.
+
+Sampling goes through a `GenerationConfig`; stop words become ``stop_strings`` (and
+eos ids when a stop word is one token); streaming reads new tokens through a streamer
+while ``generate`` runs on a worker thread. The model is placed on CUDA when available,
+else on Apple's MPS, else on the CPU, unless ``model_kwargs`` has a ``device_map``.
+Each class has an async twin running the same core in worker threads.
+
+Example:
+    ```python
+    llm = HFTransformerCasualLM('Qwen/Qwen2.5-0.5B-Instruct', meta_template=INTERNLM2_META, max_new_tokens=256)
+    llm.chat([{'role': 'user', 'content': 'hi'}])
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..exceptions import MissingDependencyError, UserError
+from ..schema import ModelStatusCode
+from ._threaded import Producer, aiterate_thread, iterate_thread
+from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem
+from .templates import APITemplateParser
+
+__all__ = [
+    "AsyncHFTransformer",
+    "AsyncHFTransformerCasualLM",
+    "AsyncHFTransformerChat",
+    "HFTransformer",
+    "HFTransformerCasualLM",
+    "HFTransformerCausalLM",
+    "HFTransformerChat",
+    "generation_kwargs",
+    "pick_device",
+]
+
+_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
+_NOT_PASSED = frozenset({"stop_words", "session_ids"})
+
+
+def _import_hf() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise MissingDependencyError(exc.name or "transformers", extra="hf", feature="HFTransformer") from None
+    return torch, transformers
+
+
+def pick_device(torch: Any) -> str:
+    """The best device torch can use here: ``cuda``, else ``mps``, else ``cpu``."""
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def generation_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """`GenerationConfig` fields for plait generation parameters.
+
+    ``temperature <= 0`` means greedy decoding, and then the sampling fields get their
+    neutral values (None would let a checkpoint's sampling defaults back in, and transformers
+    warns about those); an explicit ``do_sample`` wins. A
+    ``repetition_penalty`` of 1.0 is left out. Stop words are not included (see
+    `_HFCore._stop_config`); any other key is passed through.
+    """
+    params = dict(params)
+    temperature = params.pop("temperature", None)
+    top_p, top_k = params.pop("top_p", None), params.pop("top_k", None)
+    penalty = params.pop("repetition_penalty", None)
+    do_sample = params.pop("do_sample", None)
+    if do_sample is None:
+        do_sample = temperature is not None and float(temperature) > 0
+    out: dict[str, Any] = {"do_sample": bool(do_sample)}
+    if do_sample:
+        out.update(temperature=temperature, top_p=top_p, top_k=top_k)
+    else:
+        out.update(temperature=1.0, top_p=1.0, top_k=50)
+    if penalty is not None and float(penalty) != 1.0:
+        out["repetition_penalty"] = penalty
+    out.update({k: v for k, v in params.items() if k not in _NOT_PASSED and v is not None})
+    return out
+
+
+class _Deltas:
+    """Incremental detokenization: text grows only when the new tokens decode to whole characters.
+
+    Decodes a short window (the previous few tokens plus the new ones), never the whole
+    output, so streaming a long reply stays linear.
+    """
+
+    def __init__(self, decode: Callable[[list[int]], str]) -> None:
+        self.decode = decode
+        self.ids: list[int] = []
+        self.prefix = self.read = 0
+
+    def feed(self, new_ids: Sequence[int]) -> str:
+        """The text the new token ids add ("" while a character is still incomplete)."""
+        self.ids.extend(new_ids)
+        before = self.decode(self.ids[self.prefix : self.read])
+        after = self.decode(self.ids[self.prefix :])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.prefix, self.read = self.read, len(self.ids)
+            return after[len(before) :]
+        return ""
+
+    def flush(self) -> str:
+        """Whatever text is left undecoded at the end."""
+        before = self.decode(self.ids[self.prefix : self.read])
+        after = self.decode(self.ids[self.prefix :])
+        self.prefix = self.read = len(self.ids)
+        return after[len(before) :] if len(after) > len(before) else ""
+
+
+def _streamer(transformers: Any, decode: Callable[[list[int]], str], emit: Callable[[str], None]) -> Any:
+    """A ``transformers`` streamer passing text deltas to `emit` (the prompt ids it gets first are skipped)."""
+
+    class _DeltaStreamer(transformers.generation.streamers.BaseStreamer):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.deltas = _Deltas(decode)
+            self.prompt_seen = False
+
+        def put(self, value: Any) -> None:
+            if not self.prompt_seen:
+                self.prompt_seen = True
+                return
+            delta = self.deltas.feed([int(i) for i in value.reshape(-1).tolist()])
+            if delta:
+                emit(delta)
+
+        def end(self) -> None:
+            delta = self.deltas.flush()
+            if delta:
+                emit(delta)
+
+    return _DeltaStreamer()
+
+
+def _cancel_criteria(transformers: Any, torch: Any, cancel: threading.Event) -> Any:
+    """A stopping criterion that ends generation once `cancel` is set."""
+
+    class _Cancelled(transformers.StoppingCriteria):  # type: ignore[misc]
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+
+    return transformers.StoppingCriteriaList([_Cancelled()])
+
+
+class _ChatTemplate:
+    """Renders messages with the tokenizer's chat template (roles mapped by an optional meta template)."""
+
+    def __init__(self, meta_template: Any, tokenizer: Any) -> None:
+        self.roles = APITemplateParser(meta_template)
+        self.tokenizer = tokenizer
+        if not getattr(tokenizer, "chat_template", None):
+            raise UserError(
+                "this tokenizer has no chat template; use HFTransformerCasualLM with a meta_template instead"
+            )
+
+    def __call__(self, dialog: Any) -> str:
+        if isinstance(dialog, str):
+            return dialog
+        messages = self.roles(dialog)
+        return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+
+
+class _HFCore:
+    """Loading, request building and blocking generation; shared by the sync and async classes."""
+
+    gen_params: dict[str, Any]
+    update_gen_params: Callable[..., dict[str, Any]]
+    template_parser: Any
+    chat_template: bool = False
+
+    def __init__(
+        self,
+        path: str,
+        tokenizer_path: str | None = None,
+        tokenizer_kwargs: Mapping[str, Any] | None = None,
+        tokenizer_only: bool = False,
+        model_kwargs: Mapping[str, Any] | None = None,
+        meta_template: list[dict[str, Any]] | None = None,
+        stop_words_id: int | Sequence[int] | None = None,
+        *,
+        device: str | None = None,
+        trust_remote_code: bool = False,
+        **gen_params: Any,
+    ) -> None:
+        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        super().__init__(path, tokenizer_only, meta_template=meta_template, **base)  # type: ignore[call-arg]
+        self.gen_params.update(gen_params)
+        self.stop_words_id = [stop_words_id] if isinstance(stop_words_id, int) else list(stop_words_id or [])
+        self._torch, self._transformers = _import_hf()
+        tok_kwargs = {"trust_remote_code": trust_remote_code, **(tokenizer_kwargs or {})}
+        self.tokenizer = self._transformers.AutoTokenizer.from_pretrained(tokenizer_path or path, **tok_kwargs)
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if self.chat_template:
+            self.template_parser = _ChatTemplate(meta_template, self.tokenizer)
+        self.model: Any = None
+        self.device: str | None = None
+        if not tokenizer_only:
+            self._load_model(path, dict(model_kwargs or {}), device, trust_remote_code)
+
+    def _load_model(self, path: str, kwargs: dict[str, Any], device: str | None, trust_remote_code: bool) -> None:
+        kwargs.setdefault("trust_remote_code", trust_remote_code)
+        if "torch_dtype" not in kwargs:
+            kwargs.setdefault("dtype", "auto")
+        model = self._transformers.AutoModelForCausalLM.from_pretrained(path, **kwargs)
+        if "device_map" not in kwargs:
+            model = model.to(device or pick_device(self._torch))
+        self.model = model.eval()
+        self.device = str(model.device)
+
+    # requests
+
+    def _stop_config(self, stop_words: Sequence[str]) -> dict[str, Any]:
+        """Stop words as eos ids (one-token words and `stop_words_id`) and ``stop_strings`` (the rest)."""
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        eos_ids += [i for i in self.stop_words_id if i not in eos_ids]
+        strings = []
+        for word in stop_words:
+            ids = self.tokenizer.encode(word, add_special_tokens=False)
+            if len(ids) == 1 and self.tokenizer.decode(ids) == word:
+                eos_ids += [ids[0]] if ids[0] not in eos_ids else []
+            else:
+                strings.append(word)
+        out: dict[str, Any] = {"eos_token_id": eos_ids or None}
+        if strings:
+            out["stop_strings"] = strings
+        return out
+
+    def _generate_args(self, prompts: list[str], params: Mapping[str, Any], cancel: threading.Event | None) -> Any:
+        """``(inputs, kwargs)`` for one ``model.generate`` call."""
+        if self.model is None:
+            raise UserError(f"{type(self).__name__} was created with tokenizer_only=True and cannot generate")
+        self.tokenizer.padding_side = "left"
+        # a chat template writes its own BOS; a meta template does not
+        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template)
+        inputs = inputs.to(self.model.device)
+        config = copy.deepcopy(self.model.generation_config)
+        # keys GenerationConfig does not know go to generate(), which rejects the ones the model cannot use
+        unknown: dict[str, Any] = {}
+        for key, value in {**generation_kwargs(params), **self._stop_config(params.get("stop_words") or [])}.items():
+            if hasattr(config, key):
+                setattr(config, key, value)
+            else:
+                unknown[key] = value
+        config.pad_token_id = self.tokenizer.pad_token_id
+        kwargs: dict[str, Any] = {**unknown, "generation_config": config, "tokenizer": self.tokenizer}
+        if cancel is not None:
+            kwargs["stopping_criteria"] = _cancel_criteria(self._transformers, self._torch, cancel)
+        return inputs, kwargs
+
+    def _decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    def _generate_sync(self, inputs: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> Any:
+        """Blocking generation: a str for a prompt, a list of str for a list of prompts."""
+        prompts = [inputs] if isinstance(inputs, str) else list(inputs)
+        encoded, kwargs = self._generate_args(prompts, params, cancel)
+        output = self.model.generate(**encoded, **kwargs)
+        width = encoded["input_ids"].shape[1]
+        texts = [BaseLLM._finish(self._decode(row[width:].tolist()), params) for row in output]
+        return texts[0] if isinstance(inputs, str) else texts
+
+    def _producer(self, prompt: str, params: Mapping[str, Any]) -> Producer:
+        """Streaming generation for `iterate_thread`: emits text deltas."""
+
+        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+            encoded, kwargs = self._generate_args([prompt], params, cancel)
+            kwargs["streamer"] = _streamer(self._transformers, self._decode, emit)
+            self.model.generate(**encoded, **kwargs)
+
+        return produce
+
+    @staticmethod
+    def _stream_item(text: str, params: Mapping[str, Any]) -> StreamItem:
+        return ModelStatusCode.STREAM_ING, BaseLLM._finish(text, params), None
+
+    def _is_batch(self, inputs: Any) -> bool:
+        return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
+
+    def _render_batch(self, inputs: list[Any], overrides: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        return [self.template_parser(conv) for conv in inputs], self.update_gen_params(**overrides)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={getattr(self, 'path', None)!r}, device={self.device!r})"
+
+
+class HFTransformer(_HFCore, BaseLLM):
+    """A transformers causal LM, prompted through a meta template.
+
+    Lagent's version loaded ``AutoModel``, which has no language-model head for most
+    architectures; plait loads ``AutoModelForCausalLM`` for every class here.
+
+    Args:
+        path: Model directory or hub id.
+        tokenizer_path: Tokenizer directory or hub id (default: `path`).
+        tokenizer_kwargs: Extra ``AutoTokenizer.from_pretrained`` arguments.
+        tokenizer_only: Load only the tokenizer (no generation).
+        model_kwargs: Extra ``from_pretrained`` arguments (``dtype`` defaults to ``'auto'``;
+            a ``device_map`` such as ``'auto'`` places the model itself and needs accelerate).
+        meta_template: Role layout used to render conversations (e.g. `INTERNLM2_META`).
+        stop_words_id: Token ids that end generation, besides the model's eos.
+        device: Where to put the model without a ``device_map`` (default: `pick_device`).
+        trust_remote_code: Allow the checkpoint's own Python code (needed by e.g. InternLM2).
+        **gen_params: ``max_new_tokens``, ``temperature`` (``<= 0``: greedy), ``top_p``,
+            ``top_k``, ``repetition_penalty``, ``stop_words``, and any other
+            `GenerationConfig` field (``num_beams``, ``do_sample``...).
+    """
+
+    def generate(self, inputs: Any, **gen_params: Any) -> Any:
+        """Complete a prompt (a str), or each prompt of a list (a list of str)."""
+        return self._generate_sync(inputs, self.update_gen_params(**gen_params))
+
+    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+        """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
+        params = self.update_gen_params(**gen_params)
+        text = ""
+        for delta in iterate_thread(self._producer(inputs, params), name="plait-hf"):
+            text += delta
+            yield self._stream_item(text, params)
+        yield ModelStatusCode.END, BaseLLM._finish(text, params), None
+
+    def chat(self, inputs: Any, **gen_params: Any) -> Any:
+        """Reply to a conversation, or to each conversation of a list (a list of replies)."""
+        if self._is_batch(inputs):
+            prompts, params = self._render_batch(inputs, gen_params)
+            return self._generate_sync(prompts, params)
+        return super().chat(inputs, **gen_params)
+
+
+class AsyncHFTransformer(_HFCore, AsyncBaseLLM):
+    """The asynchronous twin of `HFTransformer`: generation runs in worker threads."""
+
+    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+        """Complete a prompt (or a list of prompts) without blocking the event loop."""
+        cancel = threading.Event()  # set if this task is cancelled: generation stops at the next token
+        try:
+            return await asyncio.to_thread(self._generate_sync, inputs, self.update_gen_params(**gen_params), cancel)
+        finally:
+            cancel.set()
+
+    async def stream_generate(  # type: ignore[override]
+        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    ) -> AsyncIterator[StreamItem]:
+        """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
+        params = self.update_gen_params(**gen_params)
+        text = ""
+        async for delta in aiterate_thread(self._producer(inputs, params), name="plait-hf"):
+            text += delta
+            yield self._stream_item(text, params)
+        yield ModelStatusCode.END, BaseLLM._finish(text, params), None
+
+    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+        """Reply to a conversation, or to each conversation of a list (a list of replies)."""
+        if self._is_batch(inputs):
+            prompts, params = self._render_batch(inputs, gen_params)
+            return await self.generate(prompts, **params)
+        return await super().chat(inputs, session_ids, **gen_params)
+
+
+class HFTransformerCasualLM(HFTransformer):
+    """`HFTransformer` under Lagent's spelling (a causal LM prompted through a meta template)."""
+
+
+HFTransformerCausalLM = HFTransformerCasualLM
+
+
+class AsyncHFTransformerCasualLM(AsyncHFTransformer):
+    """The asynchronous twin of `HFTransformerCasualLM`."""
+
+
+class HFTransformerChat(HFTransformerCasualLM):
+    """A transformers chat model prompted through its tokenizer's chat template.
+
+    Takes the arguments of `HFTransformer`; `meta_template`, when given, only maps roles
+    (``api_role``) before the chat template renders the messages. Raises `UserError` at
+    construction when the tokenizer has no chat template.
+    """
+
+    chat_template = True
+
+
+class AsyncHFTransformerChat(AsyncHFTransformerCasualLM):
+    """The asynchronous twin of `HFTransformerChat`."""
+
+    chat_template = True

@@ -1,0 +1,226 @@
+"""vLLM engines run in-process (needs a GPU and ``pip install 'plait[vllm]'``).
+
+`VllmModel` drives the offline ``vllm.LLM`` engine; `AsyncVllmModel` drives
+``vllm.AsyncLLMEngine`` and streams from its async generator. Conversations are rendered
+into one prompt by the meta template; plait generation parameters become a
+``vllm.SamplingParams`` (`sampling_kwargs`).
+
+Example:
+    ```python
+    llm = VllmModel(path='Qwen/Qwen2-7B-Instruct', meta_template=INTERNLM2_META, tp=1, top_k=1,
+                    temperature=1.0, stop_words=['<|im_end|>'], max_new_tokens=1024)
+    ```
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..exceptions import LLMError, MissingDependencyError
+from ..schema import ModelStatusCode
+from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem
+
+__all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs"]
+
+_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
+_RENAMED = {"max_new_tokens": "max_tokens", "stop_words": "stop"}
+_NOT_SENT = frozenset({"session_ids"})
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm  # type: ignore[import-not-found]
+    except ImportError:
+        raise MissingDependencyError("vllm", extra="vllm", feature="VllmModel") from None
+    return vllm
+
+
+def sampling_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+    """``SamplingParams`` fields for plait generation parameters.
+
+    ``max_new_tokens`` becomes ``max_tokens`` and ``stop_words`` becomes ``stop``; vLLM
+    takes ``temperature=0`` as greedy. Other keys (``seed``, ``min_p``, ``ignore_eos``...)
+    pass through; None values are left out.
+    """
+    out: dict[str, Any] = {"n": 1}
+    for key, value in params.items():
+        if value is None or key in _NOT_SENT:
+            continue
+        out[_RENAMED.get(key, key)] = list(value) if key == "stop_words" else value
+    return out
+
+
+def request_id(session_id: Any = None) -> str:
+    """A request id unique to one call; the agent's session id leads it, for tracing."""
+    prefix = "plait" if session_id is None else f"session-{session_id}"
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def _text(output: Any) -> str:
+    """The text of a vLLM ``RequestOutput`` (cumulative for streamed outputs)."""
+    completions = getattr(output, "outputs", None)
+    if not completions:
+        raise LLMError(f"vLLM returned an output without completions: {output!r:.200}")
+    return str(completions[0].text)
+
+
+def _session(session_ids: Any, index: int) -> Any:
+    if isinstance(session_ids, (list, tuple)):
+        return session_ids[index] if index < len(session_ids) else None
+    return session_ids
+
+
+class _VllmCore:
+    """Configuration and request building shared by `VllmModel` and `AsyncVllmModel`."""
+
+    gen_params: dict[str, Any]
+    update_gen_params: Callable[..., dict[str, Any]]
+    template_parser: Callable[[Any], Any]
+    _build_engine: Callable[[str], Any]  # each driver builds its own kind of engine
+
+    def __init__(
+        self,
+        path: str,
+        tp: int = 1,
+        vllm_cfg: Mapping[str, Any] | None = None,
+        meta_template: list[dict[str, Any]] | None = None,
+        **gen_params: Any,
+    ) -> None:
+        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        super().__init__(path, meta_template=meta_template, **base)  # type: ignore[call-arg]
+        self.gen_params.update(gen_params)
+        self.tp = tp
+        self.vllm_cfg = dict(vllm_cfg or {})
+        self._vllm = _import_vllm()
+        self.model = self._build_engine(path)
+
+    def _sampling(self, params: Mapping[str, Any]) -> Any:
+        return self._vllm.SamplingParams(**sampling_kwargs(params))
+
+    def _prompts(self, inputs: Any) -> list[str]:
+        return [inputs] if isinstance(inputs, str) else [str(p) for p in inputs]
+
+    def _is_batch(self, inputs: Any) -> bool:
+        return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
+
+    def _render_batch(self, inputs: Sequence[Any], overrides: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        return [self.template_parser(conv) for conv in inputs], self.update_gen_params(**overrides)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={getattr(self, 'path', None)!r}, tp={self.tp})"
+
+
+class VllmModel(_VllmCore, BaseLLM):
+    """The offline vLLM engine (``vllm.LLM``) prompted through a meta template.
+
+    Args:
+        path: Model directory or hub id.
+        tp: Tensor-parallel size (GPUs).
+        vllm_cfg: Extra ``vllm.LLM`` arguments (``gpu_memory_utilization``, ``max_model_len``...).
+        meta_template: Role layout used to render conversations (e.g. `INTERNLM2_META`).
+        **gen_params: ``max_new_tokens``, ``temperature`` (0: greedy), ``top_p``, ``top_k``,
+            ``repetition_penalty``, ``stop_words``, and any other ``SamplingParams`` field.
+
+    Calls are serialized on one engine by a lock (the offline engine is not thread-safe);
+    use `AsyncVllmModel` for concurrent requests.
+    """
+
+    def _build_engine(self, path: str) -> Any:
+        self._lock = threading.Lock()
+        return self._vllm.LLM(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
+
+    def generate(self, inputs: Any, **gen_params: Any) -> Any:
+        """Complete a prompt (a str), or each prompt of a list in one batch (a list of str)."""
+        params = self.update_gen_params(**gen_params)
+        with self._lock:
+            outputs = self.model.generate(self._prompts(inputs), self._sampling(params), use_tqdm=False)
+        texts = [self._finish(_text(out), params) for out in outputs]
+        return texts[0] if isinstance(inputs, str) else texts
+
+    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+        """Stream one completion by stepping the engine (holds the engine's lock until done)."""
+        params = self.update_gen_params(**gen_params)
+        engine = self.model.llm_engine
+        rid = request_id()
+        text, finished = "", False
+        with self._lock:
+            engine.add_request(rid, inputs, self._sampling(params))
+            try:
+                while not finished and engine.has_unfinished_requests():
+                    for output in engine.step():
+                        if output.request_id == rid:
+                            previous, text, finished = text, _text(output), bool(output.finished)
+                            if text != previous:
+                                yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
+            finally:
+                if not finished:
+                    engine.abort_request([rid])
+        yield ModelStatusCode.END, self._finish(text, params), None
+
+    def chat(self, inputs: Any, **gen_params: Any) -> Any:
+        """Reply to a conversation, or to each conversation of a list in one batch."""
+        if self._is_batch(inputs):
+            prompts, params = self._render_batch(inputs, gen_params)
+            return self.generate(prompts, **params)
+        return super().chat(inputs, **gen_params)
+
+
+class AsyncVllmModel(_VllmCore, AsyncBaseLLM):
+    """vLLM's ``AsyncLLMEngine``: concurrent requests batched by the engine, streamed as produced.
+
+    Takes the arguments of `VllmModel` (``vllm_cfg`` goes to ``AsyncEngineArgs``). Each
+    call gets its own request id (led by the session id the agent passes), and a request
+    whose caller stops listening or is cancelled is aborted in the engine.
+    """
+
+    def _build_engine(self, path: str) -> Any:
+        args = self._vllm.AsyncEngineArgs(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
+        return self._vllm.AsyncLLMEngine.from_engine_args(args)
+
+    async def _texts(self, prompt: str, params: Mapping[str, Any], session_id: Any) -> AsyncIterator[str]:
+        """Cumulative texts of one request; aborts the request when left early."""
+        rid = request_id(session_id)
+        finished = False
+        try:
+            async for output in self.model.generate(prompt, self._sampling(params), rid):
+                finished = bool(output.finished)
+                yield _text(output)
+        finally:
+            if not finished:
+                await self.model.abort(rid)
+
+    async def _one(self, prompt: str, params: Mapping[str, Any], session_id: Any) -> str:
+        last = ""
+        async for text in self._texts(prompt, params, session_id):
+            last = text
+        return self._finish(last, params)
+
+    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+        """Complete a prompt, or each prompt of a list concurrently (a list of str)."""
+        params = self.update_gen_params(**gen_params)
+        prompts = self._prompts(inputs)
+        texts = await asyncio.gather(*(self._one(p, params, _session(session_ids, i)) for i, p in enumerate(prompts)))
+        return texts[0] if isinstance(inputs, str) else list(texts)
+
+    async def stream_generate(  # type: ignore[override]
+        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one completion from the engine's async generator."""
+        params = self.update_gen_params(**gen_params)
+        last = ""
+        async for text in self._texts(inputs, params, _session(session_ids, 0)):
+            if text != last:
+                last = text
+                yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
+        yield ModelStatusCode.END, self._finish(last, params), None
+
+    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+        """Reply to a conversation, or to each conversation of a list concurrently."""
+        if self._is_batch(inputs):
+            prompts, params = self._render_batch(inputs, gen_params)
+            return await self.generate(prompts, session_ids, **params)
+        return await super().chat(inputs, session_ids, **gen_params)
