@@ -104,3 +104,20 @@ def test_parallel_calls_run_concurrently_in_async_mode() -> None:
     assert time.perf_counter() - start < 0.6  # 4 x 0.2 s sequentially
     results = [m["content"] for m in agent.llm.calls[1].messages if m["role"] == "tool"]
     assert results == ["1", "2", "3", "4"]
+
+
+def test_streaming_variant_streams_turns_and_ends_once(mode: str) -> None:
+    from _support import collect
+    from plait.agents.function_calling import AsyncStreamingFunctionCallingAgent, StreamingFunctionCallingAgent
+    from plait.schema import AgentStatusCode
+
+    cls = StreamingFunctionCallingAgent if mode == "sync" else AsyncStreamingFunctionCallingAgent
+    script = [calls(("c1", "Arithmetic__multiply", '{"a": 37, "b": 91}')), "37 times 91 is 3367"]
+    agent = cls(scripted_llm(script, mode), [Arithmetic()], "Use tools.")
+    chunks = collect(agent("What is 37 * 91?"))
+    assert [c.stream_state for c in chunks].count(AgentStatusCode.END) == 1
+    assert chunks[-1].content == "37 times 91 is 3367"
+    streamed = [c.content for c in chunks[:-1] if c.content]
+    assert streamed and streamed[-1] == "37 times 91 is 3367" and streamed[0] == "37 "
+    assert [m["sender"] for m in agent.state_dict()["memory"]] == ["user", cls.__name__, "ActionExecutor", cls.__name__]
+    assert all(call.method == "stream_chat" for call in agent.llm.calls)

@@ -11,7 +11,12 @@ from .containers import (
     StreamingSequential,
 )
 from .conversational import AsyncConversationalAgent, ConversationalAgent
-from .function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
+from .function_calling import (
+    AsyncFunctionCallingAgent,
+    AsyncStreamingFunctionCallingAgent,
+    FunctionCallingAgent,
+    StreamingFunctionCallingAgent,
+)
 from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
 from .module import AgentModule, IncompatibleKeys
 from .react import AsyncReAct, ReAct
@@ -35,6 +40,7 @@ __all__ = [
     "AsyncReWOO",
     "AsyncSequential",
     "AsyncStreamingAgent",
+    "AsyncStreamingFunctionCallingAgent",
     "AsyncStreamingSequential",
     "AutoGPT",
     "ConversationalAgent",
@@ -47,5 +53,6 @@ __all__ = [
     "ReWOO",
     "Sequential",
     "StreamingAgent",
+    "StreamingFunctionCallingAgent",
     "StreamingSequential",
 ]

@@ -16,16 +16,21 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from .._flow import Call, Flow, Gather
 from ..llms.response import ModelResponse
-from ..schema import AgentMessage, FunctionCall
-from .agent import Agent, AsyncAgent
+from ..schema import AgentMessage, AgentStatusCode, FunctionCall
+from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 
-__all__ = ["AsyncFunctionCallingAgent", "FunctionCallingAgent"]
+__all__ = [
+    "AsyncFunctionCallingAgent",
+    "AsyncStreamingFunctionCallingAgent",
+    "FunctionCallingAgent",
+    "StreamingFunctionCallingAgent",
+]
 
 
 def _arguments(text: str) -> Any:
@@ -86,7 +91,7 @@ class FunctionCallingAgent(Agent):
         tools = self.executor.openai_tools()
         for _ in range(self.max_turn):
             params = {"tools": tools, "tool_choice": self.tool_choice, **kwargs} if tools else dict(kwargs)
-            response: ModelResponse = yield self.llm_call("complete", self.get_prompt(session_id), session_id, params)
+            response = _as_response((yield self._turn(session_id, params)))
             if not response.tool_calls:
                 return self.make_response(response.content, extra_info=_usage(response))
             self.update_memory(self._call_message(response), session_id)
@@ -94,8 +99,30 @@ class FunctionCallingAgent(Agent):
             for call, result in zip(response.tool_calls, results, strict=True):
                 self.update_memory(self._result_message(call, result), session_id)
         final_params = {"tools": tools, "tool_choice": "none", **kwargs} if tools else dict(kwargs)
-        response = yield self.llm_call("complete", self.get_prompt(session_id), session_id, final_params)
+        response = _as_response((yield self._turn(session_id, final_params)))
         return self.make_response(response.content, extra_info=_usage(response))
+
+    def _turn(self, session_id: Hashable, params: Mapping[str, Any]) -> Call:
+        """One model turn: a streamed call when this agent and its model can stream, else ``complete``.
+
+        Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
+        the chunks pass through to the caller and the final one carries the `ModelResponse`.
+        """
+        prompt = self.get_prompt(session_id)
+        if self._stream_forward and getattr(self.llm, "stream_tools", False):
+            return Call(self._stream_turn, (prompt, session_id, params), stream=True)
+        return self.llm_call("complete", prompt, session_id, params)
+
+    def _stream_turn(self, prompt: Any, session_id: Hashable, params: Mapping[str, Any]) -> Iterator[AgentMessage]:
+        for status, text, extra in self._require_llm().stream_chat(prompt, **params):
+            yield self._turn_chunk(status, text, extra)
+
+    def _turn_chunk(self, status: Any, text: str, extra: Any) -> AgentMessage:
+        if status != AgentStatusCode.END:
+            return self.make_response(text, AgentStatusCode.STREAM_ING)
+        response = extra if isinstance(extra, ModelResponse) else (extra or {}).get("response")
+        final = response if isinstance(response, ModelResponse) else ModelResponse(content=text)
+        return AgentMessage(sender=self.name, content=text, extra_info={"response": final})
 
     def _call_message(self, response: ModelResponse) -> AgentMessage:
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
@@ -117,6 +144,29 @@ class AsyncFunctionCallingAgent(FunctionCallingAgent, AsyncAgent):
     """Async twin: ``await agent(...)``; a turn's tool calls run concurrently."""
 
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
+
+
+class StreamingFunctionCallingAgent(FunctionCallingAgent, StreamingAgent):
+    """Streams each model turn's text as it arrives (tool rounds included), then the final END message."""
+
+
+class AsyncStreamingFunctionCallingAgent(FunctionCallingAgent, AsyncStreamingAgent):
+    """Async twin of `StreamingFunctionCallingAgent`: ``async for chunk in agent(...)``."""
+
+    _executor_cls: ClassVar[str] = "AsyncActionExecutor"
+
+    async def _stream_turn(  # type: ignore[override]
+        self, prompt: Any, session_id: Hashable, params: Mapping[str, Any]
+    ) -> AsyncIterator[AgentMessage]:
+        async for status, text, extra in self._require_llm().stream_chat(prompt, session_ids=session_id, **params):
+            yield self._turn_chunk(status, text, extra)
+
+
+def _as_response(result: Any) -> ModelResponse:
+    """A turn's result: a `ModelResponse` from ``complete``, or the final chunk of a streamed turn."""
+    if isinstance(result, AgentMessage):
+        return result.extra_info["response"]  # type: ignore[no-any-return]
+    return result  # type: ignore[no-any-return]
 
 
 def _usage(response: ModelResponse) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from ..schema import ModelStatusCode
-from ._http import LoopThread
+from ..utils._aio import LoopThread
 from ._openai_core import ChatTransport, KeyRing
 from ._openai_protocol import StreamAccumulator, build_payload, chat_completions_url
 from ._retry import RetryPolicy
@@ -100,6 +100,7 @@ class _OpenAIChat(BaseLLM):
     """
 
     is_api = True
+    stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
 
     def __init__(
         self,

@@ -65,6 +65,8 @@ def _pieces(item: Any, response: ModelResponse) -> list[str]:
 class _ScriptCore:
     """The shared core: take the next reply, record the call, apply stop words."""
 
+    stream_tools = True  # stream_chat serves ModelResponse replies (tool calls in the END item's extra)
+
     def _setup(self, script: Iterable[Any] | None) -> None:
         self.script: deque[Any] = deque(script or [])
         self.calls: list[LLMCall] = []
