@@ -28,7 +28,7 @@ def processes_under(roots: list[str]) -> list[tuple[int, str]]:
 
 def processes_of_uid(uid: int, exclude: tuple[int, ...] = ()) -> list[int]:
     """Live (non-zombie) processes of `uid`."""
-    from plait.sandbox._zygote import pids_of_uid
+    from plait.sandbox._zygote_os import pids_of_uid
 
     return [p for p in pids_of_uid(uid) if p not in exclude]
 

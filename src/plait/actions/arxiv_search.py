@@ -15,7 +15,7 @@ from typing import Any
 from ..exceptions import ToolArgumentError
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, RetryConfig, TTLCache, WebClient, WebToolMixin, as_data
+from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, as_data
 
 __all__ = ["ArxivPaper", "ArxivSearch", "AsyncArxivSearch", "build_arxiv_request", "parse_arxiv_feed"]
 
@@ -137,11 +137,7 @@ class ArxivSearch(WebToolMixin, BaseAction):
         self.max_query_len = max_query_len
         self.doc_content_chars_max = doc_content_chars_max
         self.endpoint = endpoint
-        self.client = WebClient(
-            timeout=timeout,
-            retry=RetryConfig(max_attempts=max_retry, backoff=1.0),
-            cache=TTLCache(maxsize=100 if cache_ttl > 0 else 0, ttl=cache_ttl),
-        )
+        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, backoff=1.0, cache_ttl=cache_ttl)
 
     def web_clients(self) -> list[WebClient]:
         """The arXiv API client."""

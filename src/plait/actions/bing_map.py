@@ -7,26 +7,16 @@ base URL is configurable.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
-from ..exceptions import UserError
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, RetryConfig, TTLCache, WebClient, WebToolMixin, as_data
+from .web import APIResponseError, HTTPRequest, WebClient, WebToolMixin, as_data, as_dict, as_list, env_or, require
 
 __all__ = ["AsyncBINGMap", "BINGMap", "first_resource", "parse_places", "parse_route"]
 
 SERVICE = "Bing Maps"
-
-
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
 
 
 def resources(data: Any) -> list[Mapping[str, Any]]:
@@ -35,13 +25,13 @@ def resources(data: Any) -> list[Mapping[str, Any]]:
     Raises:
         APIResponseError: The answer reports an error.
     """
-    body = _dict(data)
+    body = as_dict(data)
     status = body.get("statusCode", 200)
     if (isinstance(status, int) and status >= 400) or body.get("errorDetails"):
-        details = "; ".join(map(str, _list(body.get("errorDetails")))) or str(body.get("statusDescription", ""))
+        details = "; ".join(map(str, as_list(body.get("errorDetails")))) or str(body.get("statusDescription", ""))
         raise APIResponseError(f"Bing Maps reported an error: {details}")
-    sets = _list(body.get("resourceSets"))
-    return [_dict(r) for r in _list(_dict(sets[0]).get("resources"))] if sets else []
+    sets = as_list(body.get("resourceSets"))
+    return [as_dict(r) for r in as_list(as_dict(sets[0]).get("resources"))] if sets else []
 
 
 def first_resource(data: Any, what: str) -> Mapping[str, Any]:
@@ -56,10 +46,10 @@ def parse_route(data: Any) -> dict[str, Any]:
     """Distance, duration and the instruction texts of the first route."""
     route = first_resource(data, "route between these places")
     steps = [
-        str(_dict(item.get("instruction")).get("text", ""))
-        for leg in map(_dict, _list(route.get("routeLegs")))
-        for item in map(_dict, _list(leg.get("itineraryItems")))
-        if _dict(item.get("instruction")).get("text")
+        str(as_dict(item.get("instruction")).get("text", ""))
+        for leg in map(as_dict, as_list(route.get("routeLegs")))
+        for item in map(as_dict, as_list(leg.get("itineraryItems")))
+        if as_dict(item.get("instruction")).get("text")
     ]
     return {
         "distance": route.get("travelDistance"),
@@ -74,7 +64,7 @@ def parse_places(data: Any, limit: int = 5) -> list[dict[str, str]]:
     """Name and address of the first `limit` places of a LocalSearch answer."""
     places = []
     for item in resources(data)[:limit]:
-        address = _dict(item.get("Address") or item.get("address"))
+        address = as_dict(item.get("Address") or item.get("address"))
         places.append({"name": str(item.get("name", "")), "address": str(address.get("formattedAddress", ""))})
     return places
 
@@ -106,16 +96,9 @@ class BINGMap(WebToolMixin, BaseAction):
         cache_ttl: float = 600.0,
     ) -> None:
         super().__init__(description, parser, enable)
-        resolved = key if key is not None else os.environ.get("BING_MAP_KEY")
-        if not resolved:
-            raise UserError("BINGMap needs a Bing Maps key: pass key= or set $BING_MAP_KEY")
-        self._key = resolved
+        self._key = require(env_or(key, "BING_MAP_KEY"), "BINGMap's Bing Maps key (key=)", "BING_MAP_KEY")
         self.base_url = base_url.rstrip("/")
-        self.client = WebClient(
-            timeout=timeout,
-            retry=RetryConfig(max_attempts=max_retry),
-            cache=TTLCache(maxsize=100 if cache_ttl > 0 else 0, ttl=cache_ttl),
-        )
+        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
 
     def web_clients(self) -> list[WebClient]:
         """The Bing Maps client."""
@@ -147,7 +130,7 @@ class BINGMap(WebToolMixin, BaseAction):
 
     async def _coordinates(self, location: str) -> dict[str, float]:
         found = first_resource(await self._get("Locations", {"query": location}), f"location matching {location!r}")
-        coordinates = _list(_dict(found.get("point")).get("coordinates"))
+        coordinates = as_list(as_dict(found.get("point")).get("coordinates"))
         if len(coordinates) < 2:
             raise APIResponseError(f"Bing Maps returned no coordinates for {location!r}")
         return {"latitude": float(coordinates[0]), "longitude": float(coordinates[1])}

@@ -13,42 +13,8 @@ from .parser import BaseParser, JsonParser
 __all__ = ["FinishAction", "FunctionAction", "InvalidAction", "NoAction"]
 
 
-class InvalidAction(BaseAction):
-    """The answer to a call of a tool that does not exist (or is disabled).
-
-    Args:
-        err_msg: The default message; executors pass a specific one naming the valid tools.
-    """
-
-    run_in_thread = False
-
-    def __init__(
-        self,
-        err_msg: str = "The action is invalid, please check the action name.",
-        description: Mapping[str, Any] | None = None,
-        parser: type[BaseParser] = BaseParser,
-    ) -> None:
-        super().__init__(description, parser)
-        self._err_msg = err_msg
-
-    @tool_api
-    def run(self, err_msg: str | None = None) -> ActionReturn:
-        """Report a call that could not be carried out.
-
-        Args:
-            err_msg (str, optional): What went wrong; the action's default message when None.
-        """
-        return ActionReturn(
-            args={"text": err_msg},
-            type=self.name,
-            errmsg=err_msg or self._err_msg,
-            valid=ActionValidCode.INVALID,
-            state=ActionStatusCode.API_ERROR,
-        )
-
-
-class NoAction(BaseAction):
-    """The answer to a message that holds no usable tool call.
+class _ErrorAction(BaseAction, register=False):
+    """An action whose only API reports an error (a given message, or the action's default).
 
     Args:
         err_msg: The default message.
@@ -57,10 +23,7 @@ class NoAction(BaseAction):
     run_in_thread = False
 
     def __init__(
-        self,
-        err_msg: str = "Please follow the format",
-        description: Mapping[str, Any] | None = None,
-        parser: type[BaseParser] = BaseParser,
+        self, err_msg: str, description: Mapping[str, Any] | None = None, parser: type[BaseParser] = BaseParser
     ) -> None:
         super().__init__(description, parser)
         self._err_msg = err_msg
@@ -79,6 +42,38 @@ class NoAction(BaseAction):
             valid=ActionValidCode.INVALID,
             state=ActionStatusCode.API_ERROR,
         )
+
+
+class InvalidAction(_ErrorAction):
+    """The answer to a call of a tool that does not exist (or is disabled).
+
+    Args:
+        err_msg: The default message; executors pass a specific one naming the valid tools.
+    """
+
+    def __init__(
+        self,
+        err_msg: str = "The action is invalid, please check the action name.",
+        description: Mapping[str, Any] | None = None,
+        parser: type[BaseParser] = BaseParser,
+    ) -> None:
+        super().__init__(err_msg, description, parser)
+
+
+class NoAction(_ErrorAction):
+    """The answer to a message that holds no usable tool call.
+
+    Args:
+        err_msg: The default message.
+    """
+
+    def __init__(
+        self,
+        err_msg: str = "Please follow the format",
+        description: Mapping[str, Any] | None = None,
+        parser: type[BaseParser] = BaseParser,
+    ) -> None:
+        super().__init__(err_msg, description, parser)
 
 
 class FinishAction(BaseAction):

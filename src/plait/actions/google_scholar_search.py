@@ -9,14 +9,23 @@ configurable.
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..exceptions import UserError
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, RetryConfig, TTLCache, WebClient, WebToolMixin, as_data
+from .web import (
+    APIResponseError,
+    HTTPRequest,
+    HTTPResponse,
+    WebClient,
+    WebToolMixin,
+    as_data,
+    as_dict,
+    as_list,
+    env_or,
+    require,
+)
 
 __all__ = [
     "AsyncGoogleScholar",
@@ -30,16 +39,8 @@ __all__ = [
 SERVICE = "SerpAPI"
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _checked(data: Any) -> Mapping[str, Any]:
-    body = _dict(data)
+    body = as_dict(data)
     if body.get("error"):
         raise APIResponseError(f"SerpAPI reported an error: {body['error']}")
     return body
@@ -48,46 +49,46 @@ def _checked(data: Any) -> Mapping[str, Any]:
 def parse_scholar_results(data: Any, top: int = 3) -> dict[str, list[Any]]:
     """The first `top` organic results as parallel lists (title, cited_by, organic_id, snippets, pub_info)."""
     out: dict[str, list[Any]] = {"title": [], "cited_by": [], "organic_id": [], "snippets": [], "pub_info": []}
-    for item in map(_dict, _list(_checked(data).get("organic_results"))[:top]):
+    for item in map(as_dict, as_list(_checked(data).get("organic_results"))[:top]):
         out["title"].append(item.get("title", ""))
-        out["cited_by"].append(_dict(_dict(item.get("inline_links")).get("cited_by")).get("total", ""))
+        out["cited_by"].append(as_dict(as_dict(item.get("inline_links")).get("cited_by")).get("total", ""))
         out["organic_id"].append(item.get("result_id", ""))
         out["snippets"].append(item.get("snippet", ""))
-        out["pub_info"].append(_dict(item.get("publication_info")).get("summary", ""))
+        out["pub_info"].append(as_dict(item.get("publication_info")).get("summary", ""))
     return out
 
 
 def parse_author(data: Any, top: int = 3) -> dict[str, Any]:
     """Name, affiliations, website, interests, citation metrics and the first `top` articles."""
     body = _checked(data)
-    author = _dict(body.get("author"))
+    author = as_dict(body.get("author"))
     if not author:
         raise APIResponseError("SerpAPI found no author with that id")
     metrics: dict[str, Any] = {}
-    for row in map(_dict, _list(_dict(body.get("cited_by")).get("table"))):
+    for row in map(as_dict, as_list(as_dict(body.get("cited_by")).get("table"))):
         for name, values in row.items():
-            metrics[name] = _dict(values).get("all")
+            metrics[name] = as_dict(values).get("all")
     return {
         "name": author.get("name", ""),
         "affiliations": author.get("affiliations", ""),
         "website": author.get("website", ""),
-        "interests": [_dict(i).get("title", "") for i in _list(author.get("interests"))],
+        "interests": [as_dict(i).get("title", "") for i in as_list(author.get("interests"))],
         "cited_by": metrics,
         "articles": [
             {
                 "title": a.get("title", ""),
                 "authors": a.get("authors", ""),
                 "year": a.get("year", ""),
-                "cited_by": _dict(a.get("cited_by")).get("value"),
+                "cited_by": as_dict(a.get("cited_by")).get("value"),
             }
-            for a in map(_dict, _list(body.get("articles"))[:top])
+            for a in map(as_dict, as_list(body.get("articles"))[:top])
         ],
     }
 
 
 def parse_citation(data: Any) -> dict[str, Any]:
     """``{'citation': the MLA text, 'formats': {style: text}}``."""
-    citations = [_dict(c) for c in _list(_checked(data).get("citations"))]
+    citations = [as_dict(c) for c in as_list(_checked(data).get("citations"))]
     if not citations:
         raise APIResponseError("SerpAPI returned no citation for that id")
     formats = {str(c.get("title", "")): c.get("snippet", "") for c in citations}
@@ -96,7 +97,7 @@ def parse_citation(data: Any) -> dict[str, Any]:
 
 def parse_author_id(data: Any) -> dict[str, str]:
     """``{'author_id': ...}`` of the first profile found."""
-    profiles = [_dict(p) for p in _list(_checked(data).get("profiles"))]
+    profiles = [as_dict(p) for p in as_list(_checked(data).get("profiles"))]
     if not profiles or not profiles[0].get("author_id"):
         raise APIResponseError("SerpAPI found no Google Scholar profile for that name")
     return {"author_id": str(profiles[0]["author_id"]), "name": str(profiles[0].get("name", ""))}
@@ -129,16 +130,11 @@ class GoogleScholar(WebToolMixin, BaseAction):
         cache_ttl: float = 600.0,
     ) -> None:
         super().__init__(description, parser, enable)
-        key = api_key if api_key is not None else os.environ.get("SERPAPI_API_KEY")
-        if not key:
-            raise UserError("GoogleScholar needs a SerpAPI key: pass api_key= or set $SERPAPI_API_KEY")
-        self._api_key = key
-        self.endpoint = endpoint
-        self.client = WebClient(
-            timeout=timeout,
-            retry=RetryConfig(max_attempts=max_retry),
-            cache=TTLCache(maxsize=100 if cache_ttl > 0 else 0, ttl=cache_ttl),
+        self._api_key = require(
+            env_or(api_key, "SERPAPI_API_KEY"), "GoogleScholar's SerpAPI key (api_key=)", "SERPAPI_API_KEY"
         )
+        self.endpoint = endpoint
+        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
 
     def web_clients(self) -> list[WebClient]:
         """The SerpAPI client."""

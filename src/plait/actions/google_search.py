@@ -6,14 +6,23 @@ never appears in errors or results. The endpoint is configurable.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..exceptions import UserError
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, RetryConfig, TTLCache, WebClient, WebToolMixin, as_data
+from .web import (
+    APIResponseError,
+    HTTPRequest,
+    HTTPResponse,
+    WebClient,
+    WebToolMixin,
+    as_data,
+    as_dict,
+    env_or,
+    require,
+)
 from .web.searchers import clean_snippet
 
 __all__ = ["AsyncGoogleSearch", "GoogleSearch", "serper_snippets"]
@@ -21,13 +30,9 @@ __all__ = ["AsyncGoogleSearch", "GoogleSearch", "serper_snippets"]
 NO_RESULT = "No good Google Search Result was found"
 
 
-def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def serper_snippets(data: Mapping[str, Any], result_key: str, k: int) -> list[str]:
     """Lagent's answer text: the answer box alone if there is one, else knowledge graph + top-`k` snippets."""
-    answer_box = _dict(data.get("answerBox"))
+    answer_box = as_dict(data.get("answerBox"))
     if answer_box.get("answer"):
         return [clean_snippet(answer_box["answer"])]
     if answer_box.get("snippet"):
@@ -38,19 +43,19 @@ def serper_snippets(data: Mapping[str, Any], result_key: str, k: int) -> list[st
             [clean_snippet(h) for h in highlighted] if isinstance(highlighted, list) else [clean_snippet(highlighted)]
         )
     snippets: list[str] = []
-    graph = _dict(data.get("knowledgeGraph"))
+    graph = as_dict(data.get("knowledgeGraph"))
     if graph:
         title = graph.get("title", "")
         if graph.get("type"):
             snippets.append(f"{title}: {graph['type']}.")
         if graph.get("description"):
             snippets.append(clean_snippet(graph["description"]))
-        snippets.extend(f"{title} {key}: {value}." for key, value in _dict(graph.get("attributes")).items())
+        snippets.extend(f"{title} {key}: {value}." for key, value in as_dict(graph.get("attributes")).items())
     results = data.get(result_key)
-    for item in map(_dict, results[:k] if isinstance(results, list) else []):
+    for item in map(as_dict, results[:k] if isinstance(results, list) else []):
         if item.get("snippet"):
             snippets.append(clean_snippet(item["snippet"]))
-        snippets.extend(f"{key}: {value}." for key, value in _dict(item.get("attributes")).items())
+        snippets.extend(f"{key}: {value}." for key, value in as_dict(item.get("attributes")).items())
     return snippets or [NO_RESULT]
 
 
@@ -85,19 +90,15 @@ class GoogleSearch(WebToolMixin, BaseAction):
         cache_ttl: float = 600.0,
     ) -> None:
         super().__init__(description, parser, enable)
-        key = api_key if api_key is not None else os.environ.get("SERPER_API_KEY")
-        if not key:
-            raise UserError("GoogleSearch needs a serper.dev API key: pass api_key= or set $SERPER_API_KEY")
+        key = require(
+            env_or(api_key, "SERPER_API_KEY"), "GoogleSearch's serper.dev API key (api_key=)", "SERPER_API_KEY"
+        )
         if search_type not in self.RESULT_KEYS:
             raise UserError(f"search_type must be one of {sorted(self.RESULT_KEYS)}, got {search_type!r}")
         self._api_key = key
         self.search_type = search_type
         self.endpoint = endpoint.rstrip("/")
-        self.client = WebClient(
-            timeout=timeout,
-            retry=RetryConfig(max_attempts=max_retry),
-            cache=TTLCache(maxsize=100 if cache_ttl > 0 else 0, ttl=cache_ttl),
-        )
+        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
 
     def web_clients(self) -> list[WebClient]:
         """The serper.dev client."""
@@ -116,7 +117,7 @@ class GoogleSearch(WebToolMixin, BaseAction):
 
     def parse_response(self, response: HTTPResponse, k: int) -> list[str]:
         """The snippets of an answer (see `serper_snippets`)."""
-        data = _dict(response.json("serper.dev"))
+        data = as_dict(response.json("serper.dev"))
         key = self.RESULT_KEYS[self.search_type]
         if isinstance(data.get("message"), str) and key not in data:
             raise APIResponseError(f"serper.dev reported an error: {data['message']}")

@@ -23,18 +23,19 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..sandbox import Limits, adrive, drive
-from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox import Limits
+from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output, truncate
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn, ActionStatusCode
+from ._sandboxed import SessionTool
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 
 __all__ = ["AsyncIPythonInteractive", "IPythonInteractive", "IPythonInteractiveManager"]
 
 
-class IPythonInteractive(BaseAction):
+class IPythonInteractive(SessionTool):
     """An interactive Python session per session id, each in its own sandboxed process.
 
     Args:
@@ -63,29 +64,13 @@ class IPythonInteractive(BaseAction):
         pool_size: int = 1,
         max_sessions: int | None = 256,
     ) -> None:
-        super().__init__(description, parser, enable)
-        self.limits = (limits or Limits()).replace(timeout=float(timeout))
+        super().__init__(description, parser, enable, timeout=timeout, limits=limits)
         self.max_out_len = max_out_len
         self.pool_size = pool_size
         self.max_sessions = max_sessions
-        self._sessions: Sessions[Any] | None = None
 
-    @property
-    def timeout(self) -> float:
-        """Wall-clock seconds per call."""
-        return self.limits.timeout
-
-    @property
-    def sessions(self) -> Sessions[Any]:
-        """The sandboxed processes of this tool (started on first use)."""
-        return lazy_sessions(
-            self, lambda: Sessions("worker", self.limits, spares=self.pool_size, max_live=self.max_sessions)
-        )
-
-    def _timeout(self, timeout: float | None) -> float:
-        if timeout is None or timeout <= 0:
-            return self.limits.timeout
-        return min(float(timeout), self.limits.timeout)
+    def _new_sessions(self) -> Sessions[Any]:
+        return Sessions("worker", self.limits, spares=self.pool_size, max_live=self.max_sessions)
 
     def _request(self, command: str) -> dict[str, Any]:
         return {"op": "exec", "mode": "interactive", "code": extract_code(command)}
@@ -109,27 +94,7 @@ class IPythonInteractive(BaseAction):
             timeout: timeout for execution in seconds (at most the tool's own limit)
             session_id: the caller's session (passed by executors, hidden from the model)
         """
-        with self.sessions.lock(session_id):
-            return self._to_return(drive(self._op(command, timeout, session_id)))
-
-    def reset(self, session_id: Hashable | None = None) -> None:
-        """Forget the variables of `session_id` (of every session when None)."""
-        if self._sessions is not None:
-            self._sessions.reset(session_id)
-
-    def close_session(self, session_id: Hashable) -> None:
-        """Kill the process of `session_id` and remove its files."""
-        if self._sessions is not None:
-            self._sessions.close_session(session_id)
-
-    def session_dir(self, session_id: Hashable = 0) -> str | None:
-        """The private working directory of `session_id` (None before its first call)."""
-        return None if self._sessions is None else self._sessions.directory(session_id)
-
-    def shutdown(self) -> None:
-        """Kill every process of this tool (a later call starts afresh)."""
-        if self._sessions is not None:
-            self._sessions.shutdown()
+        return self._execute(command, timeout, session_id)
 
 
 class AsyncIPythonInteractive(AsyncActionMixin, IPythonInteractive):  # type: ignore[misc]  # mixin __call__ is async by design
@@ -148,8 +113,7 @@ class AsyncIPythonInteractive(AsyncActionMixin, IPythonInteractive):  # type: ig
             timeout: timeout for execution in seconds (at most the tool's own limit)
             session_id: the caller's session (passed by executors, hidden from the model)
         """
-        async with self.sessions.alock(session_id):
-            return self._to_return(await adrive(self._op(command, timeout, session_id)))
+        return await self._aexecute(command, timeout, session_id)
 
 
 class IPythonInteractiveManager(BaseAction):

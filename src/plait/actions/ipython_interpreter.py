@@ -27,18 +27,19 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from ..sandbox import Limits, adrive, drive
-from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox import Limits
+from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn, ActionStatusCode
+from ._sandboxed import SessionTool
 from .base_action import AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 
 __all__ = ["AsyncIPythonInterpreter", "IPythonInterpreter"]
 
 
-class IPythonInterpreter(BaseAction):
+class IPythonInterpreter(SessionTool):
     """Stateful Python on Jupyter kernels, one sandboxed kernel per session.
 
     Args:
@@ -67,33 +68,17 @@ class IPythonInterpreter(BaseAction):
         pool_size: int = 1,
         max_kernels: int | None = 64,
     ) -> None:
-        super().__init__(description, parser, enable)
+        super().__init__(description, parser, enable, timeout=timeout, limits=limits)
         if user_data_dir == "ENV":
             user_data_dir = os.environ.get("USER_DATA_DIR", "")
         self.user_data_dir = user_data_dir
         self.work_dir = work_dir
-        self.limits = (limits or Limits()).replace(timeout=float(timeout))
         self.pool_size = pool_size
         self.max_kernels = max_kernels
-        self._sessions: Sessions[Any] | None = None
 
-    @property
-    def timeout(self) -> float:
-        """Wall-clock seconds per call."""
-        return self.limits.timeout
-
-    @property
-    def sessions(self) -> Sessions[Any]:
-        """The kernels of this tool (started on first use)."""
+    def _new_sessions(self) -> Sessions[Any]:
         env = {"USER_DATA_DIR": os.path.abspath(self.user_data_dir)} if self.user_data_dir else {}
-        return lazy_sessions(
-            self, lambda: Sessions("kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env)
-        )
-
-    def _timeout(self, timeout: float | None) -> float:
-        if timeout is None or timeout <= 0:
-            return self.limits.timeout
-        return min(float(timeout), self.limits.timeout)
+        return Sessions("kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env)
 
     def _save_image(self, data: str) -> str:
         os.makedirs(self.work_dir, exist_ok=True)
@@ -126,31 +111,11 @@ class IPythonInterpreter(BaseAction):
             timeout: Upper bound of waiting time for Python script execution.
             session_id: the caller's session (passed by executors, hidden from the model)
         """  # noqa: E501
-        with self.sessions.lock(session_id):
-            return self._to_return(drive(self._op(command, timeout, session_id)))
+        return self._execute(command, timeout, session_id)
 
     def prewarm(self, wait: bool = False) -> None:
         """Start the spare kernels now (optionally waiting until they are ready)."""
         self.sessions.prewarm(wait=wait)
-
-    def reset(self, session_id: Hashable | None = None) -> None:
-        """Give `session_id` (every session when None) a fresh kernel on its next call."""
-        if self._sessions is not None:
-            self._sessions.reset(session_id)
-
-    def close_session(self, session_id: Hashable) -> None:
-        """Kill the kernel of `session_id` and remove its files."""
-        if self._sessions is not None:
-            self._sessions.close_session(session_id)
-
-    def session_dir(self, session_id: Hashable = 0) -> str | None:
-        """The private working directory of `session_id` (None before its first call)."""
-        return None if self._sessions is None else self._sessions.directory(session_id)
-
-    def shutdown(self) -> None:
-        """Kill every kernel of this tool (a later call starts afresh)."""
-        if self._sessions is not None:
-            self._sessions.shutdown()
 
 
 class AsyncIPythonInterpreter(AsyncActionMixin, IPythonInterpreter):  # type: ignore[misc]  # mixin __call__ is async by design
@@ -167,5 +132,4 @@ class AsyncIPythonInterpreter(AsyncActionMixin, IPythonInterpreter):  # type: ig
             timeout: Upper bound of waiting time for Python script execution.
             session_id: the caller's session (passed by executors, hidden from the model)
         """  # noqa: E501
-        async with self.sessions.alock(session_id):
-            return self._to_return(await adrive(self._op(command, timeout, session_id)))
+        return await self._aexecute(command, timeout, session_id)

@@ -19,10 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..sandbox import Limits, adrive, drive
-from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn, ActionStatusCode
+from ._sandboxed import SandboxedTool
 from .base_action import AsyncActionMixin, BaseAction
 from .parser import BaseParser, JsonParser
 
@@ -40,7 +41,7 @@ DEFAULT_DESCRIPTION: dict[str, Any] = {
 }
 
 
-class PythonInterpreter(BaseAction):
+class PythonInterpreter(SandboxedTool):
     """Runs a Python snippet in a fresh sandboxed process and returns its answer.
 
     Args:
@@ -67,23 +68,14 @@ class PythonInterpreter(BaseAction):
         limits: Limits | None = None,
         pool_size: int = 1,
     ) -> None:
-        super().__init__(description or DEFAULT_DESCRIPTION, parser, enable)
+        super().__init__(description or DEFAULT_DESCRIPTION, parser, enable, timeout=timeout, limits=limits)
         self.answer_symbol = answer_symbol
         self.answer_expr = answer_expr
         self.answer_from_stdout = answer_from_stdout
-        self.limits = (limits or Limits()).replace(timeout=float(timeout))
         self.pool_size = pool_size
-        self._sessions: Sessions[Any] | None = None
 
-    @property
-    def timeout(self) -> float:
-        """Wall-clock seconds per call."""
-        return self.limits.timeout
-
-    @property
-    def sessions(self) -> Sessions[Any]:
-        """The sandboxed processes of this tool (started on first use)."""
-        return lazy_sessions(self, lambda: Sessions("worker", self.limits, spares=self.pool_size, max_live=None))
+    def _new_sessions(self) -> Sessions[Any]:
+        return Sessions("worker", self.limits, spares=self.pool_size, max_live=None)
 
     def _request(self, command: str) -> dict[str, Any]:
         answer = {"from_stdout": self.answer_from_stdout, "symbol": self.answer_symbol, "expr": self.answer_expr}
@@ -108,11 +100,6 @@ class PythonInterpreter(BaseAction):
             command: Python code snippet
         """
         return self._to_return(drive(self.sessions.once_op(self._request(command))))
-
-    def shutdown(self) -> None:
-        """Kill this tool's processes (they restart on the next call)."""
-        if self._sessions is not None:
-            self._sessions.shutdown()
 
 
 class AsyncPythonInterpreter(AsyncActionMixin, PythonInterpreter):  # type: ignore[misc]  # mixin __call__ is async by design

@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from ..exceptions import LLMConnectionError, LLMError, LLMRateLimitError, LLMResponseError, LLMTimeoutError
-from ._http import SessionPool
+from ..utils._aio import SessionPool
 from ._openai_protocol import StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder

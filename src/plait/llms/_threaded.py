@@ -7,6 +7,7 @@ once: ``producer(emit, cancel)`` passes each item to ``emit`` and stops early on
 hand its items to a sync or async consumer; an exception raised by the producer is
 raised to the consumer, and a consumer that stops early (or whose task is cancelled)
 sets ``cancel`` so the engine stops generating. The async driver never blocks the loop.
+`to_thread_cancellable` is the same for one blocking call that takes a ``cancel`` event.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Generator
+from typing import Any, TypeVar
 
-__all__ = ["Producer", "aiterate_thread", "iterate_thread"]
+__all__ = ["Producer", "aiterate_thread", "iterate_thread", "to_thread_cancellable"]
+
+T = TypeVar("T")
 
 Producer = Callable[[Callable[[Any], None], threading.Event], None]
 
@@ -50,7 +53,7 @@ def _unwrap(item: Any) -> Any:
     return item
 
 
-def iterate_thread(producer: Producer, name: str = "plait-producer") -> Iterator[Any]:
+def iterate_thread(producer: Producer, name: str = "plait-producer") -> Generator[Any, None, None]:
     """The items `producer` emits, produced on a worker thread (closing the iterator cancels it)."""
     items: queue.SimpleQueue[Any] = queue.SimpleQueue()
     cancel = threading.Event()
@@ -62,7 +65,7 @@ def iterate_thread(producer: Producer, name: str = "plait-producer") -> Iterator
         cancel.set()
 
 
-async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> AsyncIterator[Any]:
+async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> AsyncGenerator[Any, None]:
     """The items `producer` emits, awaited without blocking the event loop."""
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[Any] = asyncio.Queue()
@@ -78,5 +81,18 @@ async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> A
     try:
         while not isinstance(item := _unwrap(await items.get()), _Done):
             yield item
+    finally:
+        cancel.set()
+
+
+async def to_thread_cancellable(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args, cancel)`` in a worker thread, awaited without blocking the event loop.
+
+    ``cancel`` is set once the call is over or the awaiting task is cancelled, so an engine
+    that watches it stops generating.
+    """
+    cancel = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, *args, cancel)
     finally:
         cancel.set()

@@ -35,9 +35,10 @@ from ..exceptions import (
     UserError,
 )
 from ..schema import ModelStatusCode
+from ..utils._aio import close_with_loop
 from ._anthropic_protocol import build_request, parse_message
 from ._openai_core import KeyRing
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
 from .response import ModelResponse
 from .templates import APITemplateParser
 
@@ -50,8 +51,6 @@ CLAUDE_META: list[dict[str, Any]] = [
     {"role": "environment", "api_role": "user"},
 ]
 
-_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
-
 
 def _import_anthropic() -> Any:
     try:
@@ -59,14 +58,6 @@ def _import_anthropic() -> Any:
     except ImportError:
         raise MissingDependencyError("anthropic", extra="anthropic", feature="ClaudeAPI") from None
     return anthropic
-
-
-async def _close_with_loop(client: Any) -> AsyncIterator[None]:
-    """Parked async generator: finalized by its loop's shutdown, which closes `client`."""
-    try:
-        yield
-    finally:
-        await client.close()
 
 
 def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
@@ -133,7 +124,7 @@ class _ClaudeCore(BaseLLM):
         timeout: float = 600.0,
         **gen_params: Any,
     ) -> None:
-        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        base = pop_base_gen_params(gen_params)
         sampling = {k: base.pop(k, None) for k in ("temperature", "top_p", "top_k")}
         super().__init__(
             path=model_type,
@@ -213,6 +204,22 @@ class _ClaudeCore(BaseLLM):
         response.content = self._finish(response.content, params)
         return response
 
+    # shared by the sync and async `stream_chat`
+
+    def _stream_failed(self, exc: BaseException, key: str, seen: bool) -> None:
+        """Return when the stream should start again (another key); otherwise raise.
+
+        A stream the caller has partly `seen` is never restarted.
+        """
+        if seen:
+            raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
+        self._after_failure(exc, key)
+
+    def _stream_end(self, final: Any, params: Mapping[str, Any]) -> StreamItem:
+        """The `END` item for the SDK's final message: the reply text and the `ModelResponse`."""
+        response = self._finish_response(parse_message(final), params)
+        return ModelStatusCode.END, response.content, response
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_type={self.model_type!r})"
 
@@ -246,12 +253,9 @@ class ClaudeAPI(_ClaudeCore):
                         yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
                     final = stream.get_final_message()
             except self.sdk.APIError as exc:
-                if text:  # never restart a stream the caller has partly seen
-                    raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
-                self._after_failure(exc, key)
+                self._stream_failed(exc, key, seen=bool(text))
                 continue
-            response = self._finish_response(parse_message(final), params)
-            yield ModelStatusCode.END, response.content, response
+            yield self._stream_end(final, params)
             return
 
 
@@ -267,9 +271,7 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
         client = clients.get(key)
         if client is None:
             client = clients[key] = self._new_client(key)
-            keeper = _close_with_loop(client)
-            clients[f"keeper:{key}"] = keeper  # the loop only holds async generators weakly
-            await keeper.__anext__()  # registers it for finalization at loop shutdown
+            clients[f"keeper:{key}"] = await close_with_loop(client)  # the loop holds it only weakly
         return client
 
     async def complete(
@@ -308,10 +310,7 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
                         yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
                     final = await stream.get_final_message()
             except self.sdk.APIError as exc:
-                if text:
-                    raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
-                self._after_failure(exc, key)
+                self._stream_failed(exc, key, seen=bool(text))
                 continue
-            response = self._finish_response(parse_message(final), params)
-            yield ModelStatusCode.END, response.content, response
+            yield self._stream_end(final, params)
             return

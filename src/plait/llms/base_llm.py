@@ -43,6 +43,15 @@ def filter_suffix(response: str, suffixes: Iterable[str] | None = None) -> str:
     return response[:cut]
 
 
+BASE_GEN_PARAMS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
+"""The generation parameters `BaseLLM` takes as keywords (the rest are backend-specific)."""
+
+
+def pop_base_gen_params(gen_params: dict[str, Any]) -> dict[str, Any]:
+    """Move the `BASE_GEN_PARAMS` found in `gen_params` out of it, into the returned dict."""
+    return {key: gen_params.pop(key) for key in BASE_GEN_PARAMS if key in gen_params}
+
+
 def _stop_list(value: Any) -> list[str]:
     if value is None:
         return []

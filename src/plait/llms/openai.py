@@ -26,7 +26,7 @@ from ..utils._aio import LoopThread
 from ._openai_core import ChatTransport, KeyRing
 from ._openai_protocol import StreamAccumulator, build_payload, chat_completions_url
 from ._retry import RetryPolicy
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
 from .response import ModelResponse, Usage
 from .templates import APITemplateParser
 
@@ -38,8 +38,6 @@ OPENAI_META: list[dict[str, Any]] = [
     {"role": "assistant", "api_role": "assistant"},
     {"role": "environment", "api_role": "system"},
 ]
-
-_BASE_PARAMS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
@@ -120,7 +118,7 @@ class _OpenAIChat(BaseLLM):
         max_connections: int = 1024,
         **gen_params: Any,
     ) -> None:
-        base = {name: gen_params.pop(name) for name in _BASE_PARAMS if name in gen_params}
+        base = pop_base_gen_params(gen_params)
         super().__init__(
             path=model_type,
             template_parser=APITemplateParser,

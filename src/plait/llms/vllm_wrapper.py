@@ -22,11 +22,10 @@ from typing import Any
 
 from ..exceptions import LLMError, MissingDependencyError
 from ..schema import ModelStatusCode
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem
+from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
 
 __all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs"]
 
-_BASE_KEYS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetition_penalty", "stop_words")
 _RENAMED = {"max_new_tokens": "max_tokens", "stop_words": "stop"}
 _NOT_SENT = frozenset({"session_ids"})
 
@@ -90,7 +89,7 @@ class _VllmCore:
         meta_template: list[dict[str, Any]] | None = None,
         **gen_params: Any,
     ) -> None:
-        base = {k: gen_params.pop(k) for k in _BASE_KEYS if k in gen_params}
+        base = pop_base_gen_params(gen_params)
         super().__init__(path, meta_template=meta_template, **base)  # type: ignore[call-arg]
         self.gen_params.update(gen_params)
         self.tp = tp

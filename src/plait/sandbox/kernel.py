@@ -19,7 +19,7 @@ from ..exceptions import MissingDependencyError
 from ._io import Op, Sleep, Wait
 from .limits import Limits
 from .process import Child, SandboxError, spawn_op
-from .worker import ExecResult, OutputCap, describe_exit
+from .worker import ExecResult, OutputCap, describe_exit, exit_status_op
 
 __all__ = ["Kernel", "clean_traceback", "start_kernel_op"]
 
@@ -179,12 +179,7 @@ class Kernel:
             if collector.reply is not None and (collector.idle or time.monotonic() - (reply_at or 0) > 0.2):
                 return collector.result(interrupted, timeout)
             if self.child.dead():
-                status = self.child.exit_status()
-                for _ in range(10):
-                    if status is not None:
-                        break
-                    yield Sleep(0.01)
-                    status = self.child.exit_status()
+                status = yield from exit_status_op(self.child)
                 self.release()
                 return ExecResult(
                     ok=False,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import PlaitError
-from . import _zygote
+from . import _zygote, _zygote_os
 from ._io import Op, Wait
 from .limits import Limits
 
@@ -62,9 +62,9 @@ class FrameReader:
                 break
             self._buf += chunk
         frames = []
-        size = _zygote.HEADER.size
+        size = _zygote_os.HEADER.size
         while len(self._buf) >= size:
-            (length,) = _zygote.HEADER.unpack_from(self._buf)
+            (length,) = _zygote_os.HEADER.unpack_from(self._buf)
             if len(self._buf) < size + length:
                 break
             frames.append(json.loads(bytes(self._buf[size : size + length])))

@@ -1,7 +1,7 @@
 """Running code in a worker process: the exec call as one op, shared by sync and async callers.
 
 A worker is a confined child (`plait.sandbox.process.Child`) running the loop in
-`plait.sandbox._zygote.Worker`: it keeps one namespace (so variables survive between calls)
+`plait.sandbox._zygote_child.Worker`: it keeps one namespace (so variables survive between calls)
 and answers each request with a frame; everything the code prints goes through a pipe that
 the parent reads while it waits, keeping at most ``max_output_bytes``.
 """
@@ -15,14 +15,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _zygote
+from . import _zygote_child, _zygote_os
 from ._io import Op, Sleep, Wait
 from .limits import Limits
 from .process import Child, FrameReader
 
-__all__ = ["ExecResult", "OutputCap", "describe_exit", "exec_op"]
+__all__ = ["ExecResult", "OutputCap", "describe_exit", "exec_op", "exit_status_op"]
 
-TRUNCATION = _zygote.TRUNCATION
+TRUNCATION = _zygote_child.TRUNCATION
 
 
 @dataclass
@@ -106,13 +106,15 @@ def _drain(fd: int | None, cap: OutputCap | None) -> bool:
             cap.add(data)
 
 
-def _exit_status_op(child: Child) -> Op[int | None]:
+def exit_status_op(child: Child) -> Op[int | None]:
+    """The exit status of a `child` that died, waiting up to 0.1 s for it (None if still unknown)."""
+    status = child.exit_status()
     for _ in range(10):
-        status = child.exit_status()
         if status is not None:
-            return status
+            break
         yield Sleep(0.01)
-    return None
+        status = child.exit_status()
+    return status
 
 
 def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: float | None = None) -> Op[ExecResult]:
@@ -128,7 +130,7 @@ def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: floa
     try:
         child.channel.sendall(_frame(request))
     except OSError:
-        status = yield from _exit_status_op(child)
+        status = yield from exit_status_op(child)
         return ExecResult(ok=False, error=f"the Python process {describe_exit(status)}", restarted=True)
     reader = FrameReader()
     out_fd = child.output
@@ -146,7 +148,7 @@ def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: floa
             return _result(reply, cap, interrupted, timeout)
         if child.pidfd in ready or reader.eof:
             _drain(child.output, cap)
-            status = yield from _exit_status_op(child)
+            status = yield from exit_status_op(child)
             child.release()
             return ExecResult(
                 ok=False,
@@ -175,7 +177,7 @@ def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: floa
 
 def _frame(obj: Any) -> bytes:
     data = json.dumps(obj).encode()
-    return _zygote.HEADER.pack(len(data)) + data
+    return _zygote_os.HEADER.pack(len(data)) + data
 
 
 def _result(reply: dict[str, Any], cap: OutputCap, interrupted: bool, timeout: float) -> ExecResult:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any, Union
 
 from aiohttp import web
+
+from ._server import BackgroundServer
 
 __all__ = ["Canned", "FakeHTTPServer", "RecordedRequest"]
 
@@ -123,7 +124,7 @@ class Canned:
 Responder = Union[Canned, Sequence[Canned], Callable[[RecordedRequest], Canned]]
 
 
-class FakeHTTPServer:
+class FakeHTTPServer(BackgroundServer):
     """An HTTP server on ``127.0.0.1`` (a free port) replaying canned responses.
 
     Attributes:
@@ -131,16 +132,14 @@ class FakeHTTPServer:
         errors: Requests no route matched (answered 404), as ``'METHOD /path'``.
     """
 
+    thread_name = "fake-http"
+
     def __init__(self, routes: Mapping[tuple[str, str], Responder] | None = None) -> None:
+        super().__init__()
         self._routes: dict[tuple[str, str], Responder] = {}
         self._counters: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
-        self.errors: list[str] = []
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         for (method, path), responder in (routes or {}).items():
             self.route(method, path, responder)
 
@@ -164,69 +163,10 @@ class FakeHTTPServer:
         """The recorded requests whose path is `path`."""
         return [r for r in self.requests if r.path == path]
 
-    # -- lifecycle ------------------------------------------------------------------------------
-    def start(self) -> FakeHTTPServer:
-        """Bind a free port and serve from a background thread; returns self."""
-        if self._thread is not None:
-            return self
-        started = threading.Event()
-        failure: list[BaseException] = []
-        self._thread = threading.Thread(target=self._serve, args=(started, failure), name="fake-http", daemon=True)
-        self._thread.start()
-        started.wait()
-        if failure:
-            self._thread.join()
-            self._thread = None
-            raise failure[0]
-        return self
-
-    def _serve(self, started: threading.Event, failure: list[BaseException]) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._start_app())
-        except BaseException as exc:  # reported to start()'s caller
-            failure.append(exc)
-            started.set()
-            loop.close()
-            return
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-    async def _start_app(self) -> None:
+    def _make_app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.2)
-        await runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(runner, sock).start()
-        self._runner = runner
-
-    def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
-        loop, thread, runner = self._loop, self._thread, self._runner
-        if loop is None or thread is None:
-            return
-        if runner is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-            except Exception as exc:  # still stop the loop; report what went wrong
-                self.errors.append(f"cleanup failed: {exc!r}")
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        self._loop = self._thread = self._runner = None
-
-    def __enter__(self) -> FakeHTTPServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return app
 
     # -- serving --------------------------------------------------------------------------------
     def _pick(self, request: RecordedRequest) -> Canned | None:

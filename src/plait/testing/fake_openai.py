@@ -27,8 +27,6 @@ import asyncio
 import collections
 import inspect
 import json
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +35,7 @@ from typing import Any, Union
 from aiohttp import web
 
 from ..exceptions import ScriptError
+from ._server import BackgroundServer
 
 __all__ = [
     "FakeOpenAIServer",
@@ -231,7 +230,7 @@ def _echo(body: Mapping[str, Any]) -> Reply:
     return Reply(content=content if isinstance(content, str) else "ok")
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(BackgroundServer):
     """An OpenAI-compatible server on ``127.0.0.1`` (a free port), run on a background thread.
 
     Args:
@@ -251,6 +250,10 @@ class FakeOpenAIServer:
         errors: Problems the server hit (script exhausted, handler raised).
     """
 
+    thread_name = "fake-openai"
+    shutdown_timeout = 0.5
+    backlog = 4096
+
     def __init__(
         self,
         script: Iterable[ReplyLike] | None = None,
@@ -262,6 +265,7 @@ class FakeOpenAIServer:
         chunk_delay: float = 0.0,
         exhausted_keys: Iterable[str] = (),
     ) -> None:
+        super().__init__()
         self.script: collections.deque[ReplyLike] = collections.deque(script or ())
         self.scripted = script is not None
         self.handler = handler
@@ -272,12 +276,7 @@ class FakeOpenAIServer:
         self.exhausted_keys = set(exhausted_keys)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        self.errors: list[str] = []
-        self.port = 0
         self._seq = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
 
     # -- lifecycle --
 
@@ -291,70 +290,12 @@ class FakeOpenAIServer:
         """The full chat-completions URL."""
         return self.base_url + "/chat/completions"
 
-    def start(self) -> FakeOpenAIServer:
-        """Bind a free port and serve from a background thread; returns self."""
-        if self._thread is not None:
-            return self
-        started = threading.Event()
-        failure: list[BaseException] = []
-        self._thread = threading.Thread(target=self._serve, args=(started, failure), name="fake-openai", daemon=True)
-        self._thread.start()
-        started.wait()
-        if failure:
-            self._thread.join()
-            self._thread = None
-            raise failure[0]
-        return self
-
-    def _serve(self, started: threading.Event, failure: list[BaseException]) -> None:
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._start_app())
-        except BaseException as exc:  # reported to start()'s caller
-            failure.append(exc)
-            started.set()
-            loop.close()
-            return
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
-
-    async def _start_app(self) -> None:
+    def _make_app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.5)
-        await runner.setup()
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = sock.getsockname()[1]
-        await web.SockSite(runner, sock, backlog=4096).start()
-        self._runner = runner
-
-    def stop(self) -> None:
-        """Stop serving and join the thread (idempotent)."""
-        loop, thread, runner = self._loop, self._thread, self._runner
-        if loop is None or thread is None:
-            return
-        if runner is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
-            except Exception as exc:  # still stop the loop; report what went wrong
-                self.errors.append(f"cleanup failed: {exc!r}")
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        self._loop = self._thread = self._runner = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return app
 
     # -- script --
 

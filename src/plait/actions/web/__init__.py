@@ -2,7 +2,8 @@
 
 * `errors`: the `WebError` family (each knows the `ActionStatusCode` a tool reports) and
   `redact`, which keeps secrets out of messages.
-* `messages`: `HTTPRequest` / `HTTPResponse`, requests and responses as plain data.
+* `messages`: `HTTPRequest` / `HTTPResponse`, requests and responses as plain data, and
+  `as_dict` / `as_list` for JSON of unknown shape.
 * `policy`: `RetryConfig` (bounded retries, backoff) and `TTLCache`.
 * `client`: `WebClient`, the one aiohttp IO path, and `SyncBridge` for sync callers.
 * `ssrf`: `URLGuard`, which refuses URLs that resolve to non-public addresses.
@@ -10,7 +11,8 @@
 * `fetcher`: `ContentFetcher`, guarded page downloads as bounded text.
 * `tc3`: Tencent Cloud TC3-HMAC-SHA256 request signing.
 * `searchers`: the search backends and their registry (`get_searcher`).
-* `tool`: `WebToolMixin` / `as_data`, how a tool writes each API once for sync and async.
+* `tool`: `WebToolMixin` / `as_data`, how a tool writes each API once for sync and async, and
+  `env_or` / `require` for credentials.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ from .errors import (
     WebTimeoutError,
     redact,
 )
-from .messages import HTTPRequest, HTTPResponse, encode_query
+from .messages import HTTPRequest, HTTPResponse, as_dict, as_list, encode_query
 from .policy import RetryConfig, TTLCache
 from .ssrf import URLGuard, is_public_address
-from .tool import WebToolMixin, as_data
+from .tool import WebToolMixin, as_data, env_or, require
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -47,7 +49,11 @@ __all__ = [
     "WebTimeoutError",
     "WebToolMixin",
     "as_data",
+    "as_dict",
+    "as_list",
     "encode_query",
+    "env_or",
     "is_public_address",
     "redact",
+    "require",
 ]

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urljoin
@@ -22,7 +21,7 @@ from urllib.parse import urljoin
 import aiohttp
 
 from ...exceptions import UserError
-from ...llms._http import LoopThread
+from ...utils._aio import LoopThread, SessionPool
 from .errors import HTTPStatusError, WebConnectionError, WebError, WebTimeoutError, redact
 from .messages import HTTPRequest, HTTPResponse
 from .policy import RetryConfig, TTLCache
@@ -39,49 +38,6 @@ T = TypeVar("T")
 DEFAULT_USER_AGENT = "Mozilla/5.0 (compatible; plait-web/0.1; +https://pypi.org/project/plait/)"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 RETRYABLE_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
-
-
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
-    """Parked async generator: the loop finalizes it at shutdown, which closes `session`."""
-    try:
-        yield
-    finally:
-        await session.close()
-
-
-class _LoopSessions:
-    """One `aiohttp.ClientSession` per event loop, made by `connector_factory` on first use."""
-
-    def __init__(self, connector_factory: Callable[[], aiohttp.BaseConnector]) -> None:
-        self._factory = connector_factory
-        self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None, None]]] = {}
-        self._lock = threading.Lock()
-
-    async def get(self) -> aiohttp.ClientSession:
-        loop = asyncio.get_running_loop()
-        entry = self._sessions.get(loop)
-        if entry is not None and not entry[0].closed:
-            return entry[0]
-        session = aiohttp.ClientSession(connector=self._factory(), trust_env=False)
-        keeper = _close_with_loop(session)
-        with self._lock:
-            for other in [other for other in self._sessions if other.is_closed()]:
-                del self._sessions[other]
-            self._sessions[loop] = (session, keeper)
-        await keeper.__anext__()  # registers it with the loop's async-generator finalizer
-        return session
-
-    async def aclose(self) -> None:
-        current = asyncio.get_running_loop()
-        with self._lock:
-            entries = list(self._sessions.items())
-            self._sessions.clear()
-        for loop, (session, keeper) in entries:
-            if loop is current:
-                await keeper.aclose()
-                await session.close()
-            elif loop.is_running() and not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(session.close(), loop)
 
 
 async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
@@ -167,7 +123,37 @@ class WebClient:
         self.max_redirects = max_redirects
         self.proxy = proxy
         self.user_agent = user_agent
-        self._sessions = _LoopSessions(self._connector)
+        self._sessions = SessionPool(connector_factory=self._connector)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        timeout: float,
+        max_retry: int,
+        backoff: float = 0.5,
+        cache_ttl: float = 0.0,
+        cache_size: int = 100,
+        **options: Any,
+    ) -> WebClient:
+        """A client from a tool's usual knobs: retries, and a cache of successful responses.
+
+        The cache keeps `cache_size` responses for `cache_ttl` seconds (nothing when `cache_ttl` is 0).
+
+        Args:
+            timeout: Seconds for one attempt.
+            max_retry: Attempts per request.
+            backoff: The first wait between attempts, in seconds (doubles each time).
+            cache_ttl: Seconds a successful response is reused.
+            cache_size: Most responses cached.
+            **options: The other `WebClient` arguments (``guard``, ``max_bytes``, ``proxy``...).
+        """
+        return cls(
+            timeout=timeout,
+            retry=RetryConfig(max_attempts=max_retry, backoff=backoff),
+            cache=TTLCache(maxsize=cache_size if cache_ttl > 0 else 0, ttl=cache_ttl),
+            **options,
+        )
 
     def _connector(self) -> aiohttp.BaseConnector:
         resolver = self.guard.resolver() if self.guard is not None else None

@@ -9,7 +9,6 @@ from .client import WebClient
 from .errors import APIResponseError
 from .html_text import html_to_text
 from .messages import HTTPRequest, HTTPResponse
-from .policy import RetryConfig, TTLCache
 from .ssrf import URLGuard
 
 __all__ = ["ContentFetcher", "page_text"]
@@ -59,10 +58,12 @@ class ContentFetcher:
         cache_size: int = 100,
     ) -> None:
         self.guard = guard if guard is not None else URLGuard()
-        self.client = WebClient(
+        self.client = WebClient.build(
             timeout=timeout,
-            retry=RetryConfig(max_attempts=max_retry, backoff=0.25),
-            cache=TTLCache(maxsize=cache_size if cache_ttl > 0 else 0, ttl=cache_ttl),
+            max_retry=max_retry,
+            backoff=0.25,
+            cache_ttl=cache_ttl,
+            cache_size=cache_size,
             guard=self.guard,
             max_bytes=max_bytes,
         )

@@ -1,4 +1,7 @@
-"""HTTP requests and responses as plain data, built and read by pure functions."""
+"""HTTP requests and responses as plain data, built and read by pure functions.
+
+`as_dict` / `as_list` read JSON of unknown shape without type checks at every step.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import APIResponseError, redact
 
-__all__ = ["HTTPRequest", "HTTPResponse", "encode_query"]
+__all__ = ["HTTPRequest", "HTTPResponse", "as_dict", "as_list", "encode_query"]
 
 
 def _param_value(value: Any) -> str:
@@ -181,3 +184,13 @@ class HTTPResponse:
             return json.loads(self.text())
         except ValueError as exc:
             raise APIResponseError(f"{service} answered with a body that is not JSON: {exc}") from None
+
+
+def as_dict(value: Any) -> Mapping[str, Any]:
+    """`value` if it is a mapping, else an empty one (for JSON of unknown shape)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """`value` if it is a list, else an empty one."""
+    return value if isinstance(value, list) else []

@@ -4,23 +4,41 @@ Each API's logic is one coroutine (``async def _search(...)``). The sync tool's 
 method runs it on a private loop thread (`run_io`); the async twin (``AsyncX(AsyncActionMixin,
 X)``) overrides the API with ``async def`` that awaits the same coroutine. `as_data` turns a
 `WebError` into the `ActionReturn` the model reads (HTTP_ERROR, API_ERROR or ARGS_ERROR).
+`env_or` / `require` read a credential given as an argument or in the environment.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
+from ...exceptions import UserError
 from ...schema import ActionReturn
 from .client import SyncBridge, WebClient
 from .errors import WebError
 
-__all__ = ["WebToolMixin", "as_data"]
+__all__ = ["WebToolMixin", "as_data", "env_or", "require"]
 
 T = TypeVar("T")
 _LOCK = threading.Lock()
+
+
+def env_or(explicit: str | None, var: str | None) -> str | None:
+    """`explicit` when given (even empty), else the environment variable `var`."""
+    if explicit is not None:
+        return explicit
+    return os.environ.get(var) if var else None
+
+
+def require(value: str | None, what: str, env: str | None) -> str:
+    """`value`, or a `UserError` saying how to provide it."""
+    if not value:
+        where = f" or set ${env}" if env else ""
+        raise UserError(f"{what} is required: pass it{where}")
+    return value
 
 
 async def as_data(awaitable: Awaitable[T]) -> T | ActionReturn:

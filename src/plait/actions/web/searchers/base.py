@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import difflib
 import html
-import os
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -73,13 +72,6 @@ def clean_snippet(text: Any) -> str:
     if not isinstance(text, str):
         return "" if text is None else str(text)
     return _WS.sub(" ", html.unescape(_TAGS.sub("", text))).strip()
-
-
-def env_or(explicit: str | None, var: str | None) -> str | None:
-    """`explicit` when given (even empty), else the environment variable `var`."""
-    if explicit is not None:
-        return explicit
-    return os.environ.get(var) if var else None
 
 
 class BaseSearch(ABC):
@@ -187,24 +179,6 @@ class BaseSearch(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(topk={self.topk})"
-
-
-def require(value: str | None, what: str, env: str | None) -> str:
-    """`value`, or a `UserError` saying how to provide it."""
-    if not value:
-        where = f" or set ${env}" if env else ""
-        raise UserError(f"{what} is required: pass it{where}")
-    return value
-
-
-def as_dict(value: Any) -> Mapping[str, Any]:
-    """`value` if it is a mapping, else an empty one (for JSON of unknown shape)."""
-    return value if isinstance(value, Mapping) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    """`value` if it is a list, else an empty one."""
-    return value if isinstance(value, list) else []
 
 
 def searcher_names() -> Sequence[str]:

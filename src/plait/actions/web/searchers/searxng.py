@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..messages import HTTPRequest, HTTPResponse
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, as_dict, as_list, clean_snippet, env_or
+from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
+from ..tool import env_or
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
 
 
 class SearxngSearch(BaseSearch):

@@ -7,8 +7,9 @@ from typing import Any, ClassVar
 
 from ....exceptions import UserError
 from ..errors import APIResponseError
-from ..messages import HTTPRequest, HTTPResponse
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, as_dict, as_list, clean_snippet, env_or, require
+from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
+from ..tool import env_or, require
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
 
 
 def serper_hits(data: Mapping[str, Any], result_key: str, limit: int) -> list[SearchHit]:

@@ -9,9 +9,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import APIResponseError
-from ..messages import HTTPRequest, HTTPResponse
+from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from ..tc3 import sign_request, tc3_headers
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, as_dict, as_list, clean_snippet, env_or, require
+from ..tool import env_or, require
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
 
 
 def _tencent_page(page: Any) -> Mapping[str, Any]:

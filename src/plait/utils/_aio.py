@@ -1,9 +1,10 @@
-"""HTTP plumbing shared by the API backends.
+"""Async IO plumbing shared by the API backends (`plait.llms`) and the web tools (`plait.actions.web`).
 
 * `SessionPool`: one pooled `aiohttp.ClientSession` per event loop, created lazily. A client
   used from several loops (tests calling ``asyncio.run`` repeatedly, threads with their
   own loops) gets one session per loop, and a loop's session is closed when that loop
   shuts down its async generators (``asyncio.run`` does), so nothing leaks.
+* `close_with_loop`: close any async resource when the loop it lives on shuts down.
 * `LoopThread`: a private event loop on a daemon thread. Sync clients run the async code
   there: one IO path for both, and sync calls work even inside a running event loop.
 """
@@ -13,36 +14,65 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 
 from ..exceptions import UserError
 
-__all__ = ["LoopThread", "SessionPool"]
+__all__ = ["AsyncClosable", "LoopThread", "SessionPool", "close_with_loop"]
 
 T = TypeVar("T")
 
 
-async def _close_with_loop(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
-    """Parked async generator: the loop finalizes it at shutdown, which closes `session`."""
+class AsyncClosable(Protocol):
+    """Anything with an ``async close()`` (an aiohttp session, an SDK's async client)."""
+
+    async def close(self) -> Any:
+        """Release the resource."""
+
+
+async def _close_with_loop(resource: AsyncClosable) -> AsyncGenerator[None, None]:
+    """Parked async generator: the loop finalizes it at shutdown, which closes `resource`."""
     try:
         yield
     finally:
-        await session.close()
+        await resource.close()
+
+
+async def close_with_loop(resource: AsyncClosable) -> AsyncGenerator[None, None]:
+    """Have the running loop close `resource` when it shuts down its async generators.
+
+    ``asyncio.run`` does that on exit. Returns the keeper: hold a reference to it as long
+    as `resource` lives (loops hold async generators only weakly); ``await keeper.aclose()``
+    closes `resource` early.
+    """
+    keeper = _close_with_loop(resource)
+    await keeper.__anext__()  # registers it with the loop's async-generator finalizer
+    return keeper
 
 
 class SessionPool:
     """One `aiohttp.ClientSession` (with its connection pool) per event loop.
 
     Args:
-        max_connections: Connection limit of each session (0 = unlimited).
+        max_connections: Connection limit of each session (0 = unlimited); used by the
+            default connector.
         trust_env: Let aiohttp read proxy settings from the environment.
+        connector_factory: Makes each new session's connector (default: a
+            `aiohttp.TCPConnector` limited to `max_connections`).
     """
 
-    def __init__(self, *, max_connections: int = 1024, trust_env: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        max_connections: int = 1024,
+        trust_env: bool = False,
+        connector_factory: Callable[[], aiohttp.BaseConnector] | None = None,
+    ) -> None:
         self.max_connections = max_connections
         self.trust_env = trust_env
+        self._connector_factory = connector_factory or self._default_connector
         self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None, None]]] = {}
         self._lock = threading.Lock()
 
@@ -54,15 +84,16 @@ class SessionPool:
             return entry[0]
         return await self._create(loop)
 
+    def _default_connector(self) -> aiohttp.BaseConnector:
+        return aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
+
     async def _create(self, loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
-        session = aiohttp.ClientSession(connector=connector, trust_env=self.trust_env)
-        keeper = _close_with_loop(session)
+        session = aiohttp.ClientSession(connector=self._connector_factory(), trust_env=self.trust_env)
+        keeper = await close_with_loop(session)
         with self._lock:
             for other in [other for other in self._sessions if other.is_closed()]:
                 del self._sessions[other]
             self._sessions[loop] = (session, keeper)
-        await keeper.__anext__()  # registers it with the loop's async-generator finalizer
         return session
 
     async def aclose(self) -> None:

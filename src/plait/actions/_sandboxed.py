@@ -1,0 +1,106 @@
+"""The plumbing shared by the code tools that run in `plait.sandbox` processes.
+
+* `SandboxedTool`: resource limits whose wall clock is the tool's ``timeout``, the tool's
+  `Sessions` (started on first use) and `shutdown`.
+* `SessionTool`: one process (or kernel) per session id: a model-given timeout that can only
+  lower the tool's own, calls serialized per session (sync and async), `reset`,
+  `close_session` and `session_dir`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from ..sandbox import Limits, adrive, drive
+from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox.worker import ExecResult
+from ..schema import ActionReturn
+from .base_action import BaseAction
+from .parser import BaseParser
+
+__all__ = ["SandboxedTool", "SessionTool"]
+
+
+class SandboxedTool(BaseAction, abc.ABC, register=False):
+    """A tool whose code runs in sandboxed processes.
+
+    Args:
+        description: The tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer the tool.
+        timeout: Wall-clock seconds per call.
+        limits: Resource limits (``timeout`` overrides its wall clock).
+    """
+
+    def __init__(
+        self,
+        description: Mapping[str, Any] | None,
+        parser: type[BaseParser] | Callable[[BaseAction], BaseParser],
+        enable: bool,
+        *,
+        timeout: float,
+        limits: Limits | None,
+    ) -> None:
+        super().__init__(description, parser, enable)
+        self.limits = (limits or Limits()).replace(timeout=float(timeout))
+        self._sessions: Sessions[Any] | None = None
+
+    @abc.abstractmethod
+    def _new_sessions(self) -> Sessions[Any]:
+        """A new `Sessions` for this tool's processes."""
+
+    @abc.abstractmethod
+    def _to_return(self, outcome: ExecResult) -> ActionReturn:
+        """The tool's answer for a finished execution."""
+
+    @property
+    def timeout(self) -> float:
+        """Wall-clock seconds per call."""
+        return self.limits.timeout
+
+    @property
+    def sessions(self) -> Sessions[Any]:
+        """The sandboxed processes of this tool (started on first use)."""
+        return lazy_sessions(self, self._new_sessions)
+
+    def shutdown(self) -> None:
+        """Kill every process of this tool (a later call starts afresh)."""
+        if self._sessions is not None:
+            self._sessions.shutdown()
+
+
+class SessionTool(SandboxedTool, register=False):
+    """A `SandboxedTool` with one stateful process per session id."""
+
+    @abc.abstractmethod
+    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Any:
+        """The sandbox flow that runs `command` in `session_id` within `timeout` seconds."""
+
+    def _timeout(self, timeout: float | None) -> float:
+        if timeout is None or timeout <= 0:
+            return self.limits.timeout
+        return min(float(timeout), self.limits.timeout)
+
+    def _execute(self, command: str, timeout: float | None, session_id: Hashable) -> ActionReturn:
+        with self.sessions.lock(session_id):
+            return self._to_return(drive(self._op(command, timeout, session_id)))
+
+    async def _aexecute(self, command: str, timeout: float | None, session_id: Hashable) -> ActionReturn:
+        async with self.sessions.alock(session_id):
+            return self._to_return(await adrive(self._op(command, timeout, session_id)))
+
+    def reset(self, session_id: Hashable | None = None) -> None:
+        """Start `session_id` (every session when None) afresh on its next call."""
+        if self._sessions is not None:
+            self._sessions.reset(session_id)
+
+    def close_session(self, session_id: Hashable) -> None:
+        """Kill the process of `session_id` and remove its files."""
+        if self._sessions is not None:
+            self._sessions.close_session(session_id)
+
+    def session_dir(self, session_id: Hashable = 0) -> str | None:
+        """The private working directory of `session_id` (None before its first call)."""
+        return None if self._sessions is None else self._sessions.directory(session_id)
