@@ -149,6 +149,12 @@ class _ClaudeCore(BaseLLM):
         self._loop_clients: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
         self._sync_clients: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # close pooled connections when this model goes away, before their sockets are collected
+        weakref.finalize(self, _close_clients, self._sync_clients)
+
+    def close(self) -> None:
+        """Close the sync clients' pooled connections (async clients close with their event loop)."""
+        _close_clients(self._sync_clients)
 
     # clients: one per key (per event loop for the async client, whose connections belong to a loop)
 
@@ -314,3 +320,9 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
                 continue
             yield self._stream_end(final, params)
             return
+
+
+def _close_clients(clients: dict[str, Any]) -> None:
+    for client in list(clients.values()):
+        client.close()
+    clients.clear()
