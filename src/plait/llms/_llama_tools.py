@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from ..exceptions import UserError
 from .response import ToolCall
 
-__all__ = ["InvalidToolReply", "ToolPlan", "normalize_messages", "validate"]
+__all__ = ["InvalidToolReply", "ToolPlan", "answer_so_far", "normalize_messages", "validate"]
 
 _CHAT_ROLES = frozenset({"system", "user", "assistant"})
 
@@ -225,6 +226,40 @@ class ToolPlan:
         if not self.required and isinstance(data.get("answer"), str):
             return str(data["answer"])
         raise InvalidToolReply("neither a tool call nor an answer")
+
+
+_ANSWER_OPENING = re.compile(r'\s*\{\s*"answer"\s*:\s*"')
+_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}\\u[0-9a-fA-F]{4}|u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def answer_so_far(reply: str) -> str | None:
+    """The answer text in a constrained reply that is still being generated.
+
+    ``'{"answer": "Hel'`` gives ``'Hel'``; a reply that is not (yet) an answer gives None.
+    JSON escapes are decoded; one still incomplete at the end is left out until it is whole.
+    """
+    opening = _ANSWER_OPENING.match(reply)
+    if opening is None:
+        return None
+    parts: list[str] = []
+    index = opening.end()
+    while index < len(reply):
+        char = reply[index]
+        if char == '"':
+            break
+        if char != "\\":
+            parts.append(char)
+            index += 1
+            continue
+        escape = _ESCAPE.match(reply, index)
+        if escape is None:
+            break  # incomplete (or invalid) escape: wait for more text
+        decoded = json.loads(f'"{escape.group()}"')
+        if "\ud800" <= decoded[-1] <= "\udfff":
+            break  # half a surrogate pair: the other half is still to come
+        parts.append(decoded)
+        index = escape.end()
+    return "".join(parts)
 
 
 # -- a small JSON-schema validator ---------------------------------------------------------

