@@ -4,10 +4,11 @@
 plait run "What is 37 * 91?"                 # embedded local model, Calculator tool
 plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any OpenAI-compatible server
 plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
+plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
 ```
 
-Tool calls and their results are shown as they happen, then the answer; errors go to
-stderr with exit status 1.
+The answer is streamed as the model writes it; tool calls and their results are shown as
+they happen; errors go to stderr with exit status 1.
 """
 
 from __future__ import annotations
@@ -55,28 +56,70 @@ def _tool(name: str) -> Any:
 
 
 def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int) -> Any:
-    """A native function-calling agent over `tools` (registry names)."""
-    from .agents.function_calling import FunctionCallingAgent
+    """A streaming native function-calling agent over `tools` (registry names)."""
+    from .agents.function_calling import StreamingFunctionCallingAgent
 
-    return FunctionCallingAgent(llm, [_tool(name) for name in tools if name.strip()], system, max_turn=max_turn)
+    return StreamingFunctionCallingAgent(
+        llm, [_tool(name) for name in tools if name.strip()], system, max_turn=max_turn
+    )
+
+
+class _Printer:
+    """Writes streamed replies as deltas and tool events as whole lines, never mixing the two on a line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.shown = ""  # the current reply's text already written
+        self.line_open = False
+
+    def text(self, text: str) -> None:
+        """Show a reply's cumulative `text` (a text that does not extend the last one starts anew)."""
+        if not text.startswith(self.shown):
+            self.end_line()
+            self.shown = ""
+        delta = text[len(self.shown) :]
+        if delta:
+            self.out.write(delta)
+            self.out.flush()
+            self.line_open = True
+        self.shown = text
+
+    def answer(self, text: str) -> None:
+        """Finish with the answer `text` (written whole unless it was streamed)."""
+        if text != self.shown:
+            self.end_line()
+            self.out.write(text)
+        self.out.write("\n")
+        self.out.flush()
+        self.shown, self.line_open = "", False
+
+    def line(self, text: str) -> None:
+        """A line of its own (a tool event)."""
+        self.end_line()
+        self.out.write(f"{text}\n")
+        self.out.flush()
+        self.shown = ""
+
+    def end_line(self) -> None:
+        if self.line_open:
+            self.out.write("\n")
+            self.line_open = False
 
 
 class _ToolEcho:
     """Executor hook that shows each tool call and its result."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
+    def __init__(self, printer: _Printer) -> None:
+        self.printer = printer
 
     def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
         call = message.content
-        self.out.write(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}\n")
-        self.out.flush()
+        self.printer.line(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}")
 
     def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
         from .agents.aggregator.default_aggregator import content_to_text
 
-        self.out.write(f"[tool result] {content_to_text(message.content)}\n")
-        self.out.flush()
+        self.printer.line(f"[tool result] {content_to_text(message.content)}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,29 +138,60 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="answer one question and exit")
     run.add_argument("question")
     sub.add_parser("chat", parents=[common], help="interactive chat (REPL)")
+    web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
+    web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
+    web.add_argument("--api-base", help="preselect this OpenAI-compatible server (default: embedded model)")
+    web.add_argument("--model", help="model name on the server, or a .gguf path for the embedded model")
+    web.add_argument("--agent", choices=["function_calling", "internlm2", "react"], help="agent type at start")
+    web.add_argument("--tools", help="comma-separated plugins selected at start (default: Calculator)")
+    web.add_argument(
+        "--tools-from", action="append", default=[], metavar="MODULE", help="module or .py file with extra tools"
+    )
+    web.add_argument("--work-dir", help="where session folders (uploads, images) are kept")
     return parser
 
 
-def _setup(args: argparse.Namespace, out: TextIO) -> Any:
+def _web(args: argparse.Namespace) -> int:
+    from .web.launcher import launch
+
+    return launch(
+        args.host,
+        args.port,
+        api_base=args.api_base,
+        model=args.model,
+        agent=args.agent,
+        tools=args.tools,
+        tool_modules=args.tools_from,
+        work_dir=args.work_dir,
+    )
+
+
+def _setup(args: argparse.Namespace, printer: _Printer) -> Any:
     llm = build_llm(
         args.model, args.api_base, args.api_key, max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
     agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn)
-    agent.executor.register_hook(_ToolEcho(out))
+    agent.executor.register_hook(_ToolEcho(printer))
     if args.session and os.path.exists(args.session):
         agent.load_state(args.session)
     return agent
 
 
-def _ask(agent: Any, question: str, args: argparse.Namespace, out: TextIO) -> None:
-    reply = agent(question)
-    out.write(f"{reply.content}\n")
-    out.flush()
+def _ask(agent: Any, question: str, args: argparse.Namespace, printer: _Printer) -> None:
+    from .schema import AgentStatusCode
+
+    for chunk in agent(question):
+        if chunk.stream_state == AgentStatusCode.END:
+            printer.answer(str(chunk.content))
+        elif isinstance(chunk.content, str):
+            printer.text(chunk.content)
     if args.session:
         agent.save_state(args.session)
 
 
-def _chat(agent: Any, args: argparse.Namespace, stdin: TextIO, out: TextIO) -> None:
+def _chat(agent: Any, args: argparse.Namespace, stdin: TextIO, printer: _Printer) -> None:
+    out = printer.out
     out.write("plait chat: /reset, /save FILE, /load FILE, /tools, /quit\n")
     while True:
         out.write("> ")
@@ -143,7 +217,7 @@ def _chat(agent: Any, args: argparse.Namespace, stdin: TextIO, out: TextIO) -> N
                 agent.load_state(path)
             out.write(f"({'saved to' if command == '/save' else 'loaded from'} {path})\n")
         else:
-            _ask(agent, text, args, out)
+            _ask(agent, text, args, printer)
 
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
@@ -151,11 +225,14 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     out = stdout or sys.stdout
     args = _parser().parse_args(argv)
     try:
-        agent = _setup(args, out)
+        if args.command == "web":
+            return _web(args)
+        printer = _Printer(out)
+        agent = _setup(args, printer)
         if args.command == "run":
-            _ask(agent, args.question, args, out)
+            _ask(agent, args.question, args, printer)
         else:
-            _chat(agent, args, stdin or sys.stdin, out)
+            _chat(agent, args, stdin or sys.stdin, printer)
     except PlaitError as exc:
         sys.stderr.write(f"plait: error: {exc}\n")
         return 1

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from plait.cli import main
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -97,3 +100,44 @@ def test_main_job_on_the_embedded_model() -> None:
     assert lines[0].startswith("[tool call] Calculator")
     assert lines[1] == "[tool result] 3367"
     assert lines[-1].strip()
+
+
+class _Recorder(io.StringIO):
+    """A stdout that remembers each write and when it happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[float, str]] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append((time.monotonic(), text))
+        return super().write(text)
+
+
+def test_the_answer_is_streamed_as_the_model_writes_it() -> None:
+    with FakeOpenAIServer(handler=calculator_handler, chunk_delay=0.05) as fake:
+        out = _Recorder()
+        status = main(["run", "--api-base", fake.base_url, "please multiply 6 by 7"], stdout=out)
+    assert status == 0
+    assert out.getvalue().splitlines() == [
+        "[tool call] Calculator {'expression': '6 * 7'}",
+        "[tool result] 42",
+        "The result is 42.",
+    ]
+    answer = [(t, text) for t, text in out.writes if text.strip() and not text.startswith("[tool")]
+    assert [text for _, text in answer] == ["The ", "result ", "is ", "42."]
+    assert answer[-1][0] - answer[0][0] >= 0.1  # written as the chunks arrived, not at the end
+
+
+def test_chat_streams_each_answer_on_its_own_line() -> None:
+    with FakeOpenAIServer(handler=calculator_handler) as fake:
+        out = _Recorder()
+        stdin = io.StringIO("hello\nplease multiply 6 by 7\n/quit\n")
+        assert main(["chat", "--api-base", fake.base_url], stdin=stdin, stdout=out) == 0
+    assert out.getvalue().splitlines()[1:] == [
+        "> You said: hello",
+        "> [tool call] Calculator {'expression': '6 * 7'}",
+        "[tool result] 42",
+        "The result is 42.",
+        "> ",
+    ]
