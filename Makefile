@@ -26,6 +26,7 @@ run: $(VENV)/.run-installed
 	$(BIN)/plait run "$(QUESTION)"
 
 test: $(VENV)/.test-installed
+	bash scripts/ensure_chromium.sh
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy

@@ -1,0 +1,185 @@
+"""What the sidebar chooses: the `Settings` of one conversation, their defaults, and the plugin list.
+
+Everything here is plain Python (no streamlit), so the choices can be tested directly.
+Defaults can be preset from the environment, which is how ``plait web --api-base ...``
+passes its options to the app:
+
+| variable | meaning |
+|---|---|
+| ``PLAIT_WEB_API_BASE`` | preselect "OpenAI-compatible server" with this base URL |
+| ``PLAIT_WEB_MODEL`` | the model name on the server (or a ``.gguf`` path for the embedded model) |
+| ``PLAIT_WEB_AGENT`` | ``function_calling`` (default), ``internlm2`` or ``react`` |
+| ``PLAIT_WEB_TOOLS`` | comma-separated plugins selected at start (default ``Calculator``) |
+| ``PLAIT_WEB_TOOL_MODULES`` | ``os.pathsep``-separated modules or ``.py`` files defining extra tools |
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "AGENT_KINDS",
+    "INTERPRETER_TOOL",
+    "Settings",
+    "default_prompts",
+    "import_tool_modules",
+    "plugin_choices",
+    "preset",
+]
+
+#: Agent types offered by the sidebar: key -> label.
+AGENT_KINDS: Mapping[str, str] = {
+    "function_calling": "Native function calling (FunctionCallingAgent)",
+    "internlm2": "InternLM2 protocol (Internlm2Agent)",
+    "react": "ReAct (text protocol)",
+}
+#: The tool behind the code-interpreter toggle.
+INTERPRETER_TOOL = "IPythonInterpreter"
+#: Registered classes that are not plugins a user picks (the interpreter has its own toggle).
+_NOT_PLUGINS = frozenset(
+    {"BaseAction", "InvalidAction", "NoAction", "FinishAction", INTERPRETER_TOOL, "IPythonInteractiveManager"}
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One conversation's configuration (hashable: a change means the agent is rebuilt).
+
+    Attributes:
+        api_base: Base URL of an OpenAI-compatible server; empty for the embedded model.
+        model: The model name on the server, or a ``.gguf`` path for the embedded model
+            (empty: the default embedded model).
+        api_key: The server's API key (empty: ``$OPENAI_API_KEY`` when set, else none).
+        agent: A key of `AGENT_KINDS`.
+        plugins: Registry names of the selected tools.
+        interpreter: Whether the code interpreter is available.
+        system_prompt: The system prompt (for ReAct: its template, with placeholders).
+        plugin_prompt: The InternLM2 plugin prompt (``{prompt}``, ``{begin}``, ``{end}``).
+        interpreter_prompt: The InternLM2 interpreter prompt (``{begin}``, ``{end}``).
+        max_turn: Tool rounds (model replies for InternLM2 / ReAct) per answer.
+        max_new_tokens: Longest model reply, in tokens.
+        temperature: Sampling temperature.
+    """
+
+    api_base: str = ""
+    model: str = ""
+    api_key: str = ""
+    agent: str = "function_calling"
+    plugins: tuple[str, ...] = ("Calculator",)
+    interpreter: bool = False
+    system_prompt: str = ""
+    plugin_prompt: str = ""
+    interpreter_prompt: str = ""
+    max_turn: int = 4
+    max_new_tokens: int = 512
+    temperature: float = 0.0
+
+    def model_key(self) -> tuple[str, str, str, int, float]:
+        """What the model object depends on (the model is rebuilt only when this changes)."""
+        return (self.api_base, self.model, self.api_key, self.max_new_tokens, self.temperature)
+
+
+def default_prompts(agent: str, language: str = "en") -> dict[str, str]:
+    """The default ``system`` / ``plugin`` / ``interpreter`` prompts of an agent type.
+
+    Only the InternLM2 agent has plugin and interpreter prompts (the others describe tools
+    through native tool schemas or their own template); theirs are empty.
+
+    Args:
+        agent: A key of `AGENT_KINDS`.
+        language: ``'en'`` or ``'cn'``.
+    """
+    cn = language == "cn"
+    if agent == "internlm2":
+        from ..agents.stream import INTERPRETER_CN, INTERPRETER_EN, META_CN, META_EN, PLUGIN_CN, PLUGIN_EN
+
+        return {
+            "system": META_CN if cn else META_EN,
+            "plugin": PLUGIN_CN if cn else PLUGIN_EN,
+            "interpreter": INTERPRETER_CN if cn else INTERPRETER_EN,
+        }
+    if agent == "react":
+        from ..prompts.react_prompts import REACT_TEXT_PROMPT_CN, REACT_TEXT_PROMPT_EN
+
+        return {"system": REACT_TEXT_PROMPT_CN if cn else REACT_TEXT_PROMPT_EN, "plugin": "", "interpreter": ""}
+    from ..cli import DEFAULT_SYSTEM
+
+    system = "你是一个乐于助人的助手。需要精确计算或外部信息时，请调用工具，再根据工具的结果简洁地回答用户。"
+    return {"system": system if cn else DEFAULT_SYSTEM, "plugin": "", "interpreter": ""}
+
+
+def plugin_choices() -> list[str]:
+    """Registry tools a user can pick as plugins: synchronous, concrete, not the interpreter.
+
+    User tools (any `BaseAction` subclass imported so far, e.g. by `import_tool_modules`)
+    are included, after plait's own.
+    """
+    from ..actions import list_tools
+
+    names = []
+    for name, cls in list_tools(with_class=True):
+        if name in _NOT_PLUGINS or inspect.iscoroutinefunction(cls.__call__):
+            continue
+        names.append(name)
+    return names
+
+
+_LOADED_FILES: dict[str, Any] = {}
+
+
+def import_tool_modules(specs: str) -> list[str]:
+    """Import modules (dotted names or ``.py`` paths, `os.pathsep`- or comma-separated) so their tools register.
+
+    Each module is imported once per process. Returns one readable message per module
+    that failed to import (the others are imported regardless).
+    """
+    problems: list[str] = []
+    for spec in (part.strip() for chunk in specs.split(os.pathsep) for part in chunk.split(",")):
+        if not spec:
+            continue
+        try:
+            if spec.endswith(".py"):
+                _import_file(spec)
+            else:
+                importlib.import_module(spec)
+        except (ImportError, SyntaxError, OSError) as exc:
+            problems.append(f"could not import tool module {spec!r}: {type(exc).__name__}: {exc}")
+    return problems
+
+
+def _import_file(path: str) -> None:
+    full = os.path.abspath(path)
+    if full in _LOADED_FILES:
+        return
+    name = "plait_web_tools_" + os.path.splitext(os.path.basename(full))[0]
+    spec = importlib.util.spec_from_file_location(name, full)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{full} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    _LOADED_FILES[full] = module
+
+
+def preset(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Initial sidebar values from the environment (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    agent = env.get("PLAIT_WEB_AGENT", "function_calling")
+    tools = env.get("PLAIT_WEB_TOOLS", "Calculator")
+    return {
+        "api_base": env.get("PLAIT_WEB_API_BASE", ""),
+        "model": env.get("PLAIT_WEB_MODEL", ""),
+        "agent": agent if agent in AGENT_KINDS else "function_calling",
+        "plugins": [t.strip() for t in tools.split(",") if t.strip()],
+    }

