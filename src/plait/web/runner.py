@@ -46,8 +46,8 @@ class StreamingLLM:
     """A model wrapper that streams every reply to `sink` while agents call ``chat`` / ``complete``.
 
     ``complete(messages, tools=...)`` streams too when the model's ``stream_chat`` takes
-    ``tools`` (`GPTAPI`); otherwise (the embedded model constrains tool calls to JSON)
-    the reply is reported whole. Other attributes (``gen_params``...) are the model's.
+    ``tools`` (`GPTAPI`, `LlamaCppModel`); otherwise the reply is reported whole. Other
+    attributes (``gen_params``...) are the model's.
 
     Args:
         llm: The wrapped model.
