@@ -12,21 +12,6 @@ from plait.testing.fake_openai import FakeOpenAIServer
 
 
 @pytest.fixture
-def fake_server() -> Iterator[Callable[..., FakeOpenAIServer]]:
-    """``fake_server(script=None, **options)``: a started `FakeOpenAIServer`, stopped after the test."""
-    servers: list[FakeOpenAIServer] = []
-
-    def start(script: Any = None, **options: Any) -> FakeOpenAIServer:
-        server = FakeOpenAIServer(script, **options).start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
 def make_llm(mode: str) -> Iterator[Callable[..., GPTAPI | AsyncGPTAPI]]:
     """``make_llm(server, **kwargs)``: a `GPTAPI` (sync mode) or `AsyncGPTAPI` (async mode) for `server`.
 

@@ -33,20 +33,15 @@ CHROMIUM_FLAGS = [
 
 
 @pytest.fixture
-def fake_model() -> Iterator[Callable[..., FakeOpenAIServer]]:
-    """``fake_model(script=None, **options)``: a started `FakeOpenAIServer` (default: `scripted_model`)."""
-    servers: list[FakeOpenAIServer] = []
+def fake_model(fake_server: Callable[..., FakeOpenAIServer]) -> Callable[..., FakeOpenAIServer]:
+    """``fake_model(script=None, **options)``: `fake_server` answering with `scripted_model` by default."""
 
     def start(script: Any = None, **options: Any) -> FakeOpenAIServer:
         if script is None:
             options.setdefault("handler", scripted_model)
-        server = FakeOpenAIServer(script, **options).start()
-        servers.append(server)
-        return server
+        return fake_server(script, **options)
 
-    yield start
-    for server in servers:
-        server.stop()
+    return start
 
 
 @pytest.fixture
