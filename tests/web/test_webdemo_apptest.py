@@ -277,3 +277,36 @@ def test_interpreter_code_output_and_image_are_rendered(web_env: Path, fake_mode
     saved = [p for p in os.listdir(session.work_dir) if p.endswith(".png")]
     assert len(saved) == 1
     session.agent.executor["IPythonInterpreter"].shutdown()
+
+
+def test_server_address_typed_as_in_the_seeds(web_env: Path, fake_model: Any) -> None:
+    """Seeds 001/002 type the server as ``127.0.0.1:23333``: no scheme, no /v1."""
+    server = fake_model()
+    address = server.base_url.removeprefix("http://").removesuffix("/v1")
+    at = AppTest.from_file(APP_PATH, default_timeout=60).run()
+    at.radio(key="model_source").set_value("OpenAI-compatible server").run()
+    at.text_input(key="api_base").set_value(address).run()
+    at = send(at, "What is 37 * 91?")
+    assert at.chat_message[1].markdown[-1].value.startswith("The tool says 3367.")
+    assert f"http://{address}" in at.caption[0].value
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("script", "plugin"),
+    [("internlm2_agent_web_demo.py", "Calculator"), ("internlm2_weather_web_demo.py", "WeatherQuery")],
+)
+def test_seed_demo_scripts_start_the_app(
+    web_env: Path, monkeypatch: pytest.MonkeyPatch, script: str, plugin: str
+) -> None:
+    """``streamlit run examples/internlm2_agent_web_demo.py`` (seeds 001/002) opens the InternLM2 agent."""
+    for name in ("PLAIT_WEB_AGENT", "PLAIT_WEB_TOOLS", "PLAIT_WEB_TOOL_MODULES"):
+        monkeypatch.delenv(name, raising=False)  # the scripts set them; undone after the test
+    monkeypatch.setenv("WEATHER_API_KEY", "test-key")
+    at = AppTest.from_file(str(EXAMPLES / script), default_timeout=60).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="agent").value == "internlm2"
+    assert plugin in at.multiselect(key="plugins").value
+    assert not at.sidebar.warning

@@ -341,3 +341,11 @@ def test_embedded_model_answers_with_a_rendered_tool_call(web_env: Path) -> None
     assert [status.label for status in at.status] == ["Tool call: Calculator"]
     assert at.status[0].code[1].value == "3367"
     assert at.chat_message[1].markdown[-1].value.strip()
+
+
+def test_server_url_completes_a_bare_address() -> None:
+    from plait.web.settings import server_url
+
+    assert server_url(" 127.0.0.1:23333 ") == "http://127.0.0.1:23333"
+    assert server_url("https://api.example.com/v1") == "https://api.example.com/v1"
+    assert server_url("") == ""

@@ -16,7 +16,15 @@ import streamlit as st
 from plait.web.events import ChatEntry
 from plait.web.render import LiveEntry, render_entry
 from plait.web.session import ChatSession
-from plait.web.settings import AGENT_KINDS, Settings, default_prompts, import_tool_modules, plugin_choices, preset
+from plait.web.settings import (
+    AGENT_KINDS,
+    Settings,
+    default_prompts,
+    import_tool_modules,
+    plugin_choices,
+    preset,
+    server_url,
+)
 
 __all__ = ["main", "sidebar"]
 
@@ -119,7 +127,7 @@ def sidebar(session: ChatSession) -> Settings:
         session.clear()
     sb.caption(f"Session {session.session_id[:8]}")
     return Settings(
-        api_base=model["api_base"].strip(),
+        api_base=server_url(model["api_base"]),
         model=model["model"].strip(),
         api_key=model["api_key"].strip(),
         agent=agent,

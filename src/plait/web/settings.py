@@ -32,6 +32,7 @@ __all__ = [
     "import_tool_modules",
     "plugin_choices",
     "preset",
+    "server_url",
 ]
 
 #: Agent types offered by the sidebar: key -> label.
@@ -137,8 +138,9 @@ _LOADED_FILES: dict[str, Any] = {}
 def import_tool_modules(specs: str) -> list[str]:
     """Import modules (dotted names or ``.py`` paths, `os.pathsep`- or comma-separated) so their tools register.
 
-    Each module is imported once per process. Returns one readable message per module
-    that failed to import (the others are imported regardless).
+    Each module is imported once per process; a file's folder joins `sys.path` so it can
+    import its neighbours. Returns one readable message per module that failed to import
+    (the others are imported regardless).
     """
     problems: list[str] = []
     for spec in (part.strip() for chunk in specs.split(os.pathsep) for part in chunk.split(",")):
@@ -149,7 +151,7 @@ def import_tool_modules(specs: str) -> list[str]:
                 _import_file(spec)
             else:
                 importlib.import_module(spec)
-        except (ImportError, SyntaxError, OSError) as exc:
+        except Exception as exc:  # user code: whatever it raises is reported, the other modules still load
             problems.append(f"could not import tool module {spec!r}: {type(exc).__name__}: {exc}")
     return problems
 
@@ -163,6 +165,9 @@ def _import_file(path: str) -> None:
     if spec is None or spec.loader is None:
         raise ImportError(f"{full} is not a Python file")
     module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(full)
+    if folder not in sys.path:
+        sys.path.append(folder)  # like a script run from there: the file may import its neighbours
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
@@ -172,13 +177,25 @@ def _import_file(path: str) -> None:
     _LOADED_FILES[full] = module
 
 
+def server_url(text: str) -> str:
+    """The base URL typed into the sidebar, made whole.
+
+    Seeds 001/002 type the server's address without a scheme (``127.0.0.1:23333``): such
+    an address gets ``http://``. Empty stays empty (the embedded model).
+    """
+    text = text.strip()
+    if text and "://" not in text:
+        return f"http://{text}"
+    return text
+
+
 def preset(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Initial sidebar values from the environment (see the module docstring)."""
     env = os.environ if environ is None else environ
     agent = env.get("PLAIT_WEB_AGENT", "function_calling")
     tools = env.get("PLAIT_WEB_TOOLS", "Calculator")
     return {
-        "api_base": env.get("PLAIT_WEB_API_BASE", ""),
+        "api_base": server_url(env.get("PLAIT_WEB_API_BASE", "")),
         "model": env.get("PLAIT_WEB_MODEL", ""),
         "agent": agent if agent in AGENT_KINDS else "function_calling",
         "plugins": [t.strip() for t in tools.split(",") if t.strip()],
