@@ -15,7 +15,8 @@ PlaitError
 ├── ToolError                 a tool could not be run
 │   ├── ToolNotFoundError     no tool of that name (names the valid ones)
 │   ├── ToolArgumentError     arguments that do not fit the tool's signature
-│   └── ToolExecutionError    the tool raised
+│   ├── ToolExecutionError    the tool raised
+│   └── MCPError              an MCP server failed to start, to handshake, or to answer
 └── ScriptError               a plait.testing double was used outside its script
 ```
 
@@ -37,6 +38,7 @@ __all__ = [
     "LLMRateLimitError",
     "LLMResponseError",
     "LLMTimeoutError",
+    "MCPError",
     "MissingDependencyError",
     "ParseError",
     "PlaitError",
@@ -168,6 +170,14 @@ class ToolArgumentError(ToolError):
 
 class ToolExecutionError(ToolError):
     """The tool itself raised while running."""
+
+
+class MCPError(ToolError):
+    """An MCP server could not be started or reached, failed the handshake, or answered with an error.
+
+    Raised by `MCPToolkit` construction (the server's tools are listed then); a failed
+    *tool call* comes back to the model as an `ActionReturn` instead.
+    """
 
 
 class ScriptError(PlaitError, AssertionError):

@@ -42,6 +42,8 @@ _LAZY: dict[str, str] = {
     "AsyncBINGMap": ".bing_map",
     "PPT": ".ppt",
     "AsyncPPT": ".ppt",
+    "MCPToolkit": ".mcp",
+    "AsyncMCPToolkit": ".mcp",
 }
 
 __all__ = [

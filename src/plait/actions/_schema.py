@@ -49,7 +49,17 @@ def _schema_type(kind: Any) -> str | None:
 
 
 def to_json_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON Schema of one parameter (or item) description: type, description, items, enum."""
+    """JSON Schema of one parameter (or item) description: type, description, items, enum.
+
+    A parameter that carries its own schema (``json_schema``, as MCP tools' parameters
+    do) is exported as that schema, so nothing the server declared is lost.
+    """
+    own = parameter.get("json_schema")
+    if isinstance(own, Mapping):
+        exported = dict(own)
+        if parameter.get("description") and "description" not in exported:
+            exported["description"] = str(parameter["description"])
+        return exported
     schema: dict[str, Any] = {}
     kind = _schema_type(parameter.get("type"))
     if kind is not None:

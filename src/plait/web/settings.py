@@ -45,7 +45,15 @@ AGENT_KINDS: Mapping[str, str] = {
 INTERPRETER_TOOL = "IPythonInterpreter"
 #: Registered classes that are not plugins a user picks (the interpreter has its own toggle).
 _NOT_PLUGINS = frozenset(
-    {"BaseAction", "InvalidAction", "NoAction", "FinishAction", INTERPRETER_TOOL, "IPythonInteractiveManager"}
+    {
+        "BaseAction",
+        "InvalidAction",
+        "NoAction",
+        "FinishAction",
+        INTERPRETER_TOOL,
+        "IPythonInteractiveManager",
+        "MCPToolkit",  # needs a server to connect to: not a plugin one picks from a list
+    }
 )
 
 

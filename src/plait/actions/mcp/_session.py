@@ -1,0 +1,226 @@
+"""The client side of an MCP connection: JSON-RPC 2.0 over any transport (private).
+
+`ClientSession` matches responses to requests by id, answers the server's own requests
+(``ping``; anything else gets "method not found"), performs the ``initialize`` handshake
+and offers the two calls plait needs: ``tools/list`` (all pages) and ``tools/call``.
+A transport only moves JSON objects; see `plait.actions.mcp._transports`.
+
+Everything here runs on one event loop (the toolkit's private loop thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from ..._version import __version__
+from ...exceptions import MCPError
+
+__all__ = ["PROTOCOL_VERSIONS", "ClientSession", "RPCError", "Transport"]
+
+logger = logging.getLogger(__name__)
+
+#: MCP protocol revisions this client speaks, newest first (the first is requested).
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+
+Deliver = Callable[[Any], None]
+Closed = Callable[[str], None]
+
+
+class Transport(Protocol):
+    """Moves JSON-RPC messages between this client and one server."""
+
+    async def start(self, deliver: Deliver, closed: Closed) -> None:
+        """Connect; hand every message received to `deliver`, and a reason to `closed` when the link ends."""
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Send one message (raises `MCPError` when it cannot be delivered)."""
+
+    async def close(self) -> None:
+        """Disconnect and release everything (idempotent)."""
+
+    def set_protocol_version(self, version: str) -> None:
+        """The version the handshake settled on (HTTP sends it as a header)."""
+
+
+class RPCError(MCPError):
+    """The server answered a request with a JSON-RPC error object.
+
+    Attributes:
+        code: The JSON-RPC error code (``-32602`` invalid params, ``-32601`` unknown method...).
+        data: The error's ``data`` member, if any.
+    """
+
+    def __init__(self, message: str, code: int, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.data = data
+
+
+class ClientSession:
+    """One initialized MCP client session over `transport`.
+
+    Args:
+        transport: The connection to the server.
+        timeout: Seconds a request may take before it is cancelled (``None``: no limit).
+    """
+
+    def __init__(self, transport: Transport, timeout: float | None = 60.0) -> None:
+        self.transport = transport
+        self.timeout = timeout
+        self.server_info: dict[str, Any] = {}
+        self.instructions = ""
+        self.protocol_version = ""
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._closed_reason: str | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the link to the server has ended."""
+        return self._closed_reason is not None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect and run the ``initialize`` handshake.
+
+        Raises:
+            MCPError: The server could not be reached or refused the handshake.
+        """
+        await self.transport.start(self._receive, self._lost)
+        params = {
+            "protocolVersion": PROTOCOL_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": {"name": "plait", "version": __version__},
+        }
+        result = await self.request("initialize", params)
+        version = str(result.get("protocolVersion", ""))
+        if version not in PROTOCOL_VERSIONS:
+            raise MCPError(f"the MCP server speaks protocol {version!r}; plait supports {', '.join(PROTOCOL_VERSIONS)}")
+        self.protocol_version = version
+        self.transport.set_protocol_version(version)
+        self.server_info = dict(result.get("serverInfo") or {})
+        self.instructions = str(result.get("instructions") or "")
+        await self.notify("notifications/initialized")
+
+    async def close(self) -> None:
+        """End the session: pending requests fail, the transport is closed."""
+        self._lost("the MCP session was closed")
+        await self.transport.close()
+
+    # -- requests -----------------------------------------------------------------------------
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+        """Send a request and wait for its result.
+
+        Raises:
+            RPCError: The server answered with an error.
+            MCPError: The link broke, or the request timed out (it is then cancelled).
+        """
+        if self._closed_reason is not None:
+            raise MCPError(self._closed_reason)
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+
+        async def exchange() -> Any:
+            await self.transport.send(message)  # over HTTP the answer may arrive while this runs
+            return await future
+
+        try:
+            return await asyncio.wait_for(exchange(), self.timeout)
+        except asyncio.TimeoutError:
+            await self._cancel(request_id, f"no answer in {self.timeout} s")
+            raise MCPError(f"the MCP server did not answer {method} within {self.timeout} s") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        """Send a notification (no answer expected)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        await self.transport.send(message)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool the server offers (following ``nextCursor`` pages)."""
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(1000):  # a server that pages forever is a bug, not a reason to hang
+            result = await self.request("tools/list", {"cursor": cursor} if cursor else None)
+            tools.extend(dict(t) for t in result.get("tools") or [] if isinstance(t, Mapping) and t.get("name"))
+            cursor = result.get("nextCursor")
+            if not cursor:
+                break
+        return tools
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The raw ``tools/call`` result (``content``, ``structuredContent``, ``isError``)."""
+        result = await self.request("tools/call", {"name": name, "arguments": dict(arguments)})
+        return dict(result) if isinstance(result, Mapping) else {"content": []}
+
+    async def _cancel(self, request_id: int, reason: str) -> None:
+        if self._closed_reason is None:
+            try:
+                await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
+            except MCPError:
+                logger.debug("could not tell the MCP server to cancel request %s", request_id)
+
+    # -- incoming -----------------------------------------------------------------------------
+    def _receive(self, message: Any) -> None:
+        """Handle one message from the server (a response, a request, or a notification)."""
+        if not isinstance(message, Mapping):
+            logger.debug("MCP: ignoring a message that is not an object: %r", message)
+            return
+        if "method" in message:
+            if "id" in message:
+                asyncio.get_running_loop().create_task(self._answer(message))
+            else:
+                logger.debug("MCP notification %s", message.get("method"))
+            return
+        future = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        if future is None or future.done():
+            logger.debug("MCP: a response to no pending request: %r", message.get("id"))
+            return
+        error = message.get("error")
+        if isinstance(error, Mapping):
+            text = str(error.get("message") or "error")
+            future.set_exception(RPCError(text, int(error.get("code") or 0), error.get("data")))
+        else:
+            future.set_result(message.get("result") or {})
+
+    async def _answer(self, request: Mapping[str, Any]) -> None:
+        """Answer a request the server sent: ``ping``; every other method is not offered."""
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if request.get("method") == "ping":
+            reply["result"] = {}
+        else:
+            reply["error"] = {"code": -32601, "message": f"method not supported by plait: {request.get('method')}"}
+        try:
+            await self.transport.send(reply)
+        except MCPError:
+            logger.debug("could not answer the MCP server's %s request", request.get("method"))
+
+    def _lost(self, reason: str) -> None:
+        """The link ended: fail every pending request with `reason`."""
+        if self._closed_reason is None:
+            self._closed_reason = reason
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(MCPError(reason))
+
+
+async def open_session(transport: Transport, timeout: float | None) -> ClientSession:
+    """A `ClientSession` over `transport`, initialized; the transport is closed if that fails."""
+    session = ClientSession(transport, timeout)
+    try:
+        await session.open()
+    except BaseException:
+        await session.close()
+        raise
+    return session

@@ -1,0 +1,255 @@
+"""How MCP messages travel: a server subprocess over stdio, or Streamable HTTP (private).
+
+* `StdioTransport` starts the server as a child process and exchanges newline-delimited
+  JSON on its stdin/stdout; the last few KB of its stderr are kept for error messages.
+  The child gets a minimal environment (``PATH``, ``HOME``, locale...) plus ``env``,
+  so API keys in plait's environment do not leak to third-party servers by default.
+* `HTTPTransport` POSTs each message to the server's endpoint and reads the answer as
+  JSON or as a Server-Sent-Events stream, carrying the ``Mcp-Session-Id`` the server
+  assigns and the negotiated ``MCP-Protocol-Version``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from ...exceptions import MCPError
+from ...llms._sse import SSEDecoder
+from ._session import Closed, Deliver
+
+__all__ = ["HTTPTransport", "StdioTransport", "safe_environment"]
+
+logger = logging.getLogger(__name__)
+
+#: Variables a stdio server inherits from plait's environment unless ``inherit_env=True``.
+SAFE_VARIABLES = (
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LOGNAME",
+    "PATH",
+    "SHELL",
+    "SYSTEMROOT",
+    "TEMP",
+    "TERM",
+    "TMP",
+    "TMPDIR",
+    "USER",
+    "VIRTUAL_ENV",
+)
+_STDERR_KEPT = 4096
+_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; results may be large
+
+
+def safe_environment(extra: Mapping[str, str] | None = None, inherit: bool = False) -> dict[str, str]:
+    """The environment of a stdio server: the safe variables (or everything) plus `extra`."""
+    base = dict(os.environ) if inherit else {k: v for k, v in os.environ.items() if k in SAFE_VARIABLES}
+    base.update(extra or {})
+    return base
+
+
+class StdioTransport:
+    """A server run as a child process, speaking JSON-RPC lines on stdin/stdout.
+
+    Args:
+        command: The program to run.
+        args: Its arguments.
+        env: The child's environment (see `safe_environment`).
+        cwd: Its working directory.
+    """
+
+    def __init__(
+        self, command: str, args: Sequence[str], env: Mapping[str, str] | None, cwd: str | None = None
+    ) -> None:
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.process: asyncio.subprocess.Process | None = None
+        self.stderr_tail = b""
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def set_protocol_version(self, version: str) -> None:
+        """Not needed over stdio."""
+
+    async def start(self, deliver: Deliver, closed: Closed) -> None:
+        """Start the server process and read its output."""
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                self.command,
+                *self.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                limit=_LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise MCPError(f"could not start the MCP server {self.command!r}: {exc}") from exc
+        self._tasks = [
+            asyncio.create_task(self._read(deliver, closed)),
+            asyncio.create_task(self._drain_stderr()),
+        ]
+
+    async def _read(self, deliver: Deliver, closed: Closed) -> None:
+        process = self.process
+        if process is None or process.stdout is None:
+            return
+        try:
+            while line := await process.stdout.readline():
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    logger.debug("MCP server wrote a line that is not JSON: %r", line[:200])
+                    continue
+                for item in message if isinstance(message, list) else [message]:
+                    deliver(item)
+        except (ValueError, OSError) as exc:  # a line over the limit, a broken pipe
+            logger.debug("reading from the MCP server failed: %s", exc)
+        code = await process.wait()
+        await asyncio.sleep(0)  # let the stderr reader catch up
+        closed(self.describe_exit(code))
+
+    async def _drain_stderr(self) -> None:
+        if self.process is None or self.process.stderr is None:
+            return
+        while chunk := await self.process.stderr.read(4096):
+            self.stderr_tail = (self.stderr_tail + chunk)[-_STDERR_KEPT:]
+
+    def describe_exit(self, code: int | None) -> str:
+        """Why the link ended, with the end of the server's stderr."""
+        text = f"the MCP server {self.command!r} exited with status {code}"
+        tail = self.stderr_tail.decode("utf-8", errors="replace").strip()
+        return f"{text}; its stderr ends with:\n{tail[-1000:]}" if tail else text
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Write one JSON line to the server's stdin."""
+        process = self.process
+        if process is None or process.stdin is None or process.returncode is not None:
+            raise MCPError(self.describe_exit(process.returncode if process else None))
+        try:
+            process.stdin.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+            await process.stdin.drain()
+        except (ConnectionError, OSError) as exc:
+            raise MCPError(f"the MCP server {self.command!r} stopped reading its input: {exc}") from exc
+
+    async def close(self) -> None:
+        """Close stdin, then terminate (and finally kill) the process if it does not exit."""
+        process, self.process = self.process, None
+        if process is not None and process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            for stop in (None, process.terminate, process.kill):
+                if stop is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        stop()
+                try:
+                    await asyncio.wait_for(process.wait(), 2.0)
+                    break
+                except asyncio.TimeoutError:
+                    continue
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+
+class HTTPTransport:
+    """Streamable HTTP: each message is POSTed; answers come back as JSON or an SSE stream.
+
+    Args:
+        url: The server's MCP endpoint (e.g. ``http://127.0.0.1:8000/mcp``).
+        headers: Extra request headers (authorization...).
+        timeout: Seconds to wait for the connection and each answer.
+    """
+
+    def __init__(self, url: str, headers: Mapping[str, str] | None = None, timeout: float | None = 60.0) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.timeout = timeout
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._deliver: Deliver | None = None
+
+    def set_protocol_version(self, version: str) -> None:
+        """Sent as ``MCP-Protocol-Version`` on every later request."""
+        self.protocol_version = version
+
+    async def start(self, deliver: Deliver, closed: Closed) -> None:
+        """Open the HTTP connection pool (the handshake is the first POST)."""
+        self._deliver = deliver
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.timeout))
+
+    def _request_headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json, text/event-stream", **self.headers}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """POST `message`; deliver whatever the answer holds."""
+        if self._http is None or self._deliver is None:
+            raise MCPError("the MCP HTTP transport is not started (or was closed)")
+        try:
+            async with self._http.post(self.url, json=message, headers=self._request_headers()) as response:
+                session_id = response.headers.get("Mcp-Session-Id")
+                if session_id:
+                    self.session_id = session_id
+                if response.status >= 400:
+                    body = (await response.text(errors="replace"))[:500]
+                    expired = response.status == 404 and self.session_id is not None
+                    what = "the MCP session expired on the server" if expired else "the MCP server refused a request"
+                    raise MCPError(f"{what}: HTTP {response.status} from {self.url}: {body}")
+                if response.status == 202 or "id" not in message or "method" not in message:
+                    return  # a notification or a response: nothing comes back
+                await self._read_answer(response, self._deliver)
+        except aiohttp.ClientError as exc:
+            raise MCPError(f"could not reach the MCP server at {self.url}: {exc}") from exc
+
+    @staticmethod
+    async def _read_answer(response: aiohttp.ClientResponse, deliver: Deliver) -> None:
+        if response.content_type == "text/event-stream":
+            decoder = SSEDecoder()
+            async for chunk in response.content.iter_any():
+                for data in decoder.feed(chunk):
+                    _deliver_json(data, deliver)
+            for data in decoder.flush():
+                _deliver_json(data, deliver)
+            return
+        _deliver_json(await response.text(), deliver)
+
+    async def close(self) -> None:
+        """End the server-side session (``DELETE``) and close the pool."""
+        http, self._http = self._http, None
+        if http is None:
+            return
+        if self.session_id:
+            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError):
+                async with http.delete(self.url, headers=self._request_headers(), timeout=aiohttp.ClientTimeout(2)):
+                    pass
+        await http.close()
+
+
+def _deliver_json(text: str, deliver: Deliver) -> None:
+    if not text.strip():
+        return
+    try:
+        message = json.loads(text)
+    except ValueError:
+        logger.debug("MCP server sent data that is not JSON: %r", text[:200])
+        return
+    for item in message if isinstance(message, list) else [message]:
+        deliver(item)

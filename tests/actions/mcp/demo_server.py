@@ -1,0 +1,85 @@
+"""An MCP server for the tests, written with the official SDK (the `mcp` package).
+
+``python demo_server.py`` serves stdio; ``python demo_server.py http PORT [json]`` serves
+Streamable HTTP on 127.0.0.1:PORT/mcp (``json``: plain JSON answers instead of SSE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+
+from mcp.server.mcpserver import Image, MCPServer
+
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+server = MCPServer("demo-server", instructions="Arithmetic, echo and failure tools for plait's tests.")
+calls = {"count": 0}
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def echo(text: str, times: int = 1) -> str:
+    """Repeat a text.
+
+    Args:
+        text: What to repeat.
+        times: How many times.
+    """
+    return " ".join([text] * times)
+
+
+@server.tool()
+def count() -> int:
+    """How many times this tool was called on this server process."""
+    calls["count"] += 1
+    return calls["count"]
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fails with `message`."""
+    raise ValueError(message)
+
+
+@server.tool()
+def pixel() -> Image:
+    """A 1x1 PNG image."""
+    return Image(data=PIXEL, format="png")
+
+
+@server.tool()
+def environment(name: str) -> str:
+    """The value of an environment variable in the server ('<unset>' when absent)."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Wait, then answer."""
+    await asyncio.sleep(seconds)
+    return "done"
+
+
+@server.tool()
+def crash() -> str:
+    """End the server process at once."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        port = int(sys.argv[2])
+        json_response = sys.argv[3:4] == ["json"]
+        asyncio.run(server.run_streamable_http_async(port=port, json_response=json_response))
+    else:
+        asyncio.run(server.run_stdio_async())
