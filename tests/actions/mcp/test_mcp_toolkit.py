@@ -121,12 +121,20 @@ def test_a_crashed_server_is_reported_then_restarted(make_toolkit: Callable[...,
 
 
 def test_a_slow_call_times_out_and_the_toolkit_keeps_working(make_toolkit: Callable[..., MCPToolkit]) -> None:
-    toolkit = make_toolkit(timeout=1.0)
+    toolkit = make_toolkit(timeout=2.0)
     start = time.monotonic()
     slow = call(toolkit, {"seconds": 30}, "slow")
-    assert time.monotonic() - start < 5
-    assert slow.state == ActionStatusCode.API_ERROR and "did not answer tools/call within 1.0 s" in slow.errmsg
+    assert time.monotonic() - start < 6
+    assert slow.state == ActionStatusCode.API_ERROR and "did not answer tools/call within 2.0 s" in slow.errmsg
     assert call(toolkit, {"a": 1, "b": 1}, "add").result[0]["content"] == "2"
+
+
+def test_a_server_that_never_answers_fails_the_handshake_in_time(mode: str) -> None:
+    mute = [sys.executable, "-c", "import time; time.sleep(60)"]
+    start = time.monotonic()
+    with pytest.raises(MCPError, match=r"did not answer initialize within 0\.5 s"):
+        toolkit_class(mode)(mute[0], mute[1:], connect_timeout=0.5)
+    assert time.monotonic() - start < 10  # the mute process was stopped, not waited for
 
 
 def test_options_pick_tools_and_name(make_toolkit: Callable[..., MCPToolkit]) -> None:

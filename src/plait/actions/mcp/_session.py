@@ -66,11 +66,15 @@ class ClientSession:
     Args:
         transport: The connection to the server.
         timeout: Seconds a request may take before it is cancelled (``None``: no limit).
+        connect_timeout: Seconds the server may take to start and answer ``initialize``.
     """
 
-    def __init__(self, transport: Transport, timeout: float | None = 60.0) -> None:
+    def __init__(
+        self, transport: Transport, timeout: float | None = 60.0, connect_timeout: float | None = 30.0
+    ) -> None:
         self.transport = transport
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.server_info: dict[str, Any] = {}
         self.instructions = ""
         self.protocol_version = ""
@@ -96,7 +100,7 @@ class ClientSession:
             "capabilities": {},
             "clientInfo": {"name": "plait", "version": __version__},
         }
-        result = await self.request("initialize", params)
+        result = await self._request("initialize", params, self.connect_timeout)
         version = str(result.get("protocolVersion", ""))
         if version not in PROTOCOL_VERSIONS:
             raise MCPError(f"the MCP server speaks protocol {version!r}; plait supports {', '.join(PROTOCOL_VERSIONS)}")
@@ -113,12 +117,15 @@ class ClientSession:
 
     # -- requests -----------------------------------------------------------------------------
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
-        """Send a request and wait for its result.
+        """Send a request and wait for its result (at most `timeout` seconds).
 
         Raises:
             RPCError: The server answered with an error.
             MCPError: The link broke, or the request timed out (it is then cancelled).
         """
+        return await self._request(method, params, self.timeout)
+
+    async def _request(self, method: str, params: Mapping[str, Any] | None, limit: float | None) -> Any:
         if self._closed_reason is not None:
             raise MCPError(self._closed_reason)
         request_id = next(self._ids)
@@ -133,10 +140,10 @@ class ClientSession:
             return await future
 
         try:
-            return await asyncio.wait_for(exchange(), self.timeout)
+            return await asyncio.wait_for(exchange(), limit)
         except asyncio.TimeoutError:
-            await self._cancel(request_id, f"no answer in {self.timeout} s")
-            raise MCPError(f"the MCP server did not answer {method} within {self.timeout} s") from None
+            await self._cancel(request_id, f"no answer in {limit} s")
+            raise MCPError(f"the MCP server did not answer {method} within {limit} s") from None
         finally:
             self._pending.pop(request_id, None)
 
@@ -215,9 +222,11 @@ class ClientSession:
                 future.set_exception(MCPError(reason))
 
 
-async def open_session(transport: Transport, timeout: float | None) -> ClientSession:
+async def open_session(
+    transport: Transport, timeout: float | None, connect_timeout: float | None = 30.0
+) -> ClientSession:
     """A `ClientSession` over `transport`, initialized; the transport is closed if that fails."""
-    session = ClientSession(transport, timeout)
+    session = ClientSession(transport, timeout, connect_timeout)
     try:
         await session.open()
     except BaseException:

@@ -132,9 +132,12 @@ def _toolkit_name(server_info: Mapping[str, Any]) -> str:
 class _Connection:
     """The session with one server, owned by a private loop thread; reopened when the server died."""
 
-    def __init__(self, make_transport: Callable[[], Transport], timeout: float | None) -> None:
+    def __init__(
+        self, make_transport: Callable[[], Transport], timeout: float | None, connect_timeout: float | None
+    ) -> None:
         self.make_transport = make_transport
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.loop = LoopThread(name="plait-mcp")
         self.session: ClientSession | None = None
         self._lock: asyncio.Lock | None = None
@@ -147,7 +150,7 @@ class _Connection:
             if self.session is None or self.session.closed:
                 if self.session is not None:
                     await self.session.close()
-                self.session = await open_session(self.make_transport(), self.timeout)
+                self.session = await open_session(self.make_transport(), self.timeout, self.connect_timeout)
             return self.session
 
     async def list_tools(self) -> tuple[ClientSession, list[dict[str, Any]]]:
@@ -182,7 +185,9 @@ class MCPToolkit(BaseAction):
         cwd: Working directory of a stdio server.
         name: The toolkit name (default: the server's name, e.g. ``weather_server``).
         tools: Offer only these tools of the server (default: all).
-        timeout: Seconds to wait for the server to start and for each call.
+        timeout: Seconds each request (a tool call, the tool list) may take; a call that
+            takes longer is cancelled and reported to the model.
+        connect_timeout: Seconds the server may take to start and complete the handshake.
         work_dir: Where images, audio and binary resources from results are saved
             (default: a new temporary folder).
         parser: The argument parser class.
@@ -206,6 +211,7 @@ class MCPToolkit(BaseAction):
         name: str | None = None,
         tools: Sequence[str] | None = None,
         timeout: float | None = 60.0,
+        connect_timeout: float | None = 30.0,
         work_dir: str | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
@@ -227,7 +233,7 @@ class MCPToolkit(BaseAction):
             def make_transport() -> Transport:
                 return HTTPTransport(endpoint, extra, timeout)
 
-        self._connection = _Connection(make_transport, timeout)
+        self._connection = _Connection(make_transport, timeout, connect_timeout)
         self._finalizer = weakref.finalize(self, self._connection.close)
         self._only = list(tools) if tools is not None else None
         self._name_override = name
