@@ -4,6 +4,7 @@
 plait run "What is 37 * 91?"                 # embedded local model, Calculator tool
 plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any OpenAI-compatible server
 plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
+plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
 ```
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -55,13 +57,24 @@ def _tool(name: str) -> Any:
     return get_tool(canonical)
 
 
-def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int) -> Any:
-    """A streaming native function-calling agent over `tools` (registry names)."""
+def _mcp_toolkit(server: str) -> Any:
+    """An `MCPToolkit` for ``--mcp``: an ``http(s)://`` URL, or a command line run over stdio."""
+    from .actions.mcp import MCPToolkit
+
+    if server.startswith(("http://", "https://")):
+        return MCPToolkit(url=server)
+    words = shlex.split(server)
+    if not words:
+        raise PlaitError("--mcp needs a command line or an http(s) URL")
+    return MCPToolkit(words[0], words[1:])
+
+
+def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int, mcp: Sequence[str] = ()) -> Any:
+    """A streaming native function-calling agent over `tools` (registry names) and MCP servers."""
     from .agents.function_calling import StreamingFunctionCallingAgent
 
-    return StreamingFunctionCallingAgent(
-        llm, [_tool(name) for name in tools if name.strip()], system, max_turn=max_turn
-    )
+    actions = [_tool(name) for name in tools if name.strip()] + [_mcp_toolkit(server) for server in mcp]
+    return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn)
 
 
 class _Printer:
@@ -129,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--api-base", help="base URL of an OpenAI-compatible server (default: embedded model)")
     common.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY when set)")
     common.add_argument("--tools", default="Calculator", help="comma-separated tool names (default: Calculator)")
+    common.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help="an MCP server whose tools to add: a command line (stdio) or an http(s) URL; repeatable",
+    )
     common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
     common.add_argument("--session", help="JSON file to load the conversation from and save it to")
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
@@ -171,7 +191,7 @@ def _setup(args: argparse.Namespace, printer: _Printer) -> Any:
     llm = build_llm(
         args.model, args.api_base, args.api_key, max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
-    agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn)
+    agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn, args.mcp)
     agent.executor.register_hook(_ToolEcho(printer))
     if args.session and os.path.exists(args.session):
         agent.load_state(args.session)

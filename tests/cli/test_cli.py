@@ -141,3 +141,32 @@ def test_chat_streams_each_answer_on_its_own_line() -> None:
         "The result is 42.",
         "> ",
     ]
+
+
+def test_mcp_server_tools_join_the_agent() -> None:
+    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
+    server_script = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(f"The sum is {last['content']}.")
+        return Reply(tool_calls=[("demo_server__add", {"a": 2, "b": 3})])
+
+    with FakeOpenAIServer(handler=handler) as fake:
+        mcp = f"{sys.executable} {server_script}"
+        result = plait("run", "--api-base", fake.base_url, "--tools", "", "--mcp", mcp, "add 2 and 3")
+        offered = [tool["function"]["name"] for tool in fake.requests[0]["tools"]]
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "[tool call] demo_server.add {'a': 2, 'b': 3}",
+        "[tool result] 5",
+        "The sum is 5.",
+    ]
+    assert "demo_server__echo" in offered and "Calculator" not in offered
+
+
+def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path: Path) -> None:
+    result = plait("run", "--api-base", "http://127.0.0.1:9/v1", "--mcp", str(tmp_path / "nothing-here"), "hi")
+    assert result.returncode == 1
+    assert "could not start the MCP server" in result.stderr
