@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from ..exceptions import StateDictError, UserError
+from ..utils._json import json_default
 
 __all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "check_name"]
 
@@ -174,7 +175,7 @@ class AgentModule:
     def save_state(self, path: str | os.PathLike[str], session_id: Hashable = 0) -> None:
         """Write a session's state to a JSON file (versioned envelope)."""
         envelope = {"format": STATE_FORMAT, "version": STATE_VERSION, "state": self.state_dict(session_id)}
-        Path(path).write_text(json.dumps(envelope, ensure_ascii=False, indent=2, default=_json_default), "utf-8")
+        Path(path).write_text(json.dumps(envelope, ensure_ascii=False, indent=2, default=json_default), "utf-8")
 
     def load_state(
         self, path: str | os.PathLike[str], session_id: Hashable = 0, strict: bool = True
@@ -222,13 +223,3 @@ def _unwrap(state: Mapping[str, Any]) -> Mapping[str, Any]:
         inner: Mapping[str, Any] = state["state"]
         return inner
     return state
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if hasattr(value, "__dataclass_fields__"):
-        from ..schema import dataclass2dict
-
-        return dataclass2dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Union
+from typing import Any, Protocol, Union
 
 from ..exceptions import UserError
 from ..schema import AgentMessage
 
-__all__ = ["Memory", "MessageLike"]
+__all__ = ["Memory", "MemoryJournal", "MessageLike"]
 
 MessageLike = Union[AgentMessage, str, Mapping[str, Any]]
 
@@ -24,11 +24,28 @@ def to_message(item: MessageLike) -> AgentMessage:
     raise UserError(f"memory holds AgentMessage, str or dict items, not {type(item).__name__}")
 
 
+class MemoryJournal(Protocol):
+    """Told about every change of a `Memory` (a `SessionStore` writes them to disk)."""
+
+    def append(self, start: int, messages: Sequence[AgentMessage]) -> None:
+        """`messages` were added at positions ``start``, ``start + 1``, ..."""
+
+    def truncate(self, length: int) -> None:
+        """Every message from position `length` on was dropped."""
+
+    def rewrite(self, messages: Sequence[AgentMessage]) -> None:
+        """The memory now holds exactly `messages` (after a delete, load or reset)."""
+
+
 class Memory:
     """The messages of one session, oldest first.
 
     Args:
         recent_n: When set, `get_memory` returns only the last ``recent_n`` messages by default.
+
+    Attributes:
+        journal: When set (by `MemoryManager` bound to a `SessionStore`), every change
+            is reported to it.
 
     Example:
         ```python
@@ -43,6 +60,7 @@ class Memory:
             raise UserError(f"recent_n must be >= 0, got {recent_n}")
         self.memory: list[AgentMessage] = []
         self.recent_n = recent_n
+        self.journal: MemoryJournal | None = None
 
     def get_memory(
         self,
@@ -62,38 +80,55 @@ class Memory:
         if memories is None:
             return
         if isinstance(memories, (AgentMessage, str, Mapping)):
-            self.memory.append(to_message(memories))
+            new = [to_message(memories)]
         elif isinstance(memories, (list, tuple)):
-            self.memory.extend(to_message(m) for m in memories)
+            new = [to_message(m) for m in memories]
         else:
             raise UserError(f"memory holds AgentMessage, str or dict items, not {type(memories).__name__}")
+        start = len(self.memory)
+        self.memory.extend(new)
+        if self.journal is not None and new:
+            self.journal.append(start, new)
 
     def delete(self, index: int | Iterable[int]) -> None:
         """Delete the message at `index`, or the messages at every index of a list (indices as they are now)."""
         if isinstance(index, int):
             del self.memory[index]
-            return
-        size = len(self.memory)
-        positions = {i % size if -size <= i < size else self._bad_index(i) for i in index}
-        for i in sorted(positions, reverse=True):
-            del self.memory[i]
+        else:
+            size = len(self.memory)
+            positions = {i % size if -size <= i < size else self._bad_index(i) for i in index}
+            for i in sorted(positions, reverse=True):
+                del self.memory[i]
+        if self.journal is not None:
+            self.journal.rewrite(self.memory)
 
     def _bad_index(self, index: int) -> int:
         raise IndexError(f"memory index {index} out of range for {len(self.memory)} messages")
 
     def truncate(self, length: int) -> None:
         """Keep only the first `length` messages (used to undo a failed call)."""
+        before = len(self.memory)
         del self.memory[length:]
+        if self.journal is not None and len(self.memory) < before:
+            self.journal.truncate(len(self.memory))
 
     def reset(self) -> None:
         """Forget every message."""
         self.memory.clear()
+        if self.journal is not None:
+            self.journal.rewrite([])
 
     def load(self, memories: Mapping[str, Any] | Iterable[MessageLike], overwrite: bool = True) -> None:
         """Load messages saved by `save` (dicts) or messages; replaces the current ones unless `overwrite=False`."""
-        if overwrite:
-            self.memory = []
-        self.add([memories] if isinstance(memories, Mapping) else list(memories))
+        journal, self.journal = self.journal, None  # one rewrite at the end, not an append per message
+        try:
+            if overwrite:
+                self.memory = []
+            self.add([memories] if isinstance(memories, Mapping) else list(memories))
+        finally:
+            self.journal = journal
+        if journal is not None:
+            journal.rewrite(self.memory)
 
     def save(self) -> list[dict[str, Any]]:
         """The messages as plain dicts (`AgentMessage.model_dump()`)."""

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..schema import AgentMessage
 from ..utils.config import create_object
 from .base_memory import Memory, MessageLike
+
+if TYPE_CHECKING:
+    from .session_store import SessionStore
 
 __all__ = ["MemoryManager"]
 
@@ -31,16 +34,50 @@ class MemoryManager:
     def __init__(self, cfg: Mapping[str, Any] | type[Memory] | None = None) -> None:
         self.cfg: Mapping[str, Any] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
         self.memory_map: dict[Hashable, Memory] = {}
+        self.store: SessionStore | None = None
+        self.keypath = "memory"
+
+    def bind(self, store: SessionStore, keypath: str) -> None:
+        """Keep this manager's sessions in `store` under `keypath` (see `SessionStore.attach`).
+
+        Sessions held now are written to the store; others are read from it on first use.
+        """
+        self.store, self.keypath = store, keypath
+        for session_id, memory in self.memory_map.items():
+            memory.journal = store.journal(keypath, session_id)
+            memory.journal.rewrite(memory.memory)
+
+    def _new(self, session_id: Hashable) -> Memory:
+        memory: Memory = create_object(self.cfg)
+        if self.store is not None:
+            memory.journal = self.store.journal(self.keypath, session_id)
+        self.memory_map[session_id] = memory
+        return memory
 
     def create_instance(self, session_id: Hashable) -> Memory:
         """Create (replacing any old one) and return the memory of `session_id`."""
-        memory = create_object(self.cfg)
-        self.memory_map[session_id] = memory
-        return memory  # type: ignore[no-any-return]
+        memory = self._new(session_id)
+        if memory.journal is not None:
+            memory.journal.rewrite([])
+        return memory
+
+    def _stored(self, session_id: Hashable) -> Memory | None:
+        """The session's memory: in this process, or read back from the bound store."""
+        memory = self.memory_map.get(session_id)
+        if memory is not None or self.store is None:
+            return memory
+        saved = self.store.read(self.keypath, session_id)
+        if saved is None:
+            return None
+        memory = self._new(session_id)
+        journal, memory.journal = memory.journal, None
+        memory.load(saved)
+        memory.journal = journal
+        return memory
 
     def _session(self, session_id: Hashable) -> Memory:
-        memory = self.memory_map.get(session_id)
-        return memory if memory is not None else self.create_instance(session_id)
+        memory = self._stored(session_id)
+        return memory if memory is not None else self._new(session_id)
 
     def add(self, memories: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
@@ -48,34 +85,41 @@ class MemoryManager:
 
     def get(self, session_id: Hashable = 0) -> Memory | None:
         """The `Memory` of a session, or None if it has none."""
-        return self.memory_map.get(session_id)
+        return self._stored(session_id)
 
     def get_memory(self, session_id: Hashable = 0, **kwargs: Any) -> list[AgentMessage]:
         """A session's messages (see `Memory.get_memory` for `recent_n` / `filter_func`); [] for an unknown session."""
-        memory = self.memory_map.get(session_id)
+        memory = self._stored(session_id)
         return memory.get_memory(**kwargs) if memory is not None else []
 
     def length(self, session_id: Hashable = 0) -> int:
         """How many messages a session holds."""
-        memory = self.memory_map.get(session_id)
+        memory = self._stored(session_id)
         return len(memory) if memory is not None else 0
 
     def truncate(self, session_id: Hashable, length: int) -> None:
         """Drop a session's messages after the first `length` (undo of a failed call)."""
-        memory = self.memory_map.get(session_id)
+        memory = self._stored(session_id)
         if memory is not None:
             memory.truncate(length)
 
     def reset(self, session_id: Hashable = 0) -> None:
-        """Forget a session entirely."""
-        self.memory_map.pop(session_id, None)
+        """Forget a session entirely (in the bound store too)."""
+        memory = self.memory_map.pop(session_id, None)
+        if self.store is not None:
+            journal = memory.journal if memory is not None else self.store.journal(self.keypath, session_id)
+            if journal is not None:
+                journal.rewrite([])
 
     def sessions(self) -> list[Hashable]:
-        """The session ids that have a memory."""
-        return list(self.memory_map)
+        """The session ids that have a memory (in this process, or in the bound store)."""
+        if self.store is None:
+            return list(self.memory_map)
+        stored = self.store.sessions(self.keypath)
+        return list(self.memory_map) + [s for s in stored if s not in self.memory_map]
 
     def __contains__(self, session_id: object) -> bool:
-        return session_id in self.memory_map
+        return session_id in self.memory_map or self._stored(session_id) is not None
 
     def __repr__(self) -> str:
         return f"MemoryManager(sessions={len(self.memory_map)})"

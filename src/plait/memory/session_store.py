@@ -1,0 +1,295 @@
+"""`SessionStore`: agent memories that survive the process, in one SQLite file.
+
+```python
+store = SessionStore("sessions.db")
+store.attach(agent)                      # every memory in the agent tree persists its sessions
+agent("My name is Ada.", session_id="u42")
+# ... later, in another process, on the same agent structure:
+SessionStore("sessions.db").attach(agent)
+agent("What is my name?", session_id="u42")   # u42's history is read back on first use
+```
+
+Every message is written as it is added (a failed call's rollback, deletions, loads and
+resets too), keyed like `state_dict` (``memory``, ``writer.memory``, ``team.0.memory``)
+and by session id. Writes go through a queue to one writer thread, so an agent call never
+waits for the disk; a session's history is read once per process, when that session is
+first used (reads see every write queued before them). `flush` waits for the queue;
+`close` (or ``with``, or interpreter exit) flushes and closes the file.
+
+Session ids are stored as JSON: use strings or integers (``0`` and ``"0"`` are different
+sessions). One process should write a given session at a time. Agents' extra state
+(`get_extra_state`) is not stored; `save_state` covers it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import queue
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..exceptions import UserError
+from ..schema import AgentMessage
+from ..utils._json import json_default
+
+__all__ = ["SessionStore"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    keypath TEXT NOT NULL,
+    session TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    message TEXT NOT NULL,
+    PRIMARY KEY (keypath, session, position)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sessions (
+    keypath TEXT NOT NULL,
+    session TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (keypath, session)
+) WITHOUT ROWID;
+"""
+
+Job = Callable[[sqlite3.Connection], Any]
+Pending = tuple[Job, "concurrent.futures.Future[Any] | None"]
+_TOUCH = "INSERT INTO sessions VALUES (?, ?, ?) ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated"
+_FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
+
+
+def _session_key(session_id: Hashable) -> str:
+    try:
+        return json.dumps(session_id)
+    except TypeError:
+        raise UserError(f"a SessionStore keeps sessions with str or int ids, not {type(session_id).__name__}") from None
+
+
+def _encode(message: AgentMessage) -> str:
+    return json.dumps(message.model_dump(), ensure_ascii=False, default=json_default)
+
+
+class _Writer:
+    """One thread that owns the SQLite connection and runs every job, in order."""
+
+    def __init__(self, path: str) -> None:
+        self.jobs: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
+        self.failure: BaseException | None = None
+        self.closed = False
+        self.path = path
+        connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.executescript(_SCHEMA)
+        self.thread = threading.Thread(target=self._serve, args=(connection,), name="plait-session-store", daemon=True)
+        self.thread.start()
+
+    def _serve(self, connection: sqlite3.Connection) -> None:
+        try:
+            while True:
+                item = self.jobs.get()
+                batch = [item]
+                while not self.jobs.empty() and item is not None:  # commit a burst of writes together
+                    item = self.jobs.get()
+                    batch.append(item)
+                self._run(connection, [job for job in batch if job is not None])
+                if batch[-1] is None:
+                    return
+        finally:
+            connection.close()
+
+    def _run(self, connection: sqlite3.Connection, batch: list[Pending]) -> None:
+        connection.execute("BEGIN")
+        for job, future in batch:
+            try:
+                result = job(connection)
+            except Exception as exc:  # reported to the waiting caller, or kept for the next flush
+                if future is not None:
+                    future.set_exception(exc)
+                else:
+                    self.failure = exc
+            else:
+                if future is not None:
+                    future.set_result(result)
+        connection.execute("COMMIT")
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise UserError(f"the SessionStore {self.path} is closed")
+
+    def submit(self, job: Job) -> None:
+        self._check_open()
+        self.jobs.put((job, None))
+
+    def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        self._check_open()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self.jobs.put((job, future))
+        return future.result()
+
+    def stop(self) -> None:
+        self.closed = True
+        if self.thread.is_alive():
+            self.jobs.put(None)
+            self.thread.join()
+
+
+class _Journal:
+    """Writes one memory's changes (a `MemoryJournal`) for one key path and session."""
+
+    def __init__(self, writer: _Writer, keypath: str, session: str) -> None:
+        self.writer = writer
+        self.keypath = keypath
+        self.session = session
+
+    def _touch(self, connection: sqlite3.Connection) -> None:
+        connection.execute(_TOUCH, (self.keypath, self.session, time.time()))
+
+    def append(self, start: int, messages: Sequence[AgentMessage]) -> None:
+        messages = list(messages)
+
+        def write(connection: sqlite3.Connection) -> None:
+            rows = [(self.keypath, self.session, start + i, _encode(m)) for i, m in enumerate(messages)]
+            connection.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?)", rows)
+            self._touch(connection)
+
+        self.writer.submit(write)
+
+    def truncate(self, length: int) -> None:
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= ?",
+                (self.keypath, self.session, length),
+            )
+            self._touch(connection)
+
+        self.writer.submit(write)
+
+    def rewrite(self, messages: Sequence[AgentMessage]) -> None:
+        messages = list(messages)
+
+        def write(connection: sqlite3.Connection) -> None:
+            rows = [(self.keypath, self.session, i, _encode(m)) for i, m in enumerate(messages)]
+            connection.execute("DELETE FROM messages WHERE keypath = ? AND session = ?", (self.keypath, self.session))
+            connection.executemany("INSERT INTO messages VALUES (?, ?, ?, ?)", rows)
+            if rows:
+                self._touch(connection)
+            else:
+                connection.execute(_FORGET, (self.keypath, self.session))
+
+        self.writer.submit(write)
+
+
+class SessionStore:
+    """Sessions of agent memories kept in a SQLite file (see the module docstring).
+
+    Args:
+        path: The database file (created with its folder if missing).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = _Writer(str(self.path))
+        self._finalizer = weakref.finalize(self, self._writer.stop)  # also runs at interpreter exit
+
+    # -- agents -------------------------------------------------------------------------------
+    def attach(self, agent: Any) -> Any:
+        """Persist every memory of `agent`'s tree here; returns `agent`.
+
+        Sessions already in memory are written now; the others are read back on first use.
+        """
+        from .manager import MemoryManager
+
+        for path, module in agent.named_agents():
+            memory = getattr(module, "memory", None)
+            if isinstance(memory, MemoryManager):
+                memory.bind(self, f"{path}.memory" if path else "memory")
+        return agent
+
+    def journal(self, keypath: str, session_id: Hashable) -> _Journal:
+        """The writer of one memory's changes."""
+        return _Journal(self._writer, keypath, _session_key(session_id))
+
+    def read(self, keypath: str, session_id: Hashable) -> list[dict[str, Any]] | None:
+        """The stored messages of a session (as dicts), or None when it has none."""
+        session = _session_key(session_id)
+
+        def read(connection: sqlite3.Connection) -> list[dict[str, Any]] | None:
+            rows = connection.execute(
+                "SELECT message FROM messages WHERE keypath = ? AND session = ? ORDER BY position", (keypath, session)
+            ).fetchall()
+            return [json.loads(row[0]) for row in rows] if rows else None
+
+        return self._writer.call(read)
+
+    # -- sessions -----------------------------------------------------------------------------
+    def sessions(self, keypath: str = "memory") -> list[Hashable]:
+        """The ids of the sessions stored for a memory (the root agent's by default), oldest change first."""
+
+        def read(connection: sqlite3.Connection) -> list[Hashable]:
+            rows = connection.execute(
+                "SELECT session FROM sessions WHERE keypath = ? ORDER BY updated", (keypath,)
+            ).fetchall()
+            return [json.loads(row[0]) for row in rows]
+
+        return self._writer.call(read)
+
+    def delete(self, session_id: Hashable) -> None:
+        """Remove a session from the file (every memory's part of it).
+
+        Agents that already loaded it keep their copy until they `reset` it.
+        """
+        session = _session_key(session_id)
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute("DELETE FROM messages WHERE session = ?", (session,))
+            connection.execute("DELETE FROM sessions WHERE session = ?", (session,))
+
+        self._writer.call(write)
+
+    def prune(self, older_than: float) -> list[Hashable]:
+        """Remove sessions whose last change is more than `older_than` seconds old; returns their ids."""
+        cutoff = time.time() - older_than
+
+        def write(connection: sqlite3.Connection) -> list[Hashable]:
+            query = "SELECT session FROM sessions GROUP BY session HAVING MAX(updated) < ?"
+            stale = [row[0] for row in connection.execute(query, (cutoff,))]
+            for session in stale:
+                connection.execute("DELETE FROM messages WHERE session = ?", (session,))
+                connection.execute("DELETE FROM sessions WHERE session = ?", (session,))
+            return [json.loads(session) for session in stale]
+
+        return self._writer.call(write)
+
+    # -- lifetime -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Wait until every change so far is on disk.
+
+        Raises:
+            UserError: A queued write failed (for instance a message that is not JSON-able).
+        """
+        self._writer.call(lambda connection: None)
+        failure, self._writer.failure = self._writer.failure, None
+        if failure is not None:
+            raise UserError(f"a session write to {self.path} failed: {failure}") from failure
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SessionStore({str(self.path)!r})"
