@@ -17,6 +17,7 @@ PlaitError
 │   ├── ToolArgumentError     arguments that do not fit the tool's signature
 │   ├── ToolExecutionError    the tool raised
 │   └── MCPError              an MCP server failed to start, to handshake, or to answer
+├── ReplayMismatchError       a replayed run made a call its recording does not hold
 └── ScriptError               a plait.testing double was used outside its script
 ```
 
@@ -42,6 +43,7 @@ __all__ = [
     "MissingDependencyError",
     "ParseError",
     "PlaitError",
+    "ReplayMismatchError",
     "ScriptError",
     "StateDictError",
     "ToolArgumentError",
@@ -178,6 +180,10 @@ class MCPError(ToolError):
     Raised by `MCPToolkit` construction (the server's tools are listed then); a failed
     *tool call* comes back to the model as an `ActionReturn` instead.
     """
+
+
+class ReplayMismatchError(PlaitError):
+    """`plait.replay.replay` met a model or tool call the recorded run does not hold: the run diverged."""
 
 
 class ScriptError(PlaitError, AssertionError):

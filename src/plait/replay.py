@@ -1,0 +1,371 @@
+"""Record a run of an agent tree, then replay it offline: same answers, no model, no tool side effects.
+
+```python
+from plait.replay import record, replay
+
+with record(agent, "run.jsonl"):          # every model reply and tool result is logged
+    agent("What is 37 * 91?", session_id="s1")
+
+with replay(agent, "run.jsonl"):          # served from the log: no model runs, no tool runs
+    agent("What is 37 * 91?", session_id="s1")    # the same reply, token for token
+```
+
+While the context is open, every model of the tree (each agent's ``llm``) and every tool of
+its executors is replaced by a stand-in; on exit the originals are put back. Model calls are
+matched by their request (method, messages, generation parameters, tools), tool calls by
+tool, API, arguments and session, so concurrent sessions and parallel tool calls replay
+correctly whatever order they run in. A request the log does not hold raises
+`ReplayMismatchError` naming the call: the run diverged from the recording, which makes a
+recorded run a regression test for prompts, parsers and agent logic.
+
+The log is JSON lines, written as the run goes (a crash keeps what happened before it).
+Streaming calls are recorded chunk by chunk and replayed the same way.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import threading
+from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from .actions.base_action import _accepts_session
+from .exceptions import ReplayMismatchError, UserError
+from .llms.response import ModelResponse, ToolCall, Usage
+from .schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentStatusCode, ModelStatusCode
+from .utils._json import json_default
+
+__all__ = ["LOG_FORMAT", "LOG_VERSION", "RunLog", "record", "replay"]
+
+LOG_FORMAT = "plait-run-log"
+LOG_VERSION = 1
+_LLM_METHODS = ("chat", "complete", "stream_chat")
+
+
+# -- encoding ------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=json_default)
+
+
+def _key_default(value: Any) -> Any:
+    try:
+        return json_default(value)
+    except TypeError:
+        return f"<{type(value).__name__}>"  # stable across runs, unlike a repr with an address
+
+
+def _key(*parts: Any) -> str:
+    text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=_key_default)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _status(value: int) -> Any:
+    for enum in (ModelStatusCode, AgentStatusCode):
+        try:
+            return enum(value)
+        except ValueError:
+            continue
+    return value
+
+
+def _encode_reply(value: Any) -> Any:
+    """A model reply (text, `ModelResponse`, a stream item's extra, nested in dicts/lists) as JSON."""
+    if isinstance(value, ModelResponse):
+        return {"__model_response__": json.loads(_canonical(value))}
+    if isinstance(value, Mapping):
+        return {str(k): _encode_reply(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode_reply(v) for v in value]
+    return json.loads(_canonical(value))
+
+
+def _decode_reply(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        if "__model_response__" in value:
+            data = dict(value["__model_response__"])
+            calls = [ToolCall(**call) for call in data.get("tool_calls") or []]
+            usage = Usage(**data["usage"]) if data.get("usage") else None
+            return ModelResponse(data.get("content", ""), calls, data.get("finish_reason"), usage, data.get("raw"))
+        return {k: _decode_reply(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode_reply(v) for v in value]
+    return value
+
+
+def _decode_action_return(data: Mapping[str, Any]) -> ActionReturn:
+    fields = dict(data)
+    fields["state"] = ActionStatusCode(fields.get("state", ActionStatusCode.SUCCESS))
+    fields["valid"] = ActionValidCode(fields.get("valid", ActionValidCode.OPEN))
+    return ActionReturn(**fields)
+
+
+# -- the log ---------------------------------------------------------------------------------
+
+
+class RunLog:
+    """The entries of a recorded run, looked up by request key.
+
+    Args:
+        path: The JSON-lines file (`record` writes it; `replay` reads it).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._entries: dict[str, collections.deque[dict[str, Any]]] = collections.defaultdict(collections.deque)
+        self._file: Any = None
+
+    # writing
+    def open_for_writing(self) -> None:
+        """Start a new log file (replacing an old one)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w", encoding="utf-8")
+        self._write({"format": LOG_FORMAT, "version": LOG_VERSION})
+
+    def _write(self, entry: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._file.write(_canonical(entry) + "\n")
+            self._file.flush()
+
+    def add(self, entry: dict[str, Any]) -> None:
+        """Append one entry (``kind``, ``key``, what was asked, what came back)."""
+        self._write(entry)
+
+    def close(self) -> None:
+        """Close the file being written."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    # reading
+    def load(self) -> RunLog:
+        """Read the file; returns self."""
+        try:
+            lines = self.path.read_text("utf-8").splitlines()
+        except FileNotFoundError:
+            raise UserError(f"no run log at {self.path}") from None
+        header = json.loads(lines[0]) if lines else {}
+        if header.get("format") != LOG_FORMAT or header.get("version") != LOG_VERSION:
+            raise UserError(f"{self.path} is not a plait run log (version {LOG_VERSION})")
+        for line in lines[1:]:
+            if line.strip():
+                entry = json.loads(line)
+                self._entries[entry["key"]].append(entry)
+        return self
+
+    def take(self, key: str, describe: str) -> dict[str, Any]:
+        """The next unused entry recorded for `key`.
+
+        Raises:
+            ReplayMismatchError: The log holds no (more) entry for this request.
+        """
+        with self._lock:
+            entries = self._entries.get(key)
+            if entries:
+                return entries.popleft()
+        raise ReplayMismatchError(f"the run diverged from the recording in {self.path}: {describe} was not recorded")
+
+    def unused(self) -> int:
+        """How many recorded entries were not replayed."""
+        with self._lock:
+            return sum(len(entries) for entries in self._entries.values())
+
+
+# -- model stand-ins -------------------------------------------------------------------------
+
+
+def _request(method: str, inputs: Any, kwargs: Mapping[str, Any]) -> tuple[str, str]:
+    params = {k: v for k, v in kwargs.items() if k != "session_ids"}
+    last = inputs[-1] if isinstance(inputs, list) and inputs else inputs
+    text = last.get("content") if isinstance(last, Mapping) else last
+    return _key("llm", method, inputs, params), f"the model call {method}() whose last message is {str(text)[:160]!r}"
+
+
+class _ModelStandIn:
+    """Looks like the model it replaces (attributes pass through); its calls are recorded or replayed."""
+
+    def __init__(self, llm: Any, log: RunLog, recording: bool) -> None:
+        self._llm = llm
+        self._log = log
+        self._recording = recording
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def _reply(self, method: str, inputs: Any, kwargs: Mapping[str, Any], reply: Any = None) -> Any:
+        key, describe = _request(method, inputs, kwargs)
+        if self._recording:
+            self._log.add({"kind": "llm", "key": key, "method": method, "reply": _encode_reply(reply)})
+            return reply
+        return _decode_reply(self._log.take(key, describe)["reply"])
+
+    def _items(self, key: str, describe: str) -> list[tuple[Any, Any, Any]]:
+        entry = self._log.take(key, describe)
+        return [(_status(status), text, _decode_reply(extra)) for status, text, extra in entry["items"]]
+
+    def _record_items(self, key: str, items: list[tuple[Any, Any, Any]]) -> None:
+        encoded = [[int(status), text, _encode_reply(extra)] for status, text, extra in items]
+        self._log.add({"kind": "llm", "key": key, "method": "stream_chat", "items": encoded})
+
+
+class _SyncModel(_ModelStandIn):
+    def chat(self, inputs: Any, **kwargs: Any) -> Any:
+        return self._reply("chat", inputs, kwargs, self._llm.chat(inputs, **kwargs) if self._recording else None)
+
+    def complete(self, inputs: Any, **kwargs: Any) -> Any:
+        live = self._llm.complete(inputs, **kwargs) if self._recording else None
+        return self._reply("complete", inputs, kwargs, live)
+
+    def stream_chat(self, inputs: Any, **kwargs: Any) -> Iterator[Any]:
+        key, describe = _request("stream_chat", inputs, kwargs)
+        if not self._recording:
+            yield from self._items(key, describe)
+            return
+        items = []
+        for item in self._llm.stream_chat(inputs, **kwargs):
+            items.append(item)
+            yield item
+        self._record_items(key, items)
+
+
+class _AsyncModel(_ModelStandIn):
+    async def chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
+        live = await self._llm.chat(inputs, session_ids=session_ids, **kwargs) if self._recording else None
+        return self._reply("chat", inputs, kwargs, live)
+
+    async def complete(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
+        live = await self._llm.complete(inputs, session_ids=session_ids, **kwargs) if self._recording else None
+        return self._reply("complete", inputs, kwargs, live)
+
+    async def stream_chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+        key, describe = _request("stream_chat", inputs, kwargs)
+        if not self._recording:
+            for item in self._items(key, describe):
+                yield item
+            return
+        items = []
+        async for item in self._llm.stream_chat(inputs, session_ids=session_ids, **kwargs):
+            items.append(item)
+            yield item
+        self._record_items(key, items)
+
+
+# -- tool stand-ins --------------------------------------------------------------------------
+
+
+def _tool_key(action: Any, inputs: Any, name: str, session_id: Hashable | None) -> tuple[str, str]:
+    key = _key("tool", action.name, name, inputs, session_id)
+    return key, f"tool call {action.name}.{name}({_canonical(inputs)[:200]}) in session {session_id!r}"
+
+
+class _ToolStandIn:
+    """Wraps one tool: the executor sees the same name and description; calls are recorded or replayed."""
+
+    def __init__(self, action: Any, log: RunLog, recording: bool) -> None:
+        self._action = action
+        self._log = log
+        self._recording = recording
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._action, name)
+
+    def _replayed(self, inputs: Any, name: str, session_id: Hashable | None) -> ActionReturn:
+        key, describe = _tool_key(self._action, inputs, name, session_id)
+        return _decode_action_return(self._log.take(key, describe)["result"])
+
+    def _recorded(self, inputs: Any, name: str, session_id: Hashable | None, result: ActionReturn) -> ActionReturn:
+        key, _ = _tool_key(self._action, inputs, name, session_id)
+        self._log.add({"kind": "tool", "key": key, "tool": self._action.name, "api": name, "result": result})
+        return result
+
+
+class _SyncTool(_ToolStandIn):
+    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+        if not self._recording:
+            return self._replayed(inputs, name, session_id)
+        accepts = _accepts_session(type(self._action).__call__)
+        kwargs = {"session_id": session_id} if accepts else {}
+        result: ActionReturn = self._action(inputs, name, **kwargs)
+        return self._recorded(inputs, name, session_id, result)
+
+
+class _AsyncTool(_ToolStandIn):
+    async def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+        if not self._recording:
+            return self._replayed(inputs, name, session_id)
+        result: ActionReturn = await self._action.acall(inputs, name, session_id=session_id)
+        return self._recorded(inputs, name, session_id, result)
+
+
+# -- swapping ---------------------------------------------------------------------------------
+
+
+def _is_async_model(llm: Any) -> bool:
+    return any(inspect.iscoroutinefunction(getattr(llm, m, None)) for m in ("chat", "complete"))
+
+
+def _swap(agent: Any, log: RunLog, recording: bool) -> list[tuple[Any, str, Any]]:
+    """Put stand-ins into the tree; returns what to put back: ``(owner, key, original)``."""
+    from .actions.action_executor import ActionExecutor, AsyncActionExecutor
+
+    undo: list[tuple[Any, str, Any]] = []
+    models: dict[int, Any] = {}
+    for _, module in agent.named_agents():
+        llm = getattr(module, "llm", None)
+        if llm is not None and not isinstance(llm, _ModelStandIn):
+            if id(llm) not in models:
+                models[id(llm)] = (_AsyncModel if _is_async_model(llm) else _SyncModel)(llm, log, recording)
+            undo.append((module, "llm", llm))
+            object.__setattr__(module, "llm", models[id(llm)])
+        executor = getattr(module, "executor", None)
+        if isinstance(executor, ActionExecutor):
+            tool_cls = _AsyncTool if isinstance(executor, AsyncActionExecutor) else _SyncTool
+            for name, action in list(executor.actions.items()):
+                if not isinstance(action, _ToolStandIn):
+                    undo.append((executor.actions, name, action))
+                    executor.actions[name] = tool_cls(action, log, recording)  # type: ignore[assignment]  # duck-typed stand-in
+    return undo
+
+
+def _restore(undo: list[tuple[Any, str, Any]]) -> None:
+    for owner, key, original in reversed(undo):
+        if isinstance(owner, dict):
+            owner[key] = original
+        else:
+            object.__setattr__(owner, key, original)
+
+
+@contextlib.contextmanager
+def record(agent: Any, path: str | os.PathLike[str]) -> Iterator[RunLog]:
+    """Log every model reply and tool result of `agent`'s tree to `path` while the block runs."""
+    log = RunLog(path)
+    log.open_for_writing()
+    undo = _swap(agent, log, recording=True)
+    try:
+        yield log
+    finally:
+        _restore(undo)
+        log.close()
+
+
+@contextlib.contextmanager
+def replay(agent: Any, path: str | os.PathLike[str]) -> Iterator[RunLog]:
+    """Serve `agent`'s model replies and tool results from the log at `path` while the block runs.
+
+    Raises:
+        ReplayMismatchError: (inside the block) a call that was not recorded.
+    """
+    log = RunLog(path).load()
+    undo = _swap(agent, log, recording=False)
+    try:
+        yield log
+    finally:
+        _restore(undo)
