@@ -107,13 +107,7 @@ class StdioTransport:
             return
         try:
             while line := await process.stdout.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    logger.debug("MCP server wrote a line that is not JSON: %r", line[:200])
-                    continue
-                for item in message if isinstance(message, list) else [message]:
-                    deliver(item)
+                _deliver_json(line.decode("utf-8", errors="replace"), deliver)
         except (ValueError, OSError) as exc:  # a line over the limit, a broken pipe
             logger.debug("reading from the MCP server failed: %s", exc)
         code = await process.wait()
@@ -244,12 +238,13 @@ class HTTPTransport:
 
 
 def _deliver_json(text: str, deliver: Deliver) -> None:
+    """Hand each JSON-RPC message in `text` (one message or a batch) to `deliver`; skip what is not JSON."""
     if not text.strip():
         return
     try:
         message = json.loads(text)
     except ValueError:
-        logger.debug("MCP server sent data that is not JSON: %r", text[:200])
+        logger.debug("the MCP server sent something that is not JSON: %r", text[:200])
         return
     for item in message if isinstance(message, list) else [message]:
         deliver(item)
