@@ -189,16 +189,20 @@ def _request(method: str, inputs: Any, kwargs: Mapping[str, Any]) -> tuple[str, 
     return _key("llm", method, inputs, params), f"the model call {method}() whose last message is {str(text)[:160]!r}"
 
 
-class _ModelStandIn:
-    """Looks like the model it replaces (attributes pass through); its calls are recorded or replayed."""
+class _StandIn:
+    """Looks like the object it replaces (attributes pass through); its calls are recorded or replayed."""
 
-    def __init__(self, llm: Any, log: RunLog, recording: bool) -> None:
-        self._llm = llm
+    def __init__(self, inner: Any, log: RunLog, recording: bool) -> None:
+        self._inner = inner
         self._log = log
         self._recording = recording
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._llm, name)
+        return getattr(self._inner, name)
+
+
+class _ModelStandIn(_StandIn):
+    """Stands in for a model."""
 
     def _reply(self, method: str, inputs: Any, kwargs: Mapping[str, Any], reply: Any = None) -> Any:
         key, describe = _request(method, inputs, kwargs)
@@ -218,10 +222,10 @@ class _ModelStandIn:
 
 class _SyncModel(_ModelStandIn):
     def chat(self, inputs: Any, **kwargs: Any) -> Any:
-        return self._reply("chat", inputs, kwargs, self._llm.chat(inputs, **kwargs) if self._recording else None)
+        return self._reply("chat", inputs, kwargs, self._inner.chat(inputs, **kwargs) if self._recording else None)
 
     def complete(self, inputs: Any, **kwargs: Any) -> Any:
-        live = self._llm.complete(inputs, **kwargs) if self._recording else None
+        live = self._inner.complete(inputs, **kwargs) if self._recording else None
         return self._reply("complete", inputs, kwargs, live)
 
     def stream_chat(self, inputs: Any, **kwargs: Any) -> Iterator[Any]:
@@ -230,7 +234,7 @@ class _SyncModel(_ModelStandIn):
             yield from self._items(key, describe)
             return
         items = []
-        for item in self._llm.stream_chat(inputs, **kwargs):
+        for item in self._inner.stream_chat(inputs, **kwargs):
             items.append(item)
             yield item
         self._record_items(key, items)
@@ -238,11 +242,11 @@ class _SyncModel(_ModelStandIn):
 
 class _AsyncModel(_ModelStandIn):
     async def chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
-        live = await self._llm.chat(inputs, session_ids=session_ids, **kwargs) if self._recording else None
+        live = await self._inner.chat(inputs, session_ids=session_ids, **kwargs) if self._recording else None
         return self._reply("chat", inputs, kwargs, live)
 
     async def complete(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
-        live = await self._llm.complete(inputs, session_ids=session_ids, **kwargs) if self._recording else None
+        live = await self._inner.complete(inputs, session_ids=session_ids, **kwargs) if self._recording else None
         return self._reply("complete", inputs, kwargs, live)
 
     async def stream_chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
@@ -252,7 +256,7 @@ class _AsyncModel(_ModelStandIn):
                 yield item
             return
         items = []
-        async for item in self._llm.stream_chat(inputs, session_ids=session_ids, **kwargs):
+        async for item in self._inner.stream_chat(inputs, session_ids=session_ids, **kwargs):
             items.append(item)
             yield item
         self._record_items(key, items)
@@ -266,24 +270,16 @@ def _tool_key(action: Any, inputs: Any, name: str, session_id: Hashable | None) 
     return key, f"tool call {action.name}.{name}({_canonical(inputs)[:200]}) in session {session_id!r}"
 
 
-class _ToolStandIn:
-    """Wraps one tool: the executor sees the same name and description; calls are recorded or replayed."""
-
-    def __init__(self, action: Any, log: RunLog, recording: bool) -> None:
-        self._action = action
-        self._log = log
-        self._recording = recording
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._action, name)
+class _ToolStandIn(_StandIn):
+    """Stands in for one tool: the executor sees the same name and description."""
 
     def _replayed(self, inputs: Any, name: str, session_id: Hashable | None) -> ActionReturn:
-        key, describe = _tool_key(self._action, inputs, name, session_id)
+        key, describe = _tool_key(self._inner, inputs, name, session_id)
         return _decode_action_return(self._log.take(key, describe)["result"])
 
     def _recorded(self, inputs: Any, name: str, session_id: Hashable | None, result: ActionReturn) -> ActionReturn:
-        key, _ = _tool_key(self._action, inputs, name, session_id)
-        self._log.add({"kind": "tool", "key": key, "tool": self._action.name, "api": name, "result": result})
+        key, _ = _tool_key(self._inner, inputs, name, session_id)
+        self._log.add({"kind": "tool", "key": key, "tool": self._inner.name, "api": name, "result": result})
         return result
 
 
@@ -291,9 +287,9 @@ class _SyncTool(_ToolStandIn):
     def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         if not self._recording:
             return self._replayed(inputs, name, session_id)
-        accepts = _accepts_session(type(self._action).__call__)
+        accepts = _accepts_session(type(self._inner).__call__)
         kwargs = {"session_id": session_id} if accepts else {}
-        result: ActionReturn = self._action(inputs, name, **kwargs)
+        result: ActionReturn = self._inner(inputs, name, **kwargs)
         return self._recorded(inputs, name, session_id, result)
 
 
@@ -301,7 +297,7 @@ class _AsyncTool(_ToolStandIn):
     async def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         if not self._recording:
             return self._replayed(inputs, name, session_id)
-        result: ActionReturn = await self._action.acall(inputs, name, session_id=session_id)
+        result: ActionReturn = await self._inner.acall(inputs, name, session_id=session_id)
         return self._recorded(inputs, name, session_id, result)
 
 
