@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
@@ -57,23 +56,12 @@ def _tool(name: str) -> Any:
     return get_tool(canonical)
 
 
-def _mcp_toolkit(server: str) -> Any:
-    """An `MCPToolkit` for ``--mcp``: an ``http(s)://`` URL, or a command line run over stdio."""
-    from .actions.mcp import MCPToolkit
-
-    if server.startswith(("http://", "https://")):
-        return MCPToolkit(url=server)
-    words = shlex.split(server)
-    if not words:
-        raise PlaitError("--mcp needs a command line or an http(s) URL")
-    return MCPToolkit(words[0], words[1:])
-
-
 def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int, mcp: Sequence[str] = ()) -> Any:
     """A streaming native function-calling agent over `tools` (registry names) and MCP servers."""
+    from .actions.mcp import MCPToolkit
     from .agents.function_calling import StreamingFunctionCallingAgent
 
-    actions = [_tool(name) for name in tools if name.strip()] + [_mcp_toolkit(server) for server in mcp]
+    actions = [_tool(name) for name in tools if name.strip()] + [MCPToolkit.from_spec(server) for server in mcp]
     return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn)
 
 
@@ -169,6 +157,9 @@ def _parser() -> argparse.ArgumentParser:
         "--tools-from", action="append", default=[], metavar="MODULE", help="module or .py file with extra tools"
     )
     web.add_argument("--work-dir", help="where session folders (uploads, images) are kept")
+    web.add_argument(
+        "--mcp", action="append", default=[], metavar="SERVER", help="an MCP server offered at start; repeatable"
+    )
     return parser
 
 
@@ -184,6 +175,7 @@ def _web(args: argparse.Namespace) -> int:
         tools=args.tools,
         tool_modules=args.tools_from,
         work_dir=args.work_dir,
+        mcp=args.mcp,
     )
 
 

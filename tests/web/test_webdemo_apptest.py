@@ -310,3 +310,36 @@ def test_seed_demo_scripts_start_the_app(
     assert at.selectbox(key="agent").value == "internlm2"
     assert plugin in at.multiselect(key="plugins").value
     assert not at.sidebar.warning
+
+
+def test_mcp_server_tools_are_offered_to_the_agent(web_env: Path, fake_model: Any) -> None:
+    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
+    import sys
+
+    demo = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(f"The server says {last['content']}.")
+        return Reply(tool_calls=[("demo_server__add", {"a": 20, "b": 22})])
+
+    server = fake_model(handler=handler)
+    at = open_app(server)
+    at.text_area(key="mcp_servers").set_value(f"{sys.executable} {demo}").run()
+    at = send(at, "add please")
+    assert status_labels(at) == ["Tool call: demo_server.add"]
+    assert at.chat_message[1].markdown[-1].value == "The server says 42."
+    offered = [tool["function"]["name"] for tool in server.requests[0]["tools"]]
+    assert "demo_server__echo" in offered and "Calculator" in offered
+    session_of(at).clear()
+
+
+def test_an_mcp_server_that_cannot_start_is_reported(web_env: Path, fake_model: Any, tmp_path: Path) -> None:
+    server = fake_model(["answered without it"])
+    at = open_app(server)
+    at.text_area(key="mcp_servers").set_value(str(tmp_path / "no-such-server")).run()
+    send(at, "hello")
+    assert any("could not start the MCP server" in w.value for w in at.warning)
+    assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["Calculator"]
+    assert at.chat_message[1].markdown[-1].value == "answered without it"

@@ -228,9 +228,21 @@ def test_default_prompts_per_agent_type_and_language() -> None:
 
 
 def test_preset_reads_the_environment() -> None:
-    assert preset({}) == {"api_base": "", "model": "", "agent": "function_calling", "plugins": ["Calculator"]}
-    env = {"PLAIT_WEB_API_BASE": "http://h/v1", "PLAIT_WEB_AGENT": "bogus", "PLAIT_WEB_TOOLS": "A, B,"}
-    assert preset(env) == {"api_base": "http://h/v1", "model": "", "agent": "function_calling", "plugins": ["A", "B"]}
+    empty = {"api_base": "", "model": "", "agent": "function_calling", "plugins": ["Calculator"], "mcp": ""}
+    assert preset({}) == empty
+    env = {
+        "PLAIT_WEB_API_BASE": "http://h/v1",
+        "PLAIT_WEB_AGENT": "bogus",
+        "PLAIT_WEB_TOOLS": "A, B,",
+        "PLAIT_WEB_MCP": "srv one\nhttp://h/mcp",
+    }
+    assert preset(env) == {
+        "api_base": "http://h/v1",
+        "model": "",
+        "agent": "function_calling",
+        "plugins": ["A", "B"],
+        "mcp": "srv one\nhttp://h/mcp",
+    }
 
 
 def test_plugin_choices_are_sync_user_pickable_tools() -> None:
@@ -292,8 +304,11 @@ def test_streamlit_command_and_environment() -> None:
     options = dict(zip(command[5::2], command[6::2], strict=True))
     assert options["--server.address"] == "127.0.0.1" and options["--server.port"] == "8123"
     assert options["--browser.gatherUsageStats"] == "false" and options["--server.headless"] == "true"
-    env = launcher.web_environment({"KEEP": "1"}, api_base="http://x/v1", tool_modules=["pkg.tools", "my.py"])
+    env = launcher.web_environment(
+        {"KEEP": "1"}, api_base="http://x/v1", tool_modules=["pkg.tools", "my.py"], mcp=["srv a", "http://m/mcp"]
+    )
     assert env["KEEP"] == "1" and env["PLAIT_WEB_API_BASE"] == "http://x/v1"
+    assert env["PLAIT_WEB_MCP"] == "srv a\nhttp://m/mcp"
     assert env["PLAIT_WEB_TOOL_MODULES"] == os.pathsep.join(["pkg.tools", os.path.abspath("my.py")])
     assert "PLAIT_WEB_MODEL" not in env and os.path.isfile(launcher.APP_PATH)
 
@@ -309,7 +324,8 @@ def test_cli_web_launches_with_its_options(monkeypatch: pytest.MonkeyPatch) -> N
 
     monkeypatch.setattr(launcher, "launch", fake_launch)
     argv = ["web", "--port", "9999", "--api-base", "http://s/v1", "--agent", "internlm2", "--tools-from", "a.py"]
-    assert cli.main(argv) == 7
+    assert cli.main([*argv, "--mcp", "srv x"]) == 7
+    assert seen["mcp"] == ["srv x"]
     assert seen["host"] == "127.0.0.1" and seen["port"] == 9999 and seen["agent"] == "internlm2"
     assert seen["api_base"] == "http://s/v1" and seen["tool_modules"] == ["a.py"]
 

@@ -115,6 +115,13 @@ def sidebar(session: ChatSession) -> Settings:
     )
     choices = plugin_choices()
     plugins = sb.multiselect("Plugins", choices, default=[p for p in pre["plugins"] if p in choices], key="plugins")
+    mcp = sb.text_area(
+        "MCP servers",
+        value=pre["mcp"],
+        placeholder="one per line: a command (npx -y @modelcontextprotocol/server-filesystem .) or an http(s) URL",
+        height=68,
+        key="mcp_servers",
+    )
     interpreter = sb.toggle("Code interpreter", key="interpreter")
     max_turn = int(sb.number_input("Max tool rounds", min_value=1, max_value=20, value=4, key="max_turn"))
     with sb.expander("Generation"):
@@ -133,6 +140,7 @@ def sidebar(session: ChatSession) -> Settings:
         agent=agent,
         plugins=tuple(plugins),
         interpreter=bool(interpreter),
+        mcp_servers=tuple(line.strip() for line in (mcp or "").splitlines() if line.strip()),
         system_prompt=prompts["system"],
         plugin_prompt=prompts["plugin"],
         interpreter_prompt=prompts["interpreter"],

@@ -51,6 +51,7 @@ def web_environment(
     tools: str | None = None,
     tool_modules: Sequence[str] = (),
     work_dir: str | None = None,
+    mcp: Sequence[str] = (),
 ) -> dict[str, str]:
     """`base` (default: this process's environment) plus the ``PLAIT_WEB_*`` variables the app reads."""
     env = dict(os.environ if base is None else base)
@@ -60,6 +61,7 @@ def web_environment(
         "PLAIT_WEB_AGENT": agent,
         "PLAIT_WEB_TOOLS": tools,
         "PLAIT_WEB_WORK_DIR": os.path.abspath(work_dir) if work_dir else None,
+        "PLAIT_WEB_MCP": "\n".join(mcp) or None,
         "PLAIT_WEB_TOOL_MODULES": os.pathsep.join(os.path.abspath(m) if m.endswith(".py") else m for m in tool_modules)
         or None,
     }
@@ -77,6 +79,7 @@ def launch(
     tools: str | None = None,
     tool_modules: Sequence[str] = (),
     work_dir: str | None = None,
+    mcp: Sequence[str] = (),
 ) -> int:
     """Serve the app until interrupted; returns streamlit's exit status.
 
@@ -89,6 +92,7 @@ def launch(
         tools: Comma-separated plugins selected at start.
         tool_modules: Modules or ``.py`` files whose tools should be offered.
         work_dir: Where session folders (uploads, images) are kept.
+        mcp: MCP servers offered at start (command lines or URLs).
 
     Raises:
         MissingDependencyError: streamlit is not installed (the ``web`` extra).
@@ -96,6 +100,12 @@ def launch(
     if importlib.util.find_spec("streamlit") is None:
         raise MissingDependencyError("streamlit", extra="web", feature="plait web")
     env = web_environment(
-        api_base=api_base, model=model, agent=agent, tools=tools, tool_modules=tool_modules, work_dir=work_dir
+        api_base=api_base,
+        model=model,
+        agent=agent,
+        tools=tools,
+        tool_modules=tool_modules,
+        work_dir=work_dir,
+        mcp=mcp,
     )
     return subprocess.call(streamlit_command(host, port), env=env)

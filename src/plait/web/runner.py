@@ -143,6 +143,14 @@ def build_tools(settings: Settings, work_dir: str) -> tuple[list[Any], Any, list
             plugins.append(get_tool(name))
         except (PlaitError, TypeError, ValueError, KeyError, OSError) as exc:
             problems.append(f"plugin {name} is not available: {type(exc).__name__}: {exc}")
+    if settings.mcp_servers:
+        from ..actions.mcp import MCPToolkit
+
+        for spec in settings.mcp_servers:
+            try:
+                plugins.append(MCPToolkit.from_spec(spec))
+            except PlaitError as exc:
+                problems.append(f"MCP server {spec!r} is not available: {exc}")
     interpreter = None
     if settings.interpreter:
         try:

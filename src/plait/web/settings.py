@@ -11,6 +11,7 @@ passes its options to the app:
 | ``PLAIT_WEB_AGENT`` | ``function_calling`` (default), ``internlm2`` or ``react`` |
 | ``PLAIT_WEB_TOOLS`` | comma-separated plugins selected at start (default ``Calculator``) |
 | ``PLAIT_WEB_TOOL_MODULES`` | ``os.pathsep``-separated modules or ``.py`` files defining extra tools |
+| ``PLAIT_WEB_MCP`` | MCP servers offered at start, one per line (a command line or an http(s) URL) |
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Settings:
         agent: A key of `AGENT_KINDS`.
         plugins: Registry names of the selected tools.
         interpreter: Whether the code interpreter is available.
+        mcp_servers: MCP servers whose tools are added (command lines or http(s) URLs).
         system_prompt: The system prompt (for ReAct: its template, with placeholders).
         plugin_prompt: The InternLM2 plugin prompt (``{prompt}``, ``{begin}``, ``{end}``).
         interpreter_prompt: The InternLM2 interpreter prompt (``{begin}``, ``{end}``).
@@ -83,6 +85,7 @@ class Settings:
     agent: str = "function_calling"
     plugins: tuple[str, ...] = ("Calculator",)
     interpreter: bool = False
+    mcp_servers: tuple[str, ...] = ()
     system_prompt: str = ""
     plugin_prompt: str = ""
     interpreter_prompt: str = ""
@@ -207,4 +210,5 @@ def preset(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
         "model": env.get("PLAIT_WEB_MODEL", ""),
         "agent": agent if agent in AGENT_KINDS else "function_calling",
         "plugins": [t.strip() for t in tools.split(",") if t.strip()],
+        "mcp": env.get("PLAIT_WEB_MCP", ""),
     }

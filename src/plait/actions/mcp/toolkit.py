@@ -33,6 +33,7 @@ import json
 import mimetypes
 import os
 import re
+import shlex
 import tempfile
 import uuid
 import weakref
@@ -245,6 +246,25 @@ class MCPToolkit(BaseAction):
             self._finalizer()
             raise
         super().__init__(description, parser, enable)
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> MCPToolkit:
+        """A toolkit for a server written as one string: an ``http(s)://`` URL, or a command line (stdio).
+
+        ``MCPToolkit.from_spec("npx -y @modelcontextprotocol/server-filesystem .")``; other
+        keyword arguments go to the constructor.
+
+        Raises:
+            UserError: `spec` is empty.
+            MCPError: The server could not be started or reached.
+        """
+        spec = spec.strip()
+        if spec.startswith(("http://", "https://")):
+            return cls(url=spec, **kwargs)
+        words = shlex.split(spec)
+        if not words:
+            raise UserError("an MCP server needs a command line or an http(s) URL")
+        return cls(words[0], words[1:], **kwargs)
 
     # -- description -----------------------------------------------------------------------
     def _load_description(self) -> dict[str, Any]:
