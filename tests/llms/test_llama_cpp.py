@@ -431,12 +431,20 @@ def test_stream_chat_with_tools_ends_with_the_tool_call(fake_model: tuple[LlamaC
     assert model.stream_tools
 
 
-def test_stream_chat_with_tool_choice_none_streams_plain_text(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+def test_tool_choice_none_is_constrained_to_an_answer(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    """A model that saw tool calls in the history cannot imitate one when asked for the answer."""
     model, server = fake_model
-    server.chunks = ["It is ", "sunny. END", " more"]
-    items = collect(model.stream_chat(ASK, tools=[WEATHER], tool_choice="none", stop_words=["END"]))
-    assert [text for _, text, _ in items] == ["It is ", "It is sunny. ", "It is sunny. ", "It is sunny. "]
-    assert "json_schema" not in server.requests[0]
+    server.chunks = ['{"answer": "It is ', 'sunny."}']
+    items = collect(model.stream_chat(ASK, tools=[WEATHER], tool_choice="none"))
+    assert [(status, text) for status, text, _ in items] == [
+        (ModelStatusCode.STREAM_ING, "It is "),
+        (ModelStatusCode.STREAM_ING, "It is sunny."),
+        (ModelStatusCode.END, "It is sunny."),
+    ]
+    request = server.requests[0]
+    assert request["json_schema"]["properties"] == {"answer": {"type": "string"}}
+    assert "without tools" in request["messages"][0]["content"]
+    assert "get_weather" not in request["messages"][0]["content"]
 
 
 # -- pure helpers ----------------------------------------------------------------------------

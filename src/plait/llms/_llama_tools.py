@@ -140,8 +140,10 @@ class ToolPlan:
 
     Args:
         tools: OpenAI tool dicts (``{"type": "function", "function": {...}}``) or function dicts.
-        tool_choice: ``None``/``'auto'`` (call a tool or answer), ``'required'`` (call some tool)
-            or a function name / ``{"type": "function", "function": {"name": ...}}`` (call that tool).
+        tool_choice: ``None``/``'auto'`` (call a tool or answer), ``'required'`` (call some tool),
+            ``'none'`` (answer in text: the reply is constrained to ``{"answer": ...}``, so a
+            model that saw tool calls in the history cannot imitate one), or a function name /
+            ``{"type": "function", "function": {"name": ...}}`` (call that tool).
     """
 
     def __init__(self, tools: Sequence[Any], tool_choice: Any = None) -> None:
@@ -151,7 +153,7 @@ class ToolPlan:
         chosen = _chosen_name(tool_choice)
         if chosen is not None and chosen not in self.schemas:
             raise UserError(f"tool_choice names {chosen!r}, which is not among the tools {sorted(self.schemas)}")
-        self.allowed = [chosen] if chosen else list(self.schemas)
+        self.allowed = [chosen] if chosen else [] if tool_choice == "none" else list(self.schemas)
         self.required = chosen is not None or tool_choice == "required"
         self.loose = False  # set when the engine cannot compile a tool's parameter schema
 
@@ -181,6 +183,8 @@ class ToolPlan:
 
     def instructions(self) -> str:
         """The system-prompt text that tells the model the tools and the reply format."""
+        if not self.allowed:
+            return 'Answer the user now, without tools. Reply with exactly one JSON object: {"answer": "<your reply>"}'
         lines = ["You can use these tools:"]
         for name in self.allowed:
             params = json.dumps(self.schemas[name], ensure_ascii=False)

@@ -345,7 +345,7 @@ class _LlamaCppCore:
         """The structured reply; `on_text`, when given, sees the answer text as it is generated."""
         params = self.update_gen_params(**gen)
         turns = normalize_messages([{"role": "user", "content": messages}] if isinstance(messages, str) else messages)
-        if not tools or tool_choice == "none":
+        if not tools:
             return self._plain(turns, params, cancel, on_text)
         plan = ToolPlan(tools, tool_choice)
         total = Usage()
