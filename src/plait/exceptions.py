@@ -18,6 +18,7 @@ PlaitError
 │   ├── ToolExecutionError    the tool raised
 │   └── MCPError              an MCP server failed to start, to handshake, or to answer
 ├── ReplayMismatchError       a replayed run made a call its recording does not hold
+├── RemoteAgentError          an agent served over HTTP failed or could not be reached
 └── ScriptError               a plait.testing double was used outside its script
 ```
 
@@ -43,6 +44,7 @@ __all__ = [
     "MissingDependencyError",
     "ParseError",
     "PlaitError",
+    "RemoteAgentError",
     "ReplayMismatchError",
     "ScriptError",
     "StateDictError",
@@ -184,6 +186,20 @@ class MCPError(ToolError):
 
 class ReplayMismatchError(PlaitError):
     """`plait.replay.replay` met a model or tool call the recorded run does not hold: the run diverged."""
+
+
+class RemoteAgentError(PlaitError):
+    """An agent served over HTTP (`plait.distributed`) answered with an error, or could not be reached.
+
+    Attributes:
+        status: The HTTP status (None when there was no answer).
+        error: The server's error object (``{"type": ..., "message": ...}``), if any.
+    """
+
+    def __init__(self, message: str, status: int | None = None, error: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
 
 
 class ScriptError(PlaitError, AssertionError):

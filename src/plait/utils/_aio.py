@@ -189,15 +189,21 @@ class LoopThread:
                 self.run(_await(aclose()))
 
     def close(self, final: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
-        """Run `final` (cleanup) on the loop, then stop the loop and join the thread."""
+        """Run `final` (cleanup) on the loop, finalize its async generators, then stop it and join the thread.
+
+        Finalizing the async generators closes what `close_with_loop` tied to this loop (the
+        HTTP sessions of clients that lived on it), as ``asyncio.run`` does on exit.
+        """
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
         try:
-            if final is not None and threading.current_thread() is not thread:
-                asyncio.run_coroutine_threadsafe(final(), loop).result(timeout=10)
+            if threading.current_thread() is not thread:
+                if final is not None:
+                    asyncio.run_coroutine_threadsafe(final(), loop).result(timeout=10)
+                asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result(timeout=10)
         finally:
             loop.call_soon_threadsafe(loop.stop)
             if threading.current_thread() is not thread:

@@ -1,0 +1,168 @@
+"""Agents over HTTP: AgentAPIServer, the sync/async clients, and servers started in a subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from _support import collect, resolve
+from plait.agents import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from plait.distributed import (
+    AgentAPIServer,
+    AsyncHTTPAgentClient,
+    AsyncHTTPAgentServer,
+    HTTPAgentClient,
+    HTTPAgentServer,
+)
+from plait.exceptions import RemoteAgentError
+from plait.llms import GPTAPI, AsyncGPTAPI
+from plait.schema import AgentMessage, AgentStatusCode
+from plait.testing.fake_openai import FakeOpenAIServer, HTTPFault, Reply
+
+
+def echo(body: dict[str, Any]) -> Reply:
+    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return Reply(f"echo {users[-1]} after {len(users) - 1} earlier")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def model() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(handler=echo, chunk_delay=0.01) as server:
+        yield server
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Any], AgentAPIServer]]:
+    servers: list[AgentAPIServer] = []
+
+    def start(agent: Any) -> AgentAPIServer:
+        server = AgentAPIServer(agent, port=0).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def client_for(mode: str, server: AgentAPIServer) -> Any:
+    return (AsyncHTTPAgentClient if mode == "async" else HTTPAgentClient)(server.host, server.port, timeout=30)
+
+
+def served_llm(model: FakeOpenAIServer, asynchronous: bool) -> Any:
+    return (AsyncGPTAPI if asynchronous else GPTAPI)(model_type="m", api_base=model.base_url, key="k", retry=0)
+
+
+@pytest.mark.parametrize("agent_kind", ["sync", "async"])
+def test_chat_and_memory_per_session(mode: str, agent_kind: str, model: FakeOpenAIServer, serve: Any) -> None:
+    agent = (AsyncAgent if agent_kind == "async" else Agent)(served_llm(model, agent_kind == "async"))
+    client = client_for(mode, serve(agent))
+    assert client.is_alive
+    first = resolve(client("hello", session_id="alice"))
+    assert isinstance(first, AgentMessage) and first.content == "echo hello after 0 earlier"
+    assert resolve(client(AgentMessage(sender="user", content="again"), session_id="alice")).content.endswith(
+        "after 1 earlier"
+    )
+    assert resolve(client("hi", session_id=7)).content == "echo hi after 0 earlier"
+    state = resolve(client.state_dict("alice"))
+    assert [m["content"] for m in state["memory"]] == [
+        "hello",
+        "echo hello after 0 earlier",
+        "again",
+        "echo again after 1 earlier",
+    ]
+    assert resolve(client.state_dict(7))["memory"][0]["content"] == "hi"  # int ids survive the URL
+    resolve(client.close())
+
+
+def test_errors_come_back_as_remote_agent_errors(mode: str, serve: Any) -> None:
+    with FakeOpenAIServer([HTTPFault(500, "engine down")]) as broken:
+        client = client_for(mode, serve(AsyncAgent(served_llm(broken, True))))
+        with pytest.raises(RemoteAgentError) as info:
+            resolve(client("hello"))
+    assert info.value.status == 502 and info.value.error["type"] == "LLMAPIError"
+    request = urllib.request.Request(client.url + "/chat_completion", data=b'{"session_id": 1}', method="POST")
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(request, timeout=10)
+    assert bad.value.code == 400 and "needs 'message'" in json.loads(bad.value.read())["error"]["message"]
+    bad.value.close()
+    resolve(client.close())
+
+
+def test_unreachable_server(mode: str) -> None:
+    client = (AsyncHTTPAgentClient if mode == "async" else HTTPAgentClient)(port=free_port(), timeout=5)
+    assert not client.is_alive
+    with pytest.raises(RemoteAgentError, match="could not reach the agent"):
+        resolve(client("hello"))
+    resolve(client.close())
+
+
+@pytest.mark.parametrize("agent_kind", ["sync", "async"])
+def test_streaming_agents_stream_over_sse(mode: str, agent_kind: str, model: FakeOpenAIServer, serve: Any) -> None:
+    agent_cls = AsyncStreamingAgent if agent_kind == "async" else StreamingAgent
+    client = client_for(mode, serve(agent_cls(served_llm(model, agent_kind == "async"))))
+    chunks = collect(client.stream("stream me", session_id="s"))
+    assert [c.stream_state for c in chunks].count(AgentStatusCode.END) == 1 and chunks[-1].stream_state == 0
+    assert chunks[-1].content == "echo stream me after 0 earlier"
+    assert len(chunks) > 3 and all(chunks[-1].content.startswith(c.content) for c in chunks)
+    resolve(client.close())
+
+
+def test_slow_conversations_do_not_wait_for_each_other(serve: Any) -> None:
+    with FakeOpenAIServer(handler=echo, latency=0.5) as slow:
+        client = HTTPAgentClient(*(lambda s: (s.host, s.port))(serve(Agent(served_llm(slow, False)))), timeout=30)
+        results: list[str] = []
+        threads = [
+            threading.Thread(target=lambda i=i: results.append(client(f"q{i}", session_id=i).content)) for i in range(4)
+        ]
+        start = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert time.monotonic() - start < 1.5  # four 0.5 s calls side by side, not one after another
+        assert sorted(results) == [f"echo q{i} after 0 earlier" for i in range(4)]
+        client.close()
+
+
+def test_server_in_a_subprocess(model: FakeOpenAIServer) -> None:
+    llm = {"type": AsyncGPTAPI, "model_type": "m", "api_base": model.base_url}  # a class travels as its path
+    config = {"type": "plait.agents.AsyncAgent", "llm": llm}
+    with HTTPAgentServer("0", config, port=free_port(), timeout=30) as agent:
+        assert agent.is_alive
+        assert agent("ping", session_id="x").content == "echo ping after 0 earlier"
+        assert len(agent.state_dict("x")["memory"]) == 2
+        process = agent.process
+    assert process is not None and process.poll() is not None
+
+
+def test_async_server_in_a_subprocess(model: FakeOpenAIServer) -> None:
+    config = {"type": "plait.agents.AsyncAgent", "llm": {"type": "plait.llms.AsyncGPTAPI", "api_base": model.base_url}}
+
+    async def main() -> str:
+        async with AsyncHTTPAgentServer(1, config, port=free_port(), timeout=30) as agent:
+            replies = await asyncio.gather(*(agent(f"q{i}", session_id=i) for i in range(5)))
+            return " | ".join(r.content for r in replies)
+
+    assert asyncio.run(main()).count("after 0 earlier") == 5
+
+
+def test_a_server_that_cannot_start_says_why() -> None:
+    start = time.monotonic()
+    with pytest.raises(RemoteAgentError, match="exited with status") as info:
+        HTTPAgentServer("0", {"type": "no.such.Agent"}, port=free_port(), start_timeout=60)
+    assert "no.such" in str(info.value) and time.monotonic() - start < 30
