@@ -189,12 +189,36 @@ class AsyncHTTPAgentClient(_ClientCore):
 
 
 class _ServedProcess:
-    """An `AgentAPIServer` in a child process (``CUDA_VISIBLE_DEVICES=gpu_id``), waited for with a deadline."""
+    """An `AgentAPIServer` in a child process (``CUDA_VISIBLE_DEVICES=gpu_id``), waited for with a deadline.
+
+    Args:
+        gpu_id: ``CUDA_VISIBLE_DEVICES`` for the server process.
+        config: The agent as a JSON-able config dict (classes are sent as dotted paths).
+        host: The address to serve on.
+        port: The port to serve on.
+        timeout: Seconds a call may take.
+        start_timeout: Seconds the server may take to answer its health check.
+
+    Raises:
+        RemoteAgentError: The server exited or did not come up in time (with its output).
+    """
 
     host: str
     port: int
     url: str
     is_alive: bool
+
+    def __init__(
+        self,
+        gpu_id: Any = "0",
+        config: Mapping[str, Any] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8090,
+        timeout: float | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
+        super().__init__(host, port, timeout)  # type: ignore[call-arg]  # the client class that follows in the MRO
+        self._start_process(gpu_id, config or {}, start_timeout)
 
     def _start_process(self, gpu_id: Any, config: Mapping[str, Any], start_timeout: float) -> None:
         self.gpu_id = gpu_id
@@ -240,31 +264,7 @@ class _ServedProcess:
 
 
 class HTTPAgentServer(_ServedProcess, HTTPAgentClient):
-    """Starts `AgentAPIServer` for `config` in a subprocess and is a client of it.
-
-    Args:
-        gpu_id: ``CUDA_VISIBLE_DEVICES`` for the server process.
-        config: The agent as a JSON-able config dict (classes are sent as dotted paths).
-        host: The address to serve on.
-        port: The port to serve on.
-        timeout: Seconds a call may take.
-        start_timeout: Seconds the server may take to answer its health check.
-
-    Raises:
-        RemoteAgentError: The server exited or did not come up in time (with its output).
-    """
-
-    def __init__(
-        self,
-        gpu_id: Any = "0",
-        config: Mapping[str, Any] | None = None,
-        host: str = "127.0.0.1",
-        port: int = 8090,
-        timeout: float | None = None,
-        start_timeout: float = 120.0,
-    ) -> None:
-        HTTPAgentClient.__init__(self, host, port, timeout)
-        self._start_process(gpu_id, config or {}, start_timeout)
+    """Starts `AgentAPIServer` for `config` in a subprocess and is a (sync) client of it (see `_ServedProcess`)."""
 
     def shutdown(self) -> None:
         """Stop the server process and close the client."""
@@ -280,18 +280,6 @@ class HTTPAgentServer(_ServedProcess, HTTPAgentClient):
 
 class AsyncHTTPAgentServer(_ServedProcess, AsyncHTTPAgentClient):
     """`HTTPAgentServer` with the async client's calls (starting it still waits for the server)."""
-
-    def __init__(
-        self,
-        gpu_id: Any = "0",
-        config: Mapping[str, Any] | None = None,
-        host: str = "127.0.0.1",
-        port: int = 8090,
-        timeout: float | None = None,
-        start_timeout: float = 120.0,
-    ) -> None:
-        AsyncHTTPAgentClient.__init__(self, host, port, timeout)
-        self._start_process(gpu_id, config or {}, start_timeout)
 
     def shutdown(self) -> None:
         """Stop the server process."""
