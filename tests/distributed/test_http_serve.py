@@ -166,3 +166,50 @@ def test_a_server_that_cannot_start_says_why() -> None:
     with pytest.raises(RemoteAgentError, match="exited with status") as info:
         HTTPAgentServer("0", {"type": "no.such.Agent"}, port=free_port(), start_timeout=60)
     assert "no.such" in str(info.value) and time.monotonic() - start < 30
+
+
+# -- the OpenAI-compatible route -------------------------------------------------------------
+
+
+def openai_client(mode: str, server: AgentAPIServer) -> Any:
+    cls = AsyncGPTAPI if mode == "async" else GPTAPI
+    return cls(model_type="served", api_base=server.url + "/v1", key="unused", retry=0)
+
+
+def test_openai_clients_talk_to_the_agent(mode: str, model: FakeOpenAIServer, serve: Any) -> None:
+    agent = AsyncAgent(served_llm(model, True))
+    client = openai_client(mode, serve(agent))
+    assert resolve(client.chat([{"role": "user", "content": "hi"}])) == "echo hi after 0 earlier"
+    # self-contained requests: the earlier turns are the request's own, and nothing stays behind
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "noted"},
+        {"role": "user", "content": "second"},
+    ]
+    assert resolve(client.chat(history)) == "echo second after 1 earlier"
+    assert agent.memory.sessions() == []
+    # with a session (the `user` field) the agent keeps the conversation itself
+    assert resolve(client.chat([{"role": "user", "content": "one"}], user="u1")) == "echo one after 0 earlier"
+    assert resolve(client.chat([{"role": "user", "content": "two"}], user="u1")) == "echo two after 1 earlier"
+    assert [m["content"] for m in agent.state_dict("u1")["memory"]][::2] == ["one", "two"]
+    if isinstance(client, GPTAPI):  # the async client's sessions close with their event loops
+        client.close()
+
+
+def test_openai_streaming_and_errors(mode: str, model: FakeOpenAIServer, serve: Any) -> None:
+    server = serve(StreamingAgent(served_llm(model, False)))
+    client = openai_client(mode, server)
+    items = collect(client.stream_chat([{"role": "user", "content": "stream it"}]))
+    texts = [text for _, text, _ in items]
+    assert texts[-1] == "echo stream it after 0 earlier" and len(texts) > 3
+    assert all(texts[-1].startswith(t) for t in texts)
+    request = urllib.request.Request(server.url + "/v1/chat/completions", data=b'{"messages": []}', method="POST")
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        urllib.request.urlopen(request, timeout=10)
+    assert bad.value.code == 400 and json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
+    bad.value.close()
+    with urllib.request.urlopen(server.url + "/v1/models", timeout=10) as listing:
+        assert json.loads(listing.read())["data"][0]["id"] == "StreamingAgent"
+    if isinstance(client, GPTAPI):  # the async client's sessions close with their event loops
+        client.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import json
 import logging
 import sys
@@ -35,6 +34,8 @@ from ...schema import AgentMessage
 from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
+from ._calls import agent_chunks
+from .openai_route import openai_routes
 
 __all__ = ["AgentAPIServer", "main", "session_key"]
 
@@ -93,6 +94,7 @@ class AgentAPIServer:
                 web.get("/health_check", self.health_check),
                 web.post("/chat_completion", self.chat_completion),
                 web.get("/memory/{session_id}", self.memory),
+                *openai_routes(lambda: self.agent),
             ]
         )
         self._runner: web.AppRunner | None = None
@@ -134,7 +136,7 @@ class AgentAPIServer:
 
     async def _call(self, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         last = None
-        async for chunk in _chunks(self.agent, inputs, kwargs):
+        async for chunk in agent_chunks(self.agent, inputs, kwargs):
             last = chunk
         return last
 
@@ -144,7 +146,7 @@ class AgentAPIServer:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         try:
-            async for chunk in _chunks(self.agent, inputs, kwargs):
+            async for chunk in agent_chunks(self.agent, inputs, kwargs):
                 await response.write(f"data: {_dump(chunk.model_dump())}\n\n".encode())
         except Exception as exc:  # the status line is gone: the error travels as the last event
             error = {"error": {"type": type(exc).__name__, "message": str(exc)}}
@@ -206,37 +208,6 @@ class AgentAPIServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def _is_async_agent(agent: Any) -> bool:
-    call = type(agent).__call__
-    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
-
-
-async def _chunks_of(result: Any) -> Any:
-    if inspect.isasyncgen(result):
-        async for chunk in result:
-            yield chunk
-    else:
-        iterator = iter(result)
-        end = object()
-        while (chunk := await asyncio.to_thread(next, iterator, end)) is not end:
-            yield chunk
-
-
-async def _chunks(agent: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-    """The agent's reply as chunks: a streaming agent's own, or one final message."""
-    if _is_async_agent(agent):
-        result = agent(*inputs, **kwargs)
-    else:
-        result = await asyncio.to_thread(agent, *inputs, **kwargs)
-    if inspect.isawaitable(result):
-        yield await result
-    elif inspect.isgenerator(result) or inspect.isasyncgen(result):
-        async for chunk in _chunks_of(result):
-            yield chunk
-    else:
-        yield result
 
 
 def main(argv: Sequence[str] | None = None) -> None:
