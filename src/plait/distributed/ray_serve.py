@@ -1,0 +1,118 @@
+"""Agents in Ray actors: each agent in its own process (optionally holding GPUs), called like a local one.
+
+```python
+from plait.distributed.ray_serve import AgentRayActor
+
+agent = AgentRayActor({"type": "plait.agents.Agent", "llm": {...}}, num_gpus=1)
+agent("hello", session_id="u1")     # runs in the actor; returns the AgentMessage
+agent.state_dict("u1")
+```
+
+Needs the ``ray`` extra (``pip install 'plait[ray]'``). `ray.init` is called with its
+defaults when no Ray runtime is up yet. The agent class must be importable by the Ray
+workers (a module-level class, or a dotted ``type`` path). Streaming agents are served
+over HTTP instead (`plait.distributed.http_serve`): an actor call returns one result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from ..exceptions import MissingDependencyError, UserError
+from ..schema import AgentMessage
+from ..utils.config import load_class_from_string
+
+__all__ = ["AgentRayActor", "AsyncAgentRayActor"]
+
+
+class _AgentHost:
+    """What runs in the actor: builds the agent there and runs its methods.
+
+    Each method runs in a worker thread, so concurrent sessions of a sync agent do not
+    queue; what an async agent returns (a coroutine) is then awaited on the actor's loop.
+    """
+
+    def __init__(self, cls: type, kwargs: Mapping[str, Any]) -> None:
+        self.agent = cls(**kwargs)
+
+    async def method(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the agent's method `name` (``__call__``, ``state_dict``, ``reset``, ``get_steps``...)."""
+        result = await asyncio.to_thread(getattr(self.agent, name), *args, **kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+
+def _import_ray() -> Any:
+    try:
+        import ray  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise MissingDependencyError("ray", extra="ray", feature="AgentRayActor") from None
+    return ray
+
+
+class AgentRayActor:
+    """An agent built from `config` inside a Ray actor.
+
+    Args:
+        config: ``{"type": AgentClass or "dotted.path", **constructor arguments}`` (the
+            arguments may be config dicts themselves, such as ``llm``).
+        num_gpus: GPUs the actor holds (``None``: none).
+        **remote_options: Other `ray.remote` options (``num_cpus``, ``runtime_env``...).
+
+    Attributes:
+        agent_actor: The Ray actor handle; any agent method is reachable as
+            ``ray.get(agent_actor.method.remote("<name>", *args, **kwargs))``.
+    """
+
+    def __init__(self, config: Mapping[str, Any], num_gpus: float | None = None, **remote_options: Any) -> None:
+        self._ray = _import_ray()
+        if not isinstance(config, Mapping) or "type" not in config:
+            raise UserError("AgentRayActor needs a config dict with a 'type' (the agent class or its dotted path)")
+        kwargs = dict(config)
+        cls = kwargs.pop("type")
+        if isinstance(cls, str):
+            cls = load_class_from_string(cls)
+        if getattr(cls, "_stream_forward", False):
+            raise UserError(f"{cls.__name__} streams its replies; serve it with plait.distributed.http_serve instead")
+        options = dict(remote_options)
+        if num_gpus is not None:
+            options["num_gpus"] = num_gpus
+        host = self._ray.remote(**options)(_AgentHost) if options else self._ray.remote(_AgentHost)
+        self.agent_actor = host.remote(cls, kwargs)
+
+    def __call__(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> AgentMessage:
+        """The agent's reply, computed in the actor."""
+        reply: AgentMessage = self._ray.get(self._remote("__call__", *message, session_id=session_id, **kwargs))
+        return reply
+
+    def _remote(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return self.agent_actor.method.remote(name, *args, **kwargs)
+
+    def state_dict(self, session_id: Any = 0) -> dict[str, Any]:
+        """The agent's `state_dict` of a session."""
+        state: dict[str, Any] = self._ray.get(self._remote("state_dict", session_id))
+        return state
+
+    def reset(self, session_id: Any = 0, keypath: str | None = None, recursive: bool = False) -> None:
+        """Forget a session in the actor's agent."""
+        self._ray.get(self._remote("reset", session_id, keypath, recursive))
+
+    def kill(self) -> None:
+        """End the actor (and the agent in it)."""
+        self._ray.kill(self.agent_actor)
+
+
+class AsyncAgentRayActor(AgentRayActor):
+    """`AgentRayActor` whose calls are awaited (for async agents, or to call from an event loop)."""
+
+    async def __call__(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> AgentMessage:  # type: ignore[override]
+        """The agent's reply, awaited without blocking the loop."""
+        reply: AgentMessage = await self._remote("__call__", *message, session_id=session_id, **kwargs)
+        return reply
+
+    async def state_dict(self, session_id: Any = 0) -> dict[str, Any]:  # type: ignore[override]
+        """The agent's `state_dict` of a session."""
+        state: dict[str, Any] = await self._remote("state_dict", session_id)
+        return state
