@@ -6,6 +6,7 @@ plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any Open
 plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
+plait serve --port 8090                      # the agent over HTTP, OpenAI-compatible at /v1/chat/completions
 ```
 
 The answer is streamed as the model writes it; tool calls and their results are shown as
@@ -146,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="answer one question and exit")
     run.add_argument("question")
     sub.add_parser("chat", parents=[common], help="interactive chat (REPL)")
+    serve = sub.add_parser("serve", parents=[common], help="serve the agent over HTTP (OpenAI-compatible too)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8090, help="port to listen on (default: 8090)")
     web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
@@ -239,6 +243,11 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             return _web(args)
+        if args.command == "serve":
+            from .distributed.http_serve.app import AgentAPIServer
+
+            AgentAPIServer(_setup(args, _Printer(sys.stderr)), args.host, args.port).serve_forever()
+            return 0
         printer = _Printer(out)
         agent = _setup(args, printer)
         if args.command == "run":

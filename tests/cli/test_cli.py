@@ -170,3 +170,35 @@ def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path: Path) -> None:
     result = plait("run", "--api-base", "http://127.0.0.1:9/v1", "--mcp", str(tmp_path / "nothing-here"), "hi")
     assert result.returncode == 1
     assert "could not start the MCP server" in result.stderr
+
+
+def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> None:
+    import socket
+    import urllib.request
+
+    from plait.llms import GPTAPI
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    command = [sys.executable, "-m", "plait.cli", "serve", "--api-base", server.base_url, "--port", str(port)]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health_check", timeout=2):
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, process.stderr and process.stderr.read()
+                time.sleep(0.1)
+        client = GPTAPI(model_type="plait", api_base=f"http://127.0.0.1:{port}/v1", key="unused", retry=0)
+        assert client.chat([{"role": "user", "content": "please multiply 6 by 7"}]) == "The result is 42."
+        streamed = [text for _, text, _ in client.stream_chat([{"role": "user", "content": "hello"}])]
+        assert streamed[-1] == "You said: hello"
+        client.close()
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=15)
+    assert "[tool call] Calculator {'expression': '6 * 7'}" in errors  # the server's log shows the tool round
