@@ -1,6 +1,7 @@
 """The agent call path, written once.
 
 ``normalise -> before_agent hooks -> memory -> forward -> memory -> after_agent hooks``
+(on failure: roll memory back -> on_agent_error hooks -> raise)
 
 `agent_call_flow` is a sans-IO generator (see `plait._flow`); `Agent.__call__` hands it to
 its class's driver, so `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent`
@@ -64,9 +65,14 @@ def agent_call_flow(
         raw = yield Call(
             agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
         )
-    except BaseException:
+    except BaseException as error:
         if memory is not None:
             memory.truncate(session_id, mark)
+        if isinstance(error, Exception):  # not on GeneratorExit / cancellation: the flow must not yield then
+            for hook in list(agent._hooks.values()):
+                told = getattr(hook, "on_agent_error", None)  # hooks need not derive from Hook
+                if told is not None:
+                    yield Call(told, (agent, error, session_id))
         raise
     response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
     agent.update_memory(response, session_id)

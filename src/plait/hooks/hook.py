@@ -15,7 +15,8 @@ class Hook:
 
     A method that returns something other than None replaces what it was given: the input
     messages (a list) in `before_agent`, the response in `after_agent`, the tool-call message
-    in `before_action`, the tool-result message in `after_action`.
+    in `before_action`, the tool-result message in `after_action`. `on_agent_error` is told
+    when a call raised (after memory was rolled back); the exception then propagates.
 
     Example:
         ```python
@@ -34,6 +35,10 @@ class Hook:
 
     def after_agent(self, agent: Any, message: Any, session_id: Any) -> Any:
         """Called with the agent's response after it was stored in memory."""
+        return None
+
+    def on_agent_error(self, agent: Any, error: BaseException, session_id: Any) -> Any:
+        """Called when the agent's call raised `error` (memory is already rolled back)."""
         return None
 
     def before_action(self, executor: Any, message: Any, session_id: Any) -> Any:
