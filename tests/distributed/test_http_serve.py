@@ -213,3 +213,22 @@ def test_openai_streaming_and_errors(mode: str, model: FakeOpenAIServer, serve: 
         assert json.loads(listing.read())["data"][0]["id"] == "StreamingAgent"
     if isinstance(client, GPTAPI):  # the async client's sessions close with their event loops
         client.close()
+
+
+def test_openai_route_streams_a_tool_using_agent(serve: Any) -> None:
+    from plait.actions import get_tool
+    from plait.agents.function_calling import StreamingFunctionCallingAgent
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(f"The product is {last['content']}.")
+        return Reply("Let me compute.", tool_calls=[("Calculator", {"expression": "6 * 7"})])
+
+    with FakeOpenAIServer(handler=handler, chunk_delay=0.01) as fake:
+        agent = StreamingFunctionCallingAgent(served_llm(fake, False), [get_tool("Calculator")], "Use tools.")
+        client = GPTAPI(model_type="served", api_base=serve(agent).url + "/v1", key="unused", retry=0)
+        texts = [text for _, text, _ in client.stream_chat([{"role": "user", "content": "6 times 7?"}])]
+        assert texts[-1] == "Let me compute.\n\nThe product is 42."  # both replies; nothing taken back
+        assert client.chat([{"role": "user", "content": "6 times 7?"}]) == "The product is 42."
+        client.close()
