@@ -343,3 +343,28 @@ def test_an_mcp_server_that_cannot_start_is_reported(web_env: Path, fake_model: 
     assert any("could not start the MCP server" in w.value for w in at.warning)
     assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["Calculator"]
     assert at.chat_message[1].markdown[-1].value == "answered without it"
+
+
+def test_mcp_servers_survive_agent_rebuilds_and_restart_on_clear(web_env: Path, fake_model: Any) -> None:
+    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
+    import sys
+
+    demo = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(f"count {last['content']}")
+        return Reply(tool_calls=[("demo_server__count", {})])
+
+    at = open_app(fake_model(handler=handler))
+    at.text_area(key="mcp_servers").set_value(f"{sys.executable} {demo}").run()
+    at = send(at, "count")
+    assert at.chat_message[-1].markdown[-1].value == "count 1"
+    at.text_area(key="system_function_calling_en").set_value("Count things.").run()  # the agent is rebuilt
+    at = send(at, "count")
+    assert at.chat_message[-1].markdown[-1].value == "count 2"  # the same server process
+    session_of(at).clear()
+    at = send(at.run(), "count")
+    assert at.chat_message[-1].markdown[-1].value == "count 1"  # cleared: a fresh server
+    session_of(at).clear()

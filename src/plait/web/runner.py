@@ -132,8 +132,13 @@ def build_llm(settings: Settings) -> Any:
     )
 
 
-def build_tools(settings: Settings, work_dir: str) -> tuple[list[Any], Any, list[str]]:
-    """``(plugins, interpreter or None, problems)``: tools that cannot be built are left out and reported."""
+def build_tools(
+    settings: Settings, work_dir: str, mcp: dict[str, Any] | None = None
+) -> tuple[list[Any], Any, list[str]]:
+    """``(plugins, interpreter or None, problems)``: tools that cannot be built are left out and reported.
+
+    `mcp` caches MCP toolkits by server (so rebuilding the agent does not restart them).
+    """
     from ..actions import get_tool
 
     plugins: list[Any] = []
@@ -146,9 +151,12 @@ def build_tools(settings: Settings, work_dir: str) -> tuple[list[Any], Any, list
     if settings.mcp_servers:
         from ..actions.mcp import MCPToolkit
 
+        cache = {} if mcp is None else mcp
         for spec in settings.mcp_servers:
             try:
-                plugins.append(MCPToolkit.from_spec(spec))
+                if spec not in cache:
+                    cache[spec] = MCPToolkit.from_spec(spec)
+                plugins.append(cache[spec])
             except PlaitError as exc:
                 problems.append(f"MCP server {spec!r} is not available: {exc}")
     interpreter = None
@@ -160,14 +168,16 @@ def build_tools(settings: Settings, work_dir: str) -> tuple[list[Any], Any, list
     return plugins, interpreter, problems
 
 
-def build_agent(settings: Settings, llm: Any, work_dir: str) -> tuple[Any, list[str]]:
+def build_agent(
+    settings: Settings, llm: Any, work_dir: str, mcp: dict[str, Any] | None = None
+) -> tuple[Any, list[str]]:
     """The agent of `settings` over `llm`, and the problems met building its tools.
 
     Raises:
         UserError: The settings cannot make an agent (e.g. a ReAct template with an
             unknown placeholder).
     """
-    plugins, interpreter, problems = build_tools(settings, work_dir)
+    plugins, interpreter, problems = build_tools(settings, work_dir, mcp)
     if settings.agent == "internlm2":
         from ..actions import ActionExecutor
         from ..agents.internlm2_agent import Internlm2Agent, Internlm2Protocol

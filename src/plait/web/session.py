@@ -60,6 +60,7 @@ class ChatSession:
     settings: Settings | None = None
     _llm: Any = None
     _llm_key: Any = None
+    _mcp: dict[str, Any] = field(default_factory=dict)  # MCP toolkits by server, kept across rebuilds
 
     @property
     def work_dir(self) -> str:
@@ -97,7 +98,9 @@ class ChatSession:
         if self._llm is None or self._llm_key != settings.model_key():
             self._llm, self._llm_key = build_llm(settings), settings.model_key()
         previous, previous_settings = self.agent, self.settings
-        agent, problems = build_agent(settings, self._llm, self.work_dir)
+        for spec in [spec for spec in self._mcp if spec not in settings.mcp_servers]:
+            self._mcp.pop(spec).close()  # a server taken off the list stops now
+        agent, problems = build_agent(settings, self._llm, self.work_dir, self._mcp)
         if previous is not None and previous_settings is not None:
             if previous_settings.agent == settings.agent:
                 if settings.agent != "internlm2":
@@ -156,6 +159,8 @@ class ChatSession:
         """Forget the conversation: new session id (fresh memory and tool state), empty transcript."""
         old_dir = os.path.join(work_root(), self.session_id)
         self._close_tools()
+        for toolkit in self._mcp.values():
+            toolkit.close()  # its server restarts, empty, on the next call
         self.session_id = uuid.uuid4().hex
         self.transcript, self.history, self.queued, self.uploads = [], [], [], {}
         self.turn = None
