@@ -24,6 +24,7 @@ sessions). One process should write a given session at a time. Agents' extra sta
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import queue
@@ -106,19 +107,27 @@ class _Writer:
             connection.close()
 
     def _run(self, connection: sqlite3.Connection, batch: list[Pending]) -> None:
-        connection.execute("BEGIN")
-        for job, future in batch:
-            try:
-                result = job(connection)
-            except Exception as exc:  # reported to the waiting caller, or kept for the next flush
-                if future is not None:
-                    future.set_exception(exc)
+        try:
+            connection.execute("BEGIN")
+            for job, future in batch:
+                try:
+                    result = job(connection)
+                except Exception as exc:  # reported to the waiting caller, or kept for the next flush
+                    if future is not None:
+                        future.set_exception(exc)
+                    else:
+                        self.failure = exc
                 else:
-                    self.failure = exc
-            else:
-                if future is not None:
-                    future.set_result(result)
-        connection.execute("COMMIT")
+                    if future is not None:
+                        future.set_result(result)
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:  # the transaction itself failed (disk full, file removed...)
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            self.failure = exc
+            for _, future in batch:
+                if future is not None and not future.done():
+                    future.set_exception(UserError(f"the session store {self.path} failed: {exc}"))
 
     def _check_open(self) -> None:
         if self.closed:
