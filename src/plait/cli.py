@@ -6,7 +6,7 @@ plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any Open
 plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
-plait serve --port 8090                      # the agent over HTTP, OpenAI-compatible at /v1/chat/completions
+plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
 ```
 
 The answer is streamed as the model writes it; tool calls and their results are shown as
@@ -150,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", parents=[common], help="serve the agent over HTTP (OpenAI-compatible too)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8090, help="port to listen on (default: 8090)")
+    serve.add_argument("--store", metavar="DB", help="keep every session in this SQLite file (survives restarts)")
     web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
@@ -246,7 +247,12 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         if args.command == "serve":
             from .distributed.http_serve.app import AgentAPIServer
 
-            AgentAPIServer(_setup(args, _Printer(sys.stderr)), args.host, args.port).serve_forever()
+            agent = _setup(args, _Printer(sys.stderr))
+            if args.store:
+                from .memory.session_store import SessionStore
+
+                SessionStore(args.store).attach(agent)
+            AgentAPIServer(agent, args.host, args.port).serve_forever()
             return 0
         printer = _Printer(out)
         agent = _setup(args, printer)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -172,18 +174,19 @@ def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path: Path) -> None:
     assert "could not start the MCP server" in result.stderr
 
 
-def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> None:
+@contextlib.contextmanager
+def plait_serve(*args: str) -> Iterator[tuple[int, list[str]]]:
+    """``plait serve ARGS`` on a free port, until the block ends; yields the port and (after) its stderr lines."""
     import socket
     import urllib.request
-
-    from plait.llms import GPTAPI
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    command = [sys.executable, "-m", "plait.cli", "serve", "--api-base", server.base_url, "--port", str(port)]
+    command = [sys.executable, "-m", "plait.cli", "serve", "--port", str(port), *args]
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log: list[str] = []
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -193,12 +196,38 @@ def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> N
             except OSError:
                 assert process.poll() is None and time.monotonic() < deadline, process.stderr and process.stderr.read()
                 time.sleep(0.1)
+        yield port, log
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=15)
+        log.extend(errors.splitlines())
+    assert process.returncode == 0, errors  # SIGTERM ends the server cleanly (the store is flushed)
+
+
+def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> None:
+    from plait.llms import GPTAPI
+
+    with plait_serve("--api-base", server.base_url) as (port, log):
         client = GPTAPI(model_type="plait", api_base=f"http://127.0.0.1:{port}/v1", key="unused", retry=0)
         assert client.chat([{"role": "user", "content": "please multiply 6 by 7"}]) == "The result is 42."
         streamed = [text for _, text, _ in client.stream_chat([{"role": "user", "content": "hello"}])]
         assert streamed[-1] == "You said: hello"
         client.close()
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=15)
-    assert "[tool call] Calculator {'expression': '6 * 7'}" in errors  # the server's log shows the tool round
+    assert "[tool call] Calculator {'expression': '6 * 7'}" in log  # the server's log shows the tool round
+
+
+def test_serve_keeps_sessions_across_restarts(server: FakeOpenAIServer, tmp_path: Path) -> None:
+    from plait.distributed import HTTPAgentClient
+
+    store = str(tmp_path / "sessions.db")
+    with plait_serve("--api-base", server.base_url, "--store", store) as (port, _):
+        client = HTTPAgentClient(port=port, timeout=30)
+        assert client("remember me", session_id="ada").content == "You said: remember me"
+        client.close()
+    with plait_serve("--api-base", server.base_url, "--store", store) as (port, _):
+        client = HTTPAgentClient(port=port, timeout=30)
+        assert [m["content"] for m in client.state_dict("ada")["memory"]] == ["remember me", "You said: remember me"]
+        client("and now?", session_id="ada")
+        client.close()
+    users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
+    assert users == ["remember me", "and now?"]  # the restarted server's model saw the stored history

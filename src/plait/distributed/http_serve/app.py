@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import signal
 import sys
 import time
 from collections.abc import Hashable, Mapping, Sequence
@@ -185,14 +187,19 @@ class AgentAPIServer:
             self._loop = None
 
     def serve_forever(self) -> None:
-        """Serve in this thread until interrupted."""
+        """Serve in this thread until interrupted (Ctrl-C or SIGTERM end it cleanly, so exit handlers run)."""
 
         async def serve() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform/thread
+                    loop.add_signal_handler(signum, stop.set)
             await self.start_async()
             sys.stdout.write(f"plait agent server running on http://{self.host}:{self.port}\n")
             sys.stdout.flush()
             try:
-                await asyncio.Event().wait()
+                await stop.wait()
             finally:
                 await self.stop_async()
 
