@@ -1,10 +1,10 @@
-"""Helpers that let one test body drive sync and async components alike."""
+"""Helpers shared by the tests: one test body for sync and async components; MCP and model-server doubles."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 
@@ -28,3 +28,29 @@ def collect(stream: Iterator[Any] | AsyncIterator[Any]) -> list[Any]:
 
         return asyncio.run(_all())
     return list(stream)
+
+
+def mcp_demo_command() -> str:
+    """The command line of the demo MCP server (tests/actions/mcp/demo_server.py); skips without the SDK."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
+    script = Path(__file__).resolve().parent / "actions" / "mcp" / "demo_server.py"
+    return shlex.join([sys.executable, str(script)])
+
+
+def one_tool_round(tool: str, arguments: dict[str, Any], answer: str) -> Callable[[dict[str, Any]], Any]:
+    """A `FakeOpenAIServer` handler: call `tool` with `arguments`, then answer ``answer.format(result)``."""
+    from plait.testing.fake_openai import Reply
+
+    def handler(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(answer.format(last["content"]))
+        return Reply(tool_calls=[(tool, arguments)])
+
+    return handler

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from _support import mcp_demo_command, one_tool_round
 from plait.cli import main
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
@@ -146,18 +147,9 @@ def test_chat_streams_each_answer_on_its_own_line() -> None:
 
 
 def test_mcp_server_tools_join_the_agent() -> None:
-    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
-    server_script = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
-
-    def handler(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return Reply(f"The sum is {last['content']}.")
-        return Reply(tool_calls=[("demo_server__add", {"a": 2, "b": 3})])
-
-    with FakeOpenAIServer(handler=handler) as fake:
-        mcp = f"{sys.executable} {server_script}"
-        result = plait("run", "--api-base", fake.base_url, "--tools", "", "--mcp", mcp, "add 2 and 3")
+    demo = mcp_demo_command()
+    with FakeOpenAIServer(handler=one_tool_round("demo_server__add", {"a": 2, "b": 3}, "The sum is {}.")) as fake:
+        result = plait("run", "--api-base", fake.base_url, "--tools", "", "--mcp", demo, "add 2 and 3")
         offered = [tool["function"]["name"] for tool in fake.requests[0]["tools"]]
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [

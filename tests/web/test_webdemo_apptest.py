@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from _support import mcp_demo_command, one_tool_round
 from plait.testing.fake_openai import HTTPFault, Reply
 from plait.web import APP_PATH
 from plait.web.session import ChatSession
@@ -313,20 +314,10 @@ def test_seed_demo_scripts_start_the_app(
 
 
 def test_mcp_server_tools_are_offered_to_the_agent(web_env: Path, fake_model: Any) -> None:
-    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
-    import sys
-
-    demo = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
-
-    def handler(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return Reply(f"The server says {last['content']}.")
-        return Reply(tool_calls=[("demo_server__add", {"a": 20, "b": 22})])
-
-    server = fake_model(handler=handler)
+    demo = mcp_demo_command()
+    server = fake_model(handler=one_tool_round("demo_server__add", {"a": 20, "b": 22}, "The server says {}."))
     at = open_app(server)
-    at.text_area(key="mcp_servers").set_value(f"{sys.executable} {demo}").run()
+    at.text_area(key="mcp_servers").set_value(demo).run()
     at = send(at, "add please")
     assert status_labels(at) == ["Tool call: demo_server.add"]
     assert at.chat_message[1].markdown[-1].value == "The server says 42."
@@ -346,19 +337,9 @@ def test_an_mcp_server_that_cannot_start_is_reported(web_env: Path, fake_model: 
 
 
 def test_mcp_servers_survive_agent_rebuilds_and_restart_on_clear(web_env: Path, fake_model: Any) -> None:
-    pytest.importorskip("mcp.server.mcpserver", reason="the demo MCP server needs the official SDK (test extra)")
-    import sys
-
-    demo = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "demo_server.py"
-
-    def handler(body: dict[str, Any]) -> Reply:
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return Reply(f"count {last['content']}")
-        return Reply(tool_calls=[("demo_server__count", {})])
-
-    at = open_app(fake_model(handler=handler))
-    at.text_area(key="mcp_servers").set_value(f"{sys.executable} {demo}").run()
+    demo = mcp_demo_command()
+    at = open_app(fake_model(handler=one_tool_round("demo_server__count", {}, "count {}")))
+    at.text_area(key="mcp_servers").set_value(demo).run()
     at = send(at, "count")
     assert at.chat_message[-1].markdown[-1].value == "count 1"
     at.text_area(key="system_function_calling_en").set_value("Count things.").run()  # the agent is rebuilt
