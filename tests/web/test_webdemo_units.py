@@ -365,3 +365,42 @@ def test_server_url_completes_a_bare_address() -> None:
     assert server_url(" 127.0.0.1:23333 ") == "http://127.0.0.1:23333"
     assert server_url("https://api.example.com/v1") == "https://api.example.com/v1"
     assert server_url("") == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/cmdline"), reason="reads /proc (Linux)")
+def test_plait_web_is_the_server_process_and_stops_on_sigterm(web_env: Path) -> None:
+    """Stopping `plait web` stops the server: no streamlit process is left behind."""
+    import socket
+    import time
+    import urllib.request
+
+    pytest.importorskip("streamlit")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root / "src"), os.environ.get("PYTHONPATH", "")]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "plait.cli", "web", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert b"streamlit" in Path(f"/proc/{process.pid}/cmdline").read_bytes()  # the same process
+        process.terminate()
+        assert process.wait(timeout=20) is not None
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

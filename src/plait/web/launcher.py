@@ -81,7 +81,9 @@ def launch(
     work_dir: str | None = None,
     mcp: Sequence[str] = (),
 ) -> int:
-    """Serve the app until interrupted; returns streamlit's exit status.
+    """Serve the app until interrupted (on POSIX this process becomes the streamlit server).
+
+    Returns streamlit's exit status where the process cannot be replaced (Windows).
 
     Args:
         host: The address to listen on.
@@ -108,4 +110,7 @@ def launch(
         work_dir=work_dir,
         mcp=mcp,
     )
-    return subprocess.call(streamlit_command(host, port), env=env)
+    command = streamlit_command(host, port)
+    if os.name == "posix":  # become streamlit: a signal to `plait web` reaches the server, no orphan is left
+        os.execve(command[0], command, env)
+    return subprocess.call(command, env=env)
