@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -41,3 +44,53 @@ def fake_server() -> Iterator[Callable[..., FakeOpenAIServer]]:
     yield start
     for server in servers:
         server.stop()
+
+
+# -- no server left behind ----------------------------------------------------------------------
+# Tests start real servers (streamlit, MCP servers, agent servers, `plait` itself). Whatever a run
+# leaves running is a bug (an orphan keeps its port and memory): the controlling process checks
+# once every test is done, reports the leftovers, stops them, and fails the run.
+
+_BEFORE = pytest.StashKey[dict[int, str]]()
+_SERVER_MARKERS = (b"streamlit run", b"demo_server.py", b"plait.distributed.http_serve.app", b"plait.cli")
+
+
+def _servers() -> dict[int, str]:
+    found: dict[int, str] = {}
+    if not os.path.isdir("/proc"):
+        return found
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+        except OSError:
+            continue
+        if any(marker in cmdline for marker in _SERVER_MARKERS):
+            found[int(name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]
+    return found
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = _servers()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks after all of them
+        return
+    before = session.config.stash.get(_BEFORE, {})
+    deadline = time.monotonic() + 10
+    leftovers = {pid: cmd for pid, cmd in _servers().items() if pid not in before}
+    while leftovers and time.monotonic() < deadline:  # give finalizers a moment
+        time.sleep(0.2)
+        leftovers = {pid: cmd for pid, cmd in _servers().items() if pid not in before}
+    if not leftovers:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for pid, cmd in leftovers.items():
+        if reporter is not None:
+            reporter.write_line(f"left running by the tests (stopped now): {pid} {cmd}", red=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
