@@ -54,3 +54,24 @@ def one_tool_round(tool: str, arguments: dict[str, Any], answer: str) -> Callabl
         return Reply(tool_calls=[(tool, arguments)])
 
     return handler
+
+
+def wait_for_http(url: str, process: Any, timeout: float = 60.0) -> None:
+    """Wait until `url` answers 200 while `process` (a `subprocess.Popen`) runs; fail with its output if it dies."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            stream = process.stderr or process.stdout
+            output = stream.read() if stream is not None else ""
+            text = output.decode(errors="replace") if isinstance(output, bytes) else output
+            raise AssertionError(f"the process exited with {process.returncode} before {url} answered:\n{text}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:  # not listening yet (URLError is an OSError)
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer within {timeout} s")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from _support import mcp_demo_command, one_tool_round
+from _support import mcp_demo_command, one_tool_round, wait_for_http
 from plait.cli import main
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
@@ -170,7 +170,6 @@ def test_mcp_server_that_cannot_start_is_a_clear_error(tmp_path: Path) -> None:
 def plait_serve(*args: str) -> Iterator[tuple[int, list[str]]]:
     """``plait serve ARGS`` on a free port, until the block ends; yields the port and (after) its stderr lines."""
     import socket
-    import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -180,14 +179,7 @@ def plait_serve(*args: str) -> Iterator[tuple[int, list[str]]]:
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log: list[str] = []
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health_check", timeout=2):
-                    break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, process.stderr and process.stderr.read()
-                time.sleep(0.1)
+        wait_for_http(f"http://127.0.0.1:{port}/health_check", process)
         yield port, log
     finally:
         process.terminate()

@@ -7,9 +7,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +14,7 @@ from typing import Any
 import pytest
 from _webdemo_support import scripted_model
 
+from _support import wait_for_http
 from plait.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,22 +60,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
-    """Wait until streamlit answers its health check (or fail with its output)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read().decode(errors="replace") if process.stdout else ""
-            raise AssertionError(f"the app exited with {process.returncode}:\n{output}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.2)
-    raise AssertionError(f"the app did not become healthy at {url} in {timeout} s")
-
-
 @pytest.fixture
 def served_app(web_env: Path) -> Iterator[str]:
     """The app served by ``plait web`` on a free port (a subprocess); yields its URL."""
@@ -91,7 +73,7 @@ def served_app(web_env: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_healthy(url, process)
+        wait_for_http(url + "/_stcore/health", process)
         yield url
     finally:
         process.terminate()

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from _support import wait_for_http
 from plait.agents.internlm2_agent import AgentReturn
 from plait.exceptions import LLMAPIError, MissingDependencyError
 from plait.llms import GPTAPI
@@ -371,8 +372,6 @@ def test_server_url_completes_a_bare_address() -> None:
 def test_plait_web_is_the_server_process_and_stops_on_sigterm(web_env: Path) -> None:
     """Stopping `plait web` stops the server: no streamlit process is left behind."""
     import socket
-    import time
-    import urllib.request
 
     pytest.importorskip("streamlit")
     with socket.socket() as sock:
@@ -387,14 +386,7 @@ def test_plait_web_is_the_server_process_and_stops_on_sigterm(web_env: Path) -> 
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2):
-                    break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.2)
+        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", process)
         assert b"streamlit" in Path(f"/proc/{process.pid}/cmdline").read_bytes()  # the same process
         process.terminate()
         assert process.wait(timeout=20) is not None

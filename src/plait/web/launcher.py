@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..exceptions import MissingDependencyError
 
@@ -53,7 +54,18 @@ def web_environment(
     work_dir: str | None = None,
     mcp: Sequence[str] = (),
 ) -> dict[str, str]:
-    """`base` (default: this process's environment) plus the ``PLAIT_WEB_*`` variables the app reads."""
+    """`base` (default: this process's environment) plus the ``PLAIT_WEB_*`` variables the app reads.
+
+    Args:
+        base: The environment to extend.
+        api_base: Preselect this OpenAI-compatible server (else the embedded model).
+        model: The model name on the server, or a ``.gguf`` path for the embedded model.
+        agent: The agent type selected at start (``function_calling``, ``internlm2``, ``react``).
+        tools: Comma-separated plugins selected at start.
+        tool_modules: Modules or ``.py`` files whose tools should be offered.
+        work_dir: Where session folders (uploads, images) are kept.
+        mcp: MCP servers offered at start (command lines or URLs).
+    """
     env = dict(os.environ if base is None else base)
     values = {
         "PLAIT_WEB_API_BASE": api_base,
@@ -69,18 +81,7 @@ def web_environment(
     return env
 
 
-def launch(
-    host: str = "127.0.0.1",
-    port: int = 8501,
-    *,
-    api_base: str | None = None,
-    model: str | None = None,
-    agent: str | None = None,
-    tools: str | None = None,
-    tool_modules: Sequence[str] = (),
-    work_dir: str | None = None,
-    mcp: Sequence[str] = (),
-) -> int:
+def launch(host: str = "127.0.0.1", port: int = 8501, **presets: Any) -> int:
     """Serve the app until interrupted (on POSIX this process becomes the streamlit server).
 
     Returns streamlit's exit status where the process cannot be replaced (Windows).
@@ -88,28 +89,14 @@ def launch(
     Args:
         host: The address to listen on.
         port: The port to listen on.
-        api_base: Preselect this OpenAI-compatible server (else the embedded model).
-        model: The model name on the server, or a ``.gguf`` path for the embedded model.
-        agent: The agent type selected at start (``function_calling``, ``internlm2``, ``react``).
-        tools: Comma-separated plugins selected at start.
-        tool_modules: Modules or ``.py`` files whose tools should be offered.
-        work_dir: Where session folders (uploads, images) are kept.
-        mcp: MCP servers offered at start (command lines or URLs).
+        **presets: The sidebar's starting values, as `web_environment` takes them.
 
     Raises:
         MissingDependencyError: streamlit is not installed (the ``web`` extra).
     """
     if importlib.util.find_spec("streamlit") is None:
         raise MissingDependencyError("streamlit", extra="web", feature="plait web")
-    env = web_environment(
-        api_base=api_base,
-        model=model,
-        agent=agent,
-        tools=tools,
-        tool_modules=tool_modules,
-        work_dir=work_dir,
-        mcp=mcp,
-    )
+    env = web_environment(**presets)
     command = streamlit_command(host, port)
     if os.name == "posix":  # become streamlit: a signal to `plait web` reaches the server, no orphan is left
         os.execve(command[0], command, env)

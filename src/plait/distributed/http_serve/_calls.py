@@ -7,7 +7,9 @@ import inspect
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-__all__ = ["agent_chunks"]
+from ...exceptions import LLMError, ParseError, UserError
+
+__all__ = ["agent_chunks", "http_status"]
 
 
 def _is_async_agent(agent: Any) -> bool:
@@ -39,3 +41,12 @@ async def agent_chunks(agent: Any, inputs: Sequence[Any], kwargs: Mapping[str, A
             yield chunk
     else:
         yield result
+
+
+def http_status(error: BaseException) -> int:
+    """The HTTP status of a failed agent call: 502 the model backend failed, 400 a bad request or argument, else 500."""
+    if isinstance(error, LLMError):
+        return 502
+    if isinstance(error, (UserError, ParseError, TypeError, ValueError)):
+        return 400
+    return 500

@@ -31,12 +31,12 @@ from typing import Any
 
 from aiohttp import web
 
-from ...exceptions import LLMError, ParseError, PlaitError, UserError
+from ...exceptions import PlaitError, UserError
 from ...schema import AgentMessage
 from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
-from ._calls import agent_chunks
+from ._calls import agent_chunks, http_status
 from .openai_route import openai_routes
 
 __all__ = ["AgentAPIServer", "main", "session_key"]
@@ -56,14 +56,6 @@ def _dump(value: Any) -> str:
 def _error(exc: BaseException, status: int) -> web.Response:
     body = {"error": {"type": type(exc).__name__, "message": str(exc)}}
     return web.Response(status=status, text=_dump(body), content_type="application/json")
-
-
-def _status_of(exc: BaseException) -> int:
-    if isinstance(exc, LLMError):
-        return 502
-    if isinstance(exc, (UserError, ParseError, TypeError, ValueError)):
-        return 400
-    return 500
 
 
 def build_agent(config: Mapping[str, Any] | Any) -> Any:
@@ -133,7 +125,7 @@ class AgentAPIServer:
             reply = await self._call(inputs, body)
         except Exception as exc:  # reported to the client; the server keeps serving
             logger.warning("agent call failed: %s", exc, exc_info=not isinstance(exc, PlaitError))
-            return _error(exc, _status_of(exc))
+            return _error(exc, http_status(exc))
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")
 
     async def _call(self, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:

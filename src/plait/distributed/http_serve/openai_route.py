@@ -23,9 +23,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ...exceptions import LLMError, PlaitError, UserError
+from ...exceptions import PlaitError, UserError
 from ...schema import AgentMessage
-from ._calls import agent_chunks
+from ._calls import agent_chunks, http_status
 
 __all__ = ["openai_routes"]
 
@@ -47,10 +47,6 @@ def _reply_text(message: Any) -> str:
 
 def _error(status: int, message: str, kind: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
-
-
-def _status_of(exc: BaseException) -> int:
-    return 502 if isinstance(exc, LLMError) else 400 if isinstance(exc, UserError) else 500
 
 
 class _Completion:
@@ -130,7 +126,7 @@ def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
                 last = chunk
             return web.json_response(completion.whole(_reply_text(last)))
         except PlaitError as exc:
-            return _error(_status_of(exc), str(exc), type(exc).__name__)
+            return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
             if ephemeral:
                 agent.reset(session, recursive=True)
