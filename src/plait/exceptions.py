@@ -3,7 +3,8 @@
 ```
 PlaitError
 ├── UserError                 misuse or bad configuration (also a ValueError)
-│   └── MissingDependencyError  an optional extra is not installed (also an ImportError)
+│   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
+│   └── ModeError             async work met a synchronous agent or executor (raised at once, never handled by a flow)
 ├── StateDictError            missing/unexpected keys or an unknown version in load_state_dict
 ├── ParseError                model output or tool arguments that do not parse (also a ValueError)
 ├── LLMError                  a model backend failed
@@ -42,6 +43,7 @@ __all__ = [
     "LLMTimeoutError",
     "MCPError",
     "MissingDependencyError",
+    "ModeError",
     "ParseError",
     "PlaitError",
     "RemoteAgentError",
@@ -62,6 +64,14 @@ class PlaitError(Exception):
 
 class UserError(PlaitError, ValueError):
     """The library was used in a way it does not support (bad argument, wrong mode)."""
+
+
+class ModeError(UserError):
+    """A synchronous driver met async work (an ``async def`` model, tool or hook).
+
+    Drivers raise it at once instead of handing it to the flow, so no tool loop turns it
+    into an observation: the fix is to use the Async* variant of the agent or executor.
+    """
 
 
 class MissingDependencyError(UserError, ImportError):

@@ -178,7 +178,7 @@ def test_session_id_reaches_tools_that_ask_for_it(mode: str) -> None:
 def test_async_tools(mode: str) -> None:
     action = AsyncEcho()
     if mode == "sync":
-        with pytest.raises(UserError, match="async tool API"):
+        with pytest.raises(UserError, match="is async and cannot run inside a synchronous"):
             BaseAction.__call__(action, {"text": "x"})
     else:
         ret = resolve(action({"text": "x"}))  # AsyncActionMixin: __call__ is awaitable

@@ -229,7 +229,7 @@ def test_openai_tools_round_trip(mode: str) -> None:
 
 def test_sync_executor_refuses_async_tools() -> None:
     executor = ActionExecutor(actions=[AsyncOnly()])
-    with pytest.raises(UserError, match="async tool API"):
+    with pytest.raises(UserError, match="is async and cannot run inside a synchronous"):
         executor("AsyncOnly", {})
     assert text_of(asyncio.run(AsyncActionExecutor(actions=[AsyncOnly()])("AsyncOnly", {}))) == "async"
 

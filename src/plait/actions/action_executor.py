@@ -13,8 +13,10 @@ return whose message lists the tools that exist, content that is not a tool call
 `NoAction` return, and tool errors come back as described in `plait.actions.base_action`.
 Using an ``async def`` tool or hook with the sync executor raises `UserError`.
 
-Both executors run the same flow (`plait._flow`); the async one awaits async tools and
-hooks and runs sync tools in a worker thread, so the event loop never blocks.
+Both executors run the same flow (`call_flow`, see `plait.effects`); the async one awaits
+async tools and hooks and runs sync tools in a worker thread, so the event loop never
+blocks. Agents run that flow in their own driver (a `ToolCall` effect), each tool API as an
+`ActionCall` effect that interceptors (replay, tracing) see.
 
 Example:
     ```python
@@ -27,17 +29,17 @@ Example:
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._flow import Call, Flow, run_async, run_sync
+from ..driver import run_async, run_sync
+from ..effects import ActionCall, Call, Flow, HookCall, runs_in_place
 from ..exceptions import UserError
 from ..hooks.hook import RemovableHandle
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 from ..utils.config import create_object
 from ._schema import openai_name, openai_tool
-from .base_action import AsyncActionMixin, BaseAction, _accepts_session, _is_async, describe_exception
+from .base_action import AsyncActionMixin, BaseAction, _accepts_session, describe_exception
 from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
 
 __all__ = ["ActionExecutor", "AsyncActionExecutor"]
@@ -234,41 +236,42 @@ class ActionExecutor:
         return handle
 
     # -- calling ---------------------------------------------------------------------------------
+    @runs_in_place
     def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
         """``executor(name, parameters) -> ActionReturn`` or ``executor(message) -> AgentMessage``."""
-        return run_sync(self.call_flow(message, parameters, session_id, is_async=False))
+        return run_sync(self.call_flow(message, parameters, session_id))
 
     def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
         """Dispatch one tool call by name (no hooks)."""
-        return run_sync(self.dispatch_flow(name, parameters, session_id, is_async=False))
+        return run_sync(self.dispatch_flow(name, parameters, session_id))
 
-    def call_flow(self, message: Any, parameters: Any, session_id: Hashable, is_async: bool) -> Flow[Any]:
-        """Both call forms, written once."""
+    def call_flow(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Flow[Any]:
+        """Both call forms, written once (``call_flow(message, session_id=...)`` for the message form)."""
         if isinstance(message, str):
             params = None if parameters is _UNSET else parameters
-            return (yield from self.dispatch_flow(message, params, session_id, is_async))
+            return (yield from self.dispatch_flow(message, params, session_id))
         if parameters is not _UNSET:  # executor(message, session_id) with the id given positionally
             session_id = parameters
         if not isinstance(message, AgentMessage):
             message = AgentMessage(sender="user", content=message)
-        return (yield from self.message_flow(message, session_id, is_async))
+        return (yield from self.message_flow(message, session_id))
 
-    def message_flow(self, message: AgentMessage, session_id: Hashable, is_async: bool) -> Flow[Any]:
+    def message_flow(self, message: AgentMessage, session_id: Hashable) -> Flow[Any]:
         """before_action hooks -> dispatch the content -> wrap as a message -> after_action hooks."""
         current: Any = message
         for hook in list(self._hooks.values()):
-            replaced = yield Call(hook.before_action, (self, current, session_id))
+            replaced = yield HookCall(hook.before_action, (self, current, session_id))
             if replaced is not None:
                 current = replaced
         content = current.content if isinstance(current, AgentMessage) else current
         name, parameters, error = _extract_call(content)
         if error is not None:
-            result = yield from self._action_flow(self.no_action, {"err_msg": error}, "run", None, is_async)
+            result = yield from self._action_flow(self.no_action, {"err_msg": error}, "run", None)
         else:
-            result = yield from self.dispatch_flow(name, parameters, session_id, is_async)
+            result = yield from self.dispatch_flow(name, parameters, session_id)
         response: Any = AgentMessage(sender=self.name, content=result)
         for hook in list(self._hooks.values()):
-            replaced = yield Call(hook.after_action, (self, response, session_id))
+            replaced = yield HookCall(hook.after_action, (self, response, session_id))
             if replaced is not None:
                 response = replaced
         return response
@@ -292,38 +295,37 @@ class ActionExecutor:
         hint = f"Did you mean {close[0]!r}? " if close and close[0] != name else ""
         return f"{hint}Available tools: {', '.join(valid)}."
 
-    def dispatch_flow(self, name: Any, parameters: Any, session_id: Hashable, is_async: bool) -> Flow[ActionReturn]:
+    def dispatch_flow(self, name: Any, parameters: Any, session_id: Hashable) -> Flow[ActionReturn]:
         """Look the tool up and run it; unknown or disabled tools go to the built-in actions."""
         if isinstance(name, str):
             action, api = self._lookup(name)
             if action is not None and action.enable:
-                return (yield from self._action_flow(action, parameters, api, session_id, is_async))
+                return (yield from self._action_flow(action, parameters, api, session_id))
             if action is None and name == self.no_action.name:
-                return (yield from self._action_flow(self.no_action, parameters, "run", None, is_async))
+                return (yield from self._action_flow(self.no_action, parameters, "run", None))
             if action is None and name == self.finish_action.name:
-                return (yield from self._action_flow(self.finish_action, parameters, "run", None, is_async))
+                return (yield from self._action_flow(self.finish_action, parameters, "run", None))
             problem = f"The tool {name!r} is disabled." if action is not None else f"There is no tool named {name!r}."
             message = f"{problem} {self._available(name)}"
         else:
             message = f"The tool name must be a string, not {type(name).__name__}. {self._available('')}"
-        result = yield from self._action_flow(self.invalid_action, {"err_msg": message}, "run", None, is_async)
+        result = yield from self._action_flow(self.invalid_action, {"err_msg": message}, "run", None)
         result.args = {"name": name, "parameters": parameters}
         return result
 
     def _action_flow(
-        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None, is_async: bool
+        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None
     ) -> Flow[ActionReturn]:
         if type(action).__call__ in _STANDARD_CALLS:
-            return (yield from action.call_flow(parameters, api, session_id, is_async))
-        return (yield from self._custom_call_flow(action, parameters, api, session_id, is_async))
+            result: ActionReturn = yield ActionCall(action, parameters, api, session_id)
+            return result
+        return (yield from self._custom_call_flow(action, parameters, api, session_id))
 
     def _custom_call_flow(
-        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None, is_async: bool
+        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None
     ) -> Flow[ActionReturn]:
         """A tool that overrides ``__call__``: call it as ``action(parameters, api[, session_id=...])``."""
         fn: Callable[..., Any] = action.__call__
-        if not is_async and (_is_async(fn) or inspect.iscoroutinefunction(type(action).__call__)):
-            raise UserError(f"{action.name} has an async __call__; use AsyncActionExecutor")
         accepts = session_id is not None and _accepts_session(type(action).__call__)
         kwargs = {"session_id": session_id} if accepts else {}
         args = {"inputs": parameters, "name": api}
@@ -340,12 +342,13 @@ class ActionExecutor:
 class AsyncActionExecutor(ActionExecutor):
     """`ActionExecutor` whose calls are awaited; sync tools run in a worker thread, hooks may be async."""
 
+    @runs_in_place
     async def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
         """``await executor(name, parameters)`` or ``await executor(message, session_id=0)``."""
-        return await run_async(self.call_flow(message, parameters, session_id, is_async=True))
+        return await run_async(self.call_flow(message, parameters, session_id))
 
     async def forward(  # type: ignore[override]
         self, name: str, parameters: Any = None, session_id: Hashable = 0
     ) -> ActionReturn:
         """Dispatch one tool call by name (no hooks)."""
-        return await run_async(self.dispatch_flow(name, parameters, session_id, is_async=True))
+        return await run_async(self.dispatch_flow(name, parameters, session_id))

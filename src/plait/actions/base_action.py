@@ -44,7 +44,8 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar, overload
 
-from .._flow import Call, Flow, run_async, run_sync
+from ..driver import run_async, run_sync
+from ..effects import ActionCall, Call, Flow
 from ..exceptions import ParseError, ToolArgumentError, ToolError, ToolNotFoundError, UserError
 from ..schema import ActionReturn, ActionStatusCode
 from ._description import SESSION_PARAMETER, build_api_description, build_class_description
@@ -303,11 +304,11 @@ class BaseAction:
         Raises:
             UserError: The API is ``async def`` (use `acall` or an async executor).
         """
-        return run_sync(self.call_flow(inputs, name, session_id, is_async=False))
+        return run_sync(_single(ActionCall(self, inputs, name, session_id)))
 
     async def acall(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         """Async `__call__`: awaits async APIs, runs sync ones in a worker thread."""
-        return await run_async(self.call_flow(inputs, name, session_id, is_async=True))
+        return await run_async(_single(ActionCall(self, inputs, name, session_id)))
 
     def _api_callable(self, api: str) -> Callable[..., Any] | None:
         """The callable behind API `api` (a method of the same name by default)."""
@@ -344,8 +345,11 @@ class BaseAction:
             raise ToolError(f"{label} has no implementation (no method {api!r})", tool=label)
         return api, label, fn
 
-    def call_flow(self, inputs: Any, name: str, session_id: Hashable | None, is_async: bool) -> Flow[ActionReturn]:
-        """The one implementation of a tool call, as a flow (see `plait._flow`) yielding the API call."""
+    def call_flow(self, inputs: Any, name: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+        """The one implementation of a tool call, as a flow (see `plait.effects`) yielding the API call.
+
+        Run it as an `ActionCall` effect, so interceptors see the tool call.
+        """
         if "_parser" not in self.__dict__:
             raise UserError(f"{type(self).__name__}.__init__ must call super().__init__()")
         fallback = {"inputs": inputs, "name": name}
@@ -362,11 +366,6 @@ class BaseAction:
         except Exception as exc:
             message = f"could not parse the arguments: {describe_exception(exc)}"
             return _error(fallback, label, message, ActionStatusCode.ARGS_ERROR)
-        if not is_async and _is_async(fn):
-            raise UserError(
-                f"{label} is an async tool API and cannot run synchronously; use `await action.acall(...)`, "
-                "an AsyncActionExecutor, or mix in AsyncActionMixin"
-            )
         kwargs = dict(args)
         if session_id is not None and _accepts_session(getattr(fn, "__func__", fn)):
             kwargs[SESSION_PARAMETER] = session_id
@@ -407,6 +406,11 @@ class BaseAction:
 
 BaseAction.__tool_description__, BaseAction._is_toolkit = build_class_description(BaseAction, tool_api)
 register_tool(BaseAction)
+
+
+def _single(effect: ActionCall) -> Flow[ActionReturn]:
+    result: ActionReturn = yield effect
+    return result
 
 
 def _error(args: dict[str, Any], label: str, message: str, state: int) -> ActionReturn:

@@ -6,7 +6,7 @@ the model's text. What they share lives here:
 * `ToolProtocolAgent`: builds the executor from ``actions`` (the async subclasses get an
   `AsyncActionExecutor`), renders ``template`` placeholders (tool descriptions, tool
   names...), and turns a tool name plus whatever input the model wrote into the executor
-  call effect (see `plait._flow`);
+  call effect (see `plait.effects`);
 * `ProtocolAggregator`: memory -> chat messages, with tool results rendered through an
   observation template and the agent's own parsed replies written back in the protocol
   (``output_format.format_response``);
@@ -21,7 +21,7 @@ import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._flow import Call
+from ..effects import ToolCall
 from ..exceptions import UserError
 from ..memory import Memory
 from ..prompts.prompt_template import format_placeholders
@@ -287,11 +287,11 @@ class ToolProtocolAgent(Agent):
 
     # -- tool calls --
 
-    def tool_call(self, name: str, raw_input: Any, session_id: Hashable) -> Call:
+    def tool_call(self, name: str, raw_input: Any, session_id: Hashable) -> ToolCall:
         """The effect of calling tool `name` with the model's input, through the executor."""
         parameters = tool_parameters(self.executor, name, raw_input)
         request = AgentMessage(sender=self.name, content=FunctionCall(name, parameters))
-        return Call(self.executor, (request,), {"session_id": session_id})
+        return ToolCall(self.executor, request, session_id)
 
     @staticmethod
     def observation_message(result: Any, name: str) -> AgentMessage:

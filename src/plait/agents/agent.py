@@ -14,13 +14,12 @@ Calling an agent runs the call path of `plait.agents.call_path` through the clas
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from .._flow import Call, Flow, run_astream, run_async, run_stream, run_sync
+from ..driver import run_astream, run_async, run_stream, run_sync
+from ..effects import Flow, ModelCall, runs_in_place
 from ..exceptions import ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
 from ..memory import Memory, MemoryManager
@@ -31,7 +30,16 @@ from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow
 from .module import AgentModule
 
-__all__ = ["Agent", "AsyncAgent", "AsyncStreamingAgent", "StreamingAgent"]
+__all__ = ["Agent", "AsyncAgent", "AsyncStreamingAgent", "StreamingAgent", "flow_forward"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flow_forward(method: F) -> F:
+    """Mark a ``forward`` that only drives `forward_flow`, so the call path runs the flow in place."""
+    setattr(method, "__plait_forward__", True)  # noqa: B010 - a marker attribute on a function
+    return method
+
 
 _DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": DefaultAggregator})
@@ -63,11 +71,6 @@ class Agent(AgentModule):
 
     _stream_forward: ClassVar[bool] = False
 
-    @staticmethod
-    def _driver(flow: Flow[Any]) -> Any:
-        """Runs this class's flows (the call path, `forward`): synchronously here."""
-        return run_sync(flow)
-
     def __init__(
         self,
         llm: Any = None,
@@ -92,28 +95,45 @@ class Agent(AgentModule):
 
     # -- the call path --
 
-    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    @runs_in_place
+    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
         """Run the call path; keyword arguments (e.g. ``stop_words=``) reach `forward` and the LLM."""
-        return self._driver(agent_call_flow(self, message, session_id, kwargs))
+        return run_sync(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
-        """Aggregate the session's memory into a prompt, ask the LLM, parse the reply."""
-        return self._driver(self._chat_flow(session_id, kwargs))
+    @flow_forward
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+        """What the agent does with its inputs (they are already in memory): `forward_flow`, driven."""
+        return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
-    def _chat_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, kwargs)
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
+        """`forward` as a flow, the same in every mode: aggregate memory into a prompt, ask the LLM, parse.
+
+        Streaming agents stream the reply (``stream_chat``); the final chunk is the result.
+        Subclasses override this (not `forward`) to define what the agent does.
+        """
+        prompt = self.get_prompt(session_id)
+        if self._stream_forward:
+            final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, kwargs, self._stream_chunk)
+            return final
+        raw = yield self.model_call("chat", prompt, session_id, kwargs)
         return self.make_response(raw)
 
-    def llm_call(self, method: str, prompt: Any, session_id: Hashable, kwargs: Mapping[str, Any]) -> Call:
-        """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session.
+    def model_call(
+        self,
+        method: str,
+        prompt: Any,
+        session_id: Hashable,
+        kwargs: Mapping[str, Any],
+        each: Callable[[Any], Any] | None = None,
+    ) -> ModelCall[Any]:
+        """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session."""
+        return ModelCall(self._require_llm(), method, prompt, session_id, kwargs, each)
 
-        Async models also get the session id (``session_ids=``); sync models run in a worker
-        thread when an async agent drives the call, so the event loop never blocks.
-        """
-        fn = getattr(self._require_llm(), method)
-        if inspect.iscoroutinefunction(fn):
-            return Call(fn, (prompt,), {"session_ids": session_id, **kwargs})
-        return Call(fn, (prompt,), kwargs, offload=True)
+    def _stream_chunk(self, item: Any) -> AgentMessage:
+        status, text, extra = item
+        return self.make_response(text, AgentStatusCode(status), extra if extra else None)
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
         """The messages the LLM would receive for this session now."""
@@ -162,10 +182,19 @@ class Agent(AgentModule):
 class AsyncAgent(Agent):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
 
-    @staticmethod
-    def _driver(flow: Flow[Any]) -> Any:
-        """Flows run on the event loop: calls return awaitables."""
-        return run_async(flow)
+    @runs_in_place
+    async def __call__(  # type: ignore[override]
+        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
+    ) -> AgentMessage:
+        """Run the call path on the event loop."""
+        return await run_async(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
+
+    @flow_forward
+    async def forward(  # type: ignore[override]
+        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
+    ) -> AgentMessage:
+        """`forward_flow`, driven on the event loop."""
+        return await run_async(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
 
 class StreamingAgent(Agent):
@@ -173,16 +202,19 @@ class StreamingAgent(Agent):
 
     _stream_forward: ClassVar[bool] = True
 
-    @staticmethod
-    def _driver(flow: Flow[Any]) -> Any:
-        """Flows stream: calls return iterators of chunks."""
-        return run_stream(flow)
+    @runs_in_place
+    def __call__(  # type: ignore[override]
+        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
+    ) -> Iterator[AgentMessage]:
+        """Run the call path, yielding the reply's chunks and then the final END message."""
+        yield from run_stream(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
-        """Stream the LLM's reply as messages; the last one carries `AgentStatusCode.END`."""
-        llm = self._require_llm()
-        for status, text, extra in llm.stream_chat(self.get_prompt(session_id), **kwargs):
-            yield self.make_response(text, AgentStatusCode(status), _extra(extra))
+    @flow_forward
+    def forward(  # type: ignore[override]
+        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
+    ) -> Iterator[AgentMessage]:
+        """Stream `forward_flow`: chunks, then the final message (``stream_state`` END)."""
+        yield from run_stream(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
 
 class AsyncStreamingAgent(Agent):
@@ -190,34 +222,18 @@ class AsyncStreamingAgent(Agent):
 
     _stream_forward: ClassVar[bool] = True
 
-    @staticmethod
-    def _driver(flow: Flow[Any]) -> Any:
-        """Flows stream asynchronously: calls return async iterators of chunks."""
-        return run_astream(flow)
+    @runs_in_place
+    async def __call__(  # type: ignore[override]
+        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
+    ) -> AsyncIterator[AgentMessage]:
+        """Run the call path on the event loop, yielding chunks and then the final END message."""
+        async for chunk in run_astream(agent_call_flow(self, message, session_id, kwargs), self.interceptors()):
+            yield chunk
 
-    async def forward(
+    @flow_forward
+    async def forward(  # type: ignore[override]
         self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
     ) -> AsyncIterator[AgentMessage]:
-        """Stream the LLM's reply as messages; the last one carries `AgentStatusCode.END`."""
-        llm = self._require_llm()
-        prompt = self.get_prompt(session_id)
-        if inspect.isasyncgenfunction(llm.stream_chat):
-            stream = llm.stream_chat(prompt, session_ids=session_id, **kwargs)
-        else:
-            stream = _thread_stream(llm.stream_chat(prompt, **kwargs))
-        async for status, text, extra in stream:
-            yield self.make_response(text, AgentStatusCode(status), _extra(extra))
-
-
-def _extra(extra: Any) -> Any:
-    return extra if extra else None
-
-
-async def _thread_stream(items: Iterator[Any]) -> AsyncIterator[Any]:
-    """Iterate a blocking iterator from a worker thread, one item at a time."""
-    done = object()
-    while True:
-        item = await asyncio.to_thread(next, items, done)
-        if item is done:
-            return
-        yield item
+        """Stream `forward_flow` on the event loop."""
+        async for chunk in run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors()):
+            yield chunk

@@ -19,12 +19,12 @@ and ``extra_info['intermediate_steps']`` the steps of this call.
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._flow import Flow
+from ..effects import Flow
 from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
@@ -146,9 +146,11 @@ class AutoGPT(ToolProtocolAgent):
         values.update(ai_name=self.ai_name, role_description=self.role_description, commands="\n".join(commands))
         return values
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Run commands until the model runs ``finish``."""
-        return self._driver(self._autogpt_flow(session_id, kwargs))
+        return (yield from self._autogpt_flow(session_id, kwargs))
 
     def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, Any]]:
         prompt = self.get_prompt(session_id)
@@ -159,14 +161,14 @@ class AutoGPT(ToolProtocolAgent):
     def _autogpt_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
         steps: list[dict[str, Any]] = []
         for _ in range(self.max_turn):
-            raw = yield self.llm_call("chat", self._prompt(session_id, self.trigger), session_id, kwargs)
+            raw = yield self.model_call("chat", self._prompt(session_id, self.trigger), session_id, kwargs)
             reply = self.make_response(raw)
             command = _command(reply.formatted)
             if command is not None and command[0].strip().lower() == FINISH:
                 return self._answer(reply, command[1], steps, forced=False)
             self.update_memory(reply, session_id)
             yield from self._run(reply, command, session_id, steps)
-        raw = yield self.llm_call("chat", self._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs)
+        raw = yield self.model_call("chat", self._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs)
         reply = self.make_response(raw)
         command = _command(reply.formatted)
         if command is not None and command[0].strip().lower() == FINISH:

@@ -3,9 +3,11 @@
 ``normalise -> before_agent hooks -> memory -> forward -> memory -> after_agent hooks``
 (on failure: roll memory back -> on_agent_error hooks -> raise)
 
-`agent_call_flow` is a sans-IO generator (see `plait._flow`); `Agent.__call__` hands it to
-its class's driver, so `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent`
-share every line of it. A failing `forward` leaves the session's memory as it was.
+`agent_call_flow` is a flow (see `plait.effects`); `Agent.__call__` hands it to its class's
+driver (`plait.driver`), so `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent`
+share every line of it, and a parent agent runs a sub-agent's call path in its own driver
+(`AgentCall`). A failing `forward` leaves the session's memory as it was; so does a cancelled
+or interrupted call (the after-error hooks see the `CancelledError` / `KeyboardInterrupt`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._flow import Call, Flow
+from ..effects import Call, Flow, HookCall
 from ..exceptions import UserError
 from ..memory.base_memory import to_message
 from ..schema import AgentMessage
@@ -55,30 +57,33 @@ def agent_call_flow(
     """One agent call as a flow; the result is the response after the after-hooks ran."""
     inputs = normalize_inputs(messages)
     for hook in list(agent._hooks.values()):
-        replaced = yield Call(hook.before_agent, (agent, inputs, session_id))
+        replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
         if replaced is not None:
             inputs = _replacement(replaced)
     memory = agent.memory
     mark = memory.length(session_id) if memory is not None else 0
     agent.update_memory(inputs, session_id)
     try:
-        raw = yield Call(
-            agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
-        )
+        if getattr(type(agent).forward, "__plait_forward__", False):
+            raw = yield from agent.forward_flow(inputs, session_id, kwargs)
+        else:  # a user-defined forward
+            raw = yield Call(
+                agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
+            )
     except BaseException as error:
         if memory is not None:
             memory.truncate(session_id, mark)
-        if isinstance(error, Exception):  # not on GeneratorExit / cancellation: the flow must not yield then
+        if not isinstance(error, GeneratorExit):  # a closed flow must not yield
             for hook in list(agent._hooks.values()):
                 told = getattr(hook, "on_agent_error", None)  # hooks need not derive from Hook
                 if told is not None:
-                    yield Call(told, (agent, error, session_id))
+                    yield HookCall(told, (agent, error, session_id))
         raise
     response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
     agent.update_memory(response, session_id)
     output = response.model_copy()  # hooks and callers may reassign fields without touching memory
     for hook in list(agent._hooks.values()):
-        replaced = yield Call(hook.after_agent, (agent, output, session_id))
+        replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
         if replaced is not None:
             output = replaced
     return output

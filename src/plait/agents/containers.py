@@ -1,15 +1,16 @@
 """Containers: `Sequential` (and its async/streaming twins), `AgentList`, `AgentDict`.
 
 `Sequential` pipes each member's output into the next. Its loop is one flow
-(`sequential_flow`) driven by the class's driver, like the agent call path.
+(`sequential_flow`) driven by the class's driver, like the agent call path; members run
+as `AgentCall` effects, so a sync member of an async pipeline never blocks the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
-from .._flow import Call, Flow
+from ..effects import AgentCall, Flow
 from ..exceptions import UserError
 from ..schema import AgentMessage
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
@@ -52,7 +53,7 @@ def sequential_flow(
     current: tuple[Any, ...] = messages
     for step in range(steps):
         agent = members[step % len(members)]
-        result = yield Call(agent, current, {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+        result = yield AgentCall(agent, current, session_id, kwargs)
         current = (result,)
     return result
 
@@ -78,11 +79,16 @@ class Sequential(Agent):
         for name, agent in _named(agents):
             self.add_agent(name, agent)
 
-    def forward(
-        self, *message: AgentMessage, session_id: Hashable = 0, exit_at: int | None = None, **kwargs: Any
-    ) -> Any:
-        """Pipe `message` through the members; `exit_at=k` stops after k+1 steps."""
-        return self._driver(sequential_flow(list(self.children()), message, session_id, exit_at, kwargs))
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
+        """Pipe the inputs through the members; ``exit_at=k`` stops after k+1 steps."""
+        params = dict(kwargs)
+        exit_at = params.pop("exit_at", None)
+        result: AgentMessage = yield from sequential_flow(
+            list(self.children()), tuple(inputs), session_id, exit_at, params
+        )
+        return result
 
     @overload
     def __getitem__(self, key: int) -> AgentModule: ...

@@ -25,12 +25,12 @@ The reply's ``extra_info['intermediate_steps']`` lists the steps as
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._flow import Flow
+from ..effects import Flow
 from ..exceptions import UserError
 from ..prompts import conversational_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
@@ -148,9 +148,11 @@ class ConversationalAgent(ToolProtocolAgent):
         human = self.human_template.format(**{k: values[k] for k in format_placeholders(self.human_template)})
         return [*self.render(history, self.system_prompt()), {"role": "user", "content": human}]
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Take steps until the model gives its final answer (or the iterations run out)."""
-        return self._driver(self._conversation_flow(session_id, kwargs))
+        return (yield from self._conversation_flow(session_id, kwargs))
 
     def _conversation_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
         base = self.get_prompt(session_id)
@@ -176,7 +178,7 @@ class ConversationalAgent(ToolProtocolAgent):
             stopped = prompts.CONVERSATIONAL_STOPPED.format(max_iterations=self.max_turn)
             return self._reply(stopped, steps, stopped=True)
         prompt = [*base, *scratchpad, {"role": "user", "content": prompts.CONVERSATIONAL_GENERATE}]
-        raw = yield self.llm_call("chat", prompt, session_id, kwargs)
+        raw = yield self.model_call("chat", prompt, session_id, kwargs)
         reply = self.make_response(raw)
         final = reply.formatted if isinstance(reply.formatted, Mapping) and _is_final(reply.formatted) else None
         answer = _text(final.get("action_input")) if final is not None else str(raw).strip()
@@ -184,13 +186,13 @@ class ConversationalAgent(ToolProtocolAgent):
 
     def _decide(self, prompt: list[dict[str, Any]], session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[_Decision]:
         """One model step: ``(parsed, log, None)``, or ``(None, log, error)`` after a failed fix-up retry."""
-        raw = yield self.llm_call("chat", prompt, session_id, kwargs)
+        raw = yield self.model_call("chat", prompt, session_id, kwargs)
         parsed, error = self._parse(raw)
         if parsed is not None:
             return parsed, str(raw), None
         fix = [*prompt, {"role": "assistant", "content": str(raw)}]
         fix.append({"role": "user", "content": prompts.CONVERSATIONAL_FIX.format(error=error)})
-        raw = yield self.llm_call("chat", fix, session_id, kwargs)
+        raw = yield self.model_call("chat", fix, session_id, kwargs)
         parsed, error = self._parse(raw)
         return parsed, str(raw), error
 

@@ -16,10 +16,10 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .._flow import Call, Flow, Gather
+from ..effects import Effect, Flow, Gather, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
@@ -83,11 +83,10 @@ class FunctionCallingAgent(Agent):
         self.max_turn = max_turn
         self.tool_choice = tool_choice
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Run tool rounds until the model answers in text."""
-        return self._driver(self._tool_loop(session_id, kwargs))
-
-    def _tool_loop(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
         tools = self.executor.openai_tools()
         for _ in range(self.max_turn):
             params = {"tools": tools, "tool_choice": self.tool_choice, **kwargs} if tools else dict(kwargs)
@@ -102,22 +101,19 @@ class FunctionCallingAgent(Agent):
         response = _as_response((yield self._turn(session_id, final_params)))
         return self.make_response(response.content, extra_info=_usage(response))
 
-    def _turn(self, session_id: Hashable, params: Mapping[str, Any]) -> Call:
-        """One model turn: a streamed call when this agent and its model can stream, else ``complete``.
+    def _turn(self, session_id: Hashable, params: Mapping[str, Any]) -> Effect[Any]:
+        """One model turn: streamed when this agent and its model can stream, else ``complete``.
 
         Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
         the chunks pass through to the caller and the final one carries the `ModelResponse`.
         """
         prompt = self.get_prompt(session_id)
         if self._stream_forward and getattr(self.llm, "stream_tools", False):
-            return Call(self._stream_turn, (prompt, session_id, params), stream=True)
-        return self.llm_call("complete", prompt, session_id, params)
+            return self.model_call("stream_chat", prompt, session_id, params, self._turn_chunk)
+        return self.model_call("complete", prompt, session_id, params)
 
-    def _stream_turn(self, prompt: Any, session_id: Hashable, params: Mapping[str, Any]) -> Iterator[AgentMessage]:
-        for status, text, extra in self._require_llm().stream_chat(prompt, **params):
-            yield self._turn_chunk(status, text, extra)
-
-    def _turn_chunk(self, status: Any, text: str, extra: Any) -> AgentMessage:
+    def _turn_chunk(self, item: Any) -> AgentMessage:
+        status, text, extra = item
         if status != AgentStatusCode.END:
             return self.make_response(text, AgentStatusCode.STREAM_ING)
         response = extra if isinstance(extra, ModelResponse) else (extra or {}).get("response")
@@ -128,10 +124,10 @@ class FunctionCallingAgent(Agent):
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         return AgentMessage(sender=self.name, content=response.content, formatted={"tool_calls": calls})
 
-    def _tool_call(self, call: Any, session_id: Hashable) -> Call:
+    def _tool_call(self, call: Any, session_id: Hashable) -> ToolCall:
         name = self.executor.resolve_name(call.name)
         request = AgentMessage(sender=self.name, content=FunctionCall(name, _arguments(call.arguments)))
-        return Call(self.executor, (request,), {"session_id": session_id})
+        return ToolCall(self.executor, request, session_id)
 
     @staticmethod
     def _result_message(call: Any, result: AgentMessage) -> AgentMessage:
@@ -154,12 +150,6 @@ class AsyncStreamingFunctionCallingAgent(FunctionCallingAgent, AsyncStreamingAge
     """Async twin of `StreamingFunctionCallingAgent`: ``async for chunk in agent(...)``."""
 
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
-
-    async def _stream_turn(  # type: ignore[override]
-        self, prompt: Any, session_id: Hashable, params: Mapping[str, Any]
-    ) -> AsyncIterator[AgentMessage]:
-        async for status, text, extra in self._require_llm().stream_chat(prompt, session_ids=session_id, **params):
-            yield self._turn_chunk(status, text, extra)
 
 
 def _as_response(result: Any) -> ModelResponse:

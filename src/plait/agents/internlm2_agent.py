@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .._flow import Call, run_stream, run_sync
+from ..driver import run_stream, run_sync
+from ..effects import Flow, ToolCall
 from ..exceptions import UserError
 from ..hooks.action_preprocessor import InternLMActionProcessor
 from ..memory import Memory
@@ -356,22 +357,24 @@ class Internlm2Agent(AgentForInternLM):
         agent.aggregator = self.protocol.aggregator()
         agent.template = self.protocol.template(extra_system)
 
-    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> Call:
+    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """Turn interpreter code into a tool call (as `InternLMActionProcessor` does), then run it."""
         request = self._processor.before_action(executor, reply, session_id) or reply
         return super()._execute(executor, request, session_id)
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """The new API (``agent(message)``, with memory), using the current protocol and executors."""
         self._apply_protocol()
-        return super().forward(*message, session_id=session_id, **kwargs)
+        return (yield from super().forward_flow(inputs, session_id, kwargs))
 
     # -- the old API --
 
     def chat(self, message: Any, session_id: Hashable = 0, **kwargs: Any) -> AgentReturn:
         """Answer a conversation; keyword arguments reach the model (e.g. ``stop_words=``)."""
         inputs, offset = self._start(message, session_id)
-        reply = run_sync(self._flow(inputs, session_id, kwargs))
+        reply = run_sync(self._flow(inputs, session_id, kwargs), self.interceptors())
         return self._finish(AgentReturn(), reply, session_id, offset)
 
     def stream_chat(self, message: Any, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentReturn]:
@@ -388,7 +391,7 @@ class Internlm2Agent(AgentForInternLM):
         twin.memory = self.agent.memory  # the streaming twin writes the same trajectory
         current = AgentReturn(state=AgentStatusCode.STREAM_ING)
         thought: str | None = None
-        items = run_stream(self._flow(inputs, session_id, kwargs, turn_agent=twin))
+        items = run_stream(self._flow(inputs, session_id, kwargs, turn_agent=twin), self.interceptors())
         try:
             for item in items:
                 state = item.stream_state

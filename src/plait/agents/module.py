@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from ..exceptions import StateDictError, UserError
+from ..interceptors import Interceptor
 from ..utils._json import json_default
 
 __all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "check_name"]
@@ -41,11 +42,17 @@ class AgentModule:
     name: str
     _agents: dict[str, AgentModule]
     _hooks: dict[int, Any]
+    _interceptors: dict[int, Interceptor]
     _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
         object.__setattr__(self, "_agents", {})
         object.__setattr__(self, "_hooks", {})
+        object.__setattr__(self, "_interceptors", {})
+
+    def interceptors(self) -> tuple[Interceptor, ...]:
+        """The interceptors around this agent's effects, outermost first (see `plait.interceptors`)."""
+        return tuple(self._interceptors.values()) if self._interceptors else ()
 
     # -- registration --
 

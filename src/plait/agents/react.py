@@ -22,12 +22,12 @@ answer, its ``extra_info['intermediate_steps']`` the steps of this call.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .._flow import Flow
+from ..effects import Flow
 from ..exceptions import UserError
 from ..prompts import react_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
@@ -178,22 +178,24 @@ class ReAct(ToolProtocolAgent):
 
     # -- the loop --
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Think, act and observe until the model gives its final answer."""
-        return self._driver(self._react_flow(session_id, kwargs))
+        return (yield from self._react_flow(session_id, kwargs))
 
     def _react_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
         params = merge_stop_words(self.llm, kwargs, self._stop_words)
         steps: list[dict[str, Any]] = []
         for _ in range(self.max_turn):
-            raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, params)
+            raw = yield self.model_call("chat", self.get_prompt(session_id), session_id, params)
             reply = self.make_response(raw)
             if self.finish_condition(reply):
                 return self._answer(reply, steps, forced=False)
             self.update_memory(reply, session_id)
             yield from self._act(reply, session_id, steps)
         self.update_memory(AgentMessage(sender="system", content=self.force_prompt), session_id)
-        raw = yield self.llm_call("chat", self.get_prompt(session_id), session_id, params)
+        raw = yield self.model_call("chat", self.get_prompt(session_id), session_id, params)
         return self._answer(self.make_response(raw), steps, forced=True)
 
     def _act(self, reply: AgentMessage, session_id: Hashable, steps: list[dict[str, Any]]) -> Flow[None]:

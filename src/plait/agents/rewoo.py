@@ -19,10 +19,10 @@ Only the question and the answer are kept in memory; the reply's
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from .._flow import Flow, Gather
+from ..effects import Flow, Gather
 from ..exceptions import ParseError, UserError
 from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
@@ -93,9 +93,11 @@ class ReWOO(ToolProtocolAgent):
         values["action_info"] = "\n".join(lines) or "(no tools)"
         return values
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Plan, run the plan's tools, and solve."""
-        return self._driver(self._rewoo_flow(session_id, kwargs))
+        return (yield from self._rewoo_flow(session_id, kwargs))
 
     def _rewoo_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
         history, pending = self.split_memory(session_id)
@@ -111,7 +113,7 @@ class ReWOO(ToolProtocolAgent):
         )
         request = self.solver_template.format(question=question, worklog=worklog)
         solver = [*self.render(history), {"role": "user", "content": request}]
-        raw = yield self.llm_call("chat", solver, session_id, kwargs)
+        raw = yield self.model_call("chat", solver, session_id, kwargs)
         answer = _ANSWER_PREFIX.sub("", str(raw), count=1).strip()
         extra = {"intermediate_steps": [records[step.evidence] for step in steps], "plan": plan_text}
         return AgentMessage(sender=self.name, content=answer, extra_info=extra)
@@ -124,7 +126,7 @@ class ReWOO(ToolProtocolAgent):
         names = self.tool_names()
         failures: list[dict[str, str]] = []
         for _ in range(self.max_turn):
-            raw = yield self.llm_call("chat", prompt, session_id, kwargs)
+            raw = yield self.model_call("chat", prompt, session_id, kwargs)
             try:
                 return parse_plan(str(raw), self.executor.is_valid, names), str(raw)
             except ParseError as exc:

@@ -15,8 +15,8 @@ dispatches the call by its ``tool_type`` to `plugin_executor` or `interpreter_ex
 The model's mistakes become observations it can act on: a call that does not parse comes
 back with the parser's hint, a tool type with no executor says which tools exist.
 
-The loop is written once (`AgentForInternLM._flow`, a `plait._flow` generator); the sync
-agents drive it with `run_sync`, the async ones with `run_async`. It also announces each
+The loop is written once (`AgentForInternLM._flow`, a flow of `plait.effects`); the sync
+agents drive it synchronously, the async ones on the event loop. It also announces each
 tool phase as a message whose ``stream_state`` is ``PLUGIN_END`` / ``CODE_END`` (the call)
 and ``PLUGIN_RETURN`` / ``CODE_RETURN`` (its result): streaming drivers pass these on
 (`Internlm2Agent.stream_chat` uses them), the others ignore them.
@@ -27,13 +27,12 @@ are the call markers and ``{prompt}`` (plugin prompts) the tool list of `get_plu
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from .._flow import Call, Flow
+from ..effects import AgentCall, Call, Emit, Flow, ToolCall
 from ..exceptions import UserError
 from ..hooks.action_preprocessor import InternLMActionProcessor
 from ..memory import Memory
@@ -222,18 +221,14 @@ def _tool_states(message: AgentMessage) -> tuple[AgentStatusCode, AgentStatusCod
     return AgentStatusCode.PLUGIN_END, AgentStatusCode.PLUGIN_RETURN
 
 
-def _emit(message: AgentMessage, state: AgentStatusCode) -> Call:
-    """An effect that streaming drivers pass on as one chunk (others drain it and move on)."""
-    return Call(iter, ((message.model_copy(update={"stream_state": state}),),), stream=True)
+def _emit(message: AgentMessage, state: AgentStatusCode) -> Emit:
+    """An effect that streaming drivers pass on as one chunk (others drop it)."""
+    return Emit(message.model_copy(update={"stream_state": state}))
 
 
 def _notice(tool_type: Any, text: str, state: ActionStatusCode) -> AgentMessage:
     result = ActionReturn(type=tool_type, errmsg=text, state=state, valid=ActionValidCode.INVALID)
     return AgentMessage(sender=_OBSERVER, content=result)
-
-
-def _is_async(executor: Any) -> bool:
-    return inspect.iscoroutinefunction(type(executor).__call__)
 
 
 def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "thought") -> list[dict[str, Any]]:
@@ -349,9 +344,11 @@ class AgentForInternLM(Agent):
 
     # -- the loop --
 
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Any:
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
         """Run model turns and tool calls until the reply finishes or `max_turn` replies were made."""
-        return self._driver(self._flow(message, session_id, kwargs))
+        return (yield from self._flow(inputs, session_id, kwargs))
 
     def _flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any], turn_agent: Any = None
@@ -371,7 +368,7 @@ class AgentForInternLM(Agent):
     ) -> Flow[AgentMessage]:
         reply: AgentMessage | None = None
         for _ in range(self.max_turn):
-            reply = yield Call(agent, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+            reply = yield AgentCall(agent, tuple(inputs), session_id, kwargs)
             if self.finish_condition(reply):
                 return reply
             call_state, return_state = _tool_states(reply)
@@ -410,9 +407,9 @@ class AgentForInternLM(Agent):
         result = yield self._execute(executor, reply, session_id)
         return result if isinstance(result, AgentMessage) else AgentMessage(sender=_OBSERVER, content=result)
 
-    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> Call:
+    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """The effect of running the call in `reply` (the executor's hooks turn it into a tool call)."""
-        return Call(executor, (reply,), {"session_id": session_id}, offload=not _is_async(executor))
+        return ToolCall(executor, reply, session_id)
 
     def get_steps(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
         """The session's trajectory as ``{'role': 'thought' | 'tool' | 'environment', 'content', 'name'?}`` dicts."""

@@ -58,13 +58,16 @@ class RemovableHandle:
 
     _ids = itertools.count()
 
-    def __init__(self, hooks_dict: MutableMapping[int, Any]) -> None:
+    def __init__(self, hooks_dict: MutableMapping[int, Any], *more: MutableMapping[int, Any]) -> None:
         self.hooks_dict = hooks_dict
+        self.more = more
         self.id = next(RemovableHandle._ids)
 
     def remove(self) -> None:
-        """Unregister the hook; calling it again does nothing."""
+        """Unregister the hook (from every registry it went into); calling it again does nothing."""
         self.hooks_dict.pop(self.id, None)
+        for registry in self.more:
+            registry.pop(self.id, None)
 
     def __enter__(self) -> RemovableHandle:
         return self

@@ -24,7 +24,8 @@ import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from .._flow import Call, Flow, run_async, run_sync
+from ..driver import run_async, run_sync
+from ..effects import Call, Flow
 from ..exceptions import (
     LLMAPIError,
     LLMConnectionError,
@@ -199,7 +200,7 @@ class _ClaudeCore(BaseLLM):
         while True:
             key = self.keys.pick()[0] or ""
             try:
-                client = yield Call(self._client, (key,))
+                client = yield Call(self._client, (key,), offload=False)
                 message = yield Call(client.messages.create, kwargs=request)
             except self.sdk.APIError as exc:
                 self._after_failure(exc, key)

@@ -13,6 +13,13 @@ the effects with ``select.poll``; `adrive` with the event loop's ``add_reader`` 
 ``asyncio.sleep``, so an async caller never blocks its loop. When the caller stops
 driving (an exception or a cancelled task), the op is closed, so its ``finally`` blocks
 (such as killing a half-finished call) run in both worlds.
+
+Why not `plait.driver`: that driver performs *calls* (functions, models, tools) and owns the
+agent-level concerns (streamed chunks, interceptors, worker threads for blocking work).
+The sandbox needs the one thing it does not do: wait on raw file descriptors without a
+thread, with ``poll`` in the caller's thread or ``add_reader`` on the loop. The two effect
+sets do not mix (an op never calls a tool; a flow never waits on an fd), so they keep
+separate drivers, written the same way (an op is closed whatever ends the drive).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from plait._flow import Call, Flow, Gather, run_async, run_stream, run_sync
+from plait.driver import run_async, run_stream, run_sync
+from plait.effects import Call, Flow, Gather
 from plait.exceptions import UserError
 
 

@@ -1,0 +1,283 @@
+"""The one run loop: cancellation, offloading, real async entry points, interceptors.
+
+Each test here pins a bug of the four-driver loop it replaced (see issue 14) or a property
+of the new one (one driver per agent tree, every effect meeting the same interceptors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import plait.agents as agents_module
+from _support import collect, resolve
+from plait.actions import ActionExecutor, AsyncActionExecutor, BaseAction, tool_api
+from plait.agents import (
+    Agent,
+    AsyncAgent,
+    AsyncSequential,
+    AsyncStreamingFunctionCallingAgent,
+    AsyncStreamingSequential,
+    FunctionCallingAgent,
+    Sequential,
+    StreamingAgent,
+    StreamingSequential,
+)
+from plait.effects import ActionCall, Effect, Flow, ModelCall
+from plait.exceptions import ModeError
+from plait.hooks import JSONLTracer
+from plait.interceptors import Interceptor, intercept
+from plait.llms.base_llm import AsyncBaseLLM, BaseLLM
+from plait.llms.response import ModelResponse, ToolCall
+from plait.schema import ActionReturn, AgentMessage, AgentStatusCode
+from plait.testing import ScriptedLLM
+
+
+class Doubler(BaseAction):
+    """Doubles numbers."""
+
+    @tool_api
+    def run(self, x: int) -> int:
+        """Double it.
+
+        Args:
+            x: The number.
+        """
+        return 2 * x
+
+
+class SlowAsyncLLM(AsyncBaseLLM):
+    """Answers after `delay` seconds (awaited), so a call can be cancelled while it waits."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(path="slow")
+        self.delay = delay
+
+    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+        await asyncio.sleep(self.delay)
+        return "late"
+
+
+class BlockingLLM(BaseLLM):
+    """A synchronous model that blocks its thread for `delay` seconds per call (chat and stream)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(path="blocking")
+        self.delay = delay
+
+    def chat(self, inputs: Any, **gen_params: Any) -> str:
+        time.sleep(self.delay)
+        return "done"
+
+    def stream_chat(self, inputs: Any, **gen_params: Any) -> Iterator[Any]:
+        for piece in ("do", "done"):
+            time.sleep(self.delay / 2)
+            yield AgentStatusCode.STREAM_ING, piece, None
+        yield AgentStatusCode.END, "done", None
+
+
+async def _ticks_while(awaitable: Any) -> tuple[Any, int]:
+    """Run `awaitable` while another task ticks every 10 ms; returns its result and the ticks counted meanwhile."""
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)  # the ticker is running before the work starts
+    try:
+        result = await awaitable
+    finally:
+        done.set()
+        await task
+    return result, ticks
+
+
+# -- cancellation -------------------------------------------------------------------------------
+
+
+def test_a_cancelled_async_call_rolls_memory_back_and_closes_its_span(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    agent = AsyncAgent(SlowAsyncLLM(delay=30), name="slow")
+    tracer = JSONLTracer(trace).attach(agent)
+
+    async def main() -> None:
+        task = asyncio.create_task(agent("hello", session_id="s"))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    tracer.close()
+    assert agent.memory is not None and agent.memory.get_memory("s") == []
+    lines = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
+    assert [(line["agent"], line["error"].split(":")[0]) for line in lines] == [("slow", "CancelledError")]
+
+
+def test_an_abandoned_stream_rolls_memory_back() -> None:
+    agent = StreamingAgent(ScriptedLLM(["one two three four"]), name="s")
+    stream = agent("hi")
+    first = next(stream)
+    assert first.stream_state == AgentStatusCode.STREAM_ING
+    stream.close()
+    assert agent.memory is not None and agent.memory.get_memory(0) == []
+
+
+# -- the event loop stays free ------------------------------------------------------------------
+
+
+def test_a_sync_agent_in_an_async_sequential_leaves_the_loop_responsive() -> None:
+    pipeline = AsyncSequential(Agent(BlockingLLM(delay=0.5), name="blocking"))
+    reply, ticks = asyncio.run(_ticks_while(pipeline("go")))
+    assert reply.content == "done"
+    assert ticks >= 20, f"the event loop ticked only {ticks} times in 0.5 s"
+
+
+def test_a_sync_streaming_agent_in_an_async_streaming_sequential_is_read_in_a_thread() -> None:
+    pipeline = AsyncStreamingSequential(StreamingAgent(BlockingLLM(delay=0.5), name="blocking"))
+
+    async def chunks() -> list[AgentMessage]:
+        return [chunk async for chunk in pipeline("go")]
+
+    result, ticks = asyncio.run(_ticks_while(chunks()))
+    assert [c.content for c in result] == ["do", "done", "done"]
+    assert ticks >= 20, f"the event loop ticked only {ticks} times in 0.5 s"
+
+
+def test_async_streaming_function_calling_agent_takes_a_sync_llm() -> None:
+    script = [ModelResponse(tool_calls=[ToolCall("c1", "Doubler", '{"x": 21}')]), "It is 42."]
+    llm = ScriptedLLM(script)
+    llm.stream_tools = True  # type: ignore[attr-defined]
+    agent = AsyncStreamingFunctionCallingAgent(llm, [Doubler()], name="fc")
+    chunks = collect(agent("double 21"))
+    assert chunks[-1].content == "It is 42." and chunks[-1].stream_state == AgentStatusCode.END
+    assert llm.calls[0].method == "stream_chat"
+
+
+def test_a_sync_driver_refuses_async_work_before_the_flow_can_swallow_it() -> None:
+    class AsyncTool(BaseAction):
+        """An async tool."""
+
+        @tool_api
+        async def run(self, x: int) -> int:
+            """Echo.
+
+            Args:
+                x: The number.
+            """
+            return x
+
+    agent = FunctionCallingAgent(
+        ScriptedLLM([ModelResponse(tool_calls=[ToolCall("c1", "AsyncTool", '{"x": 1}')]), "never"]),
+        [AsyncTool()],
+        name="fc",
+    )
+    with pytest.raises(ModeError, match="AsyncActionExecutor"):
+        agent("go", session_id="m")
+    assert agent.memory is not None and agent.memory.get_memory("m") == []  # rolled back
+
+
+# -- real async entry points --------------------------------------------------------------------
+
+
+def _exported_agent_classes() -> list[type[Any]]:
+    return [
+        cls
+        for name in agents_module.__all__
+        if isinstance(cls := getattr(agents_module, name), type) and issubclass(cls, Agent)
+    ]
+
+
+@pytest.mark.parametrize("cls", _exported_agent_classes(), ids=lambda cls: cls.__name__)
+def test_every_agent_class_has_a_real_call_of_its_mode(cls: type[Any]) -> None:
+    call = cls.__call__
+    if cls.__name__ in {"AgentList", "AgentDict"}:
+        return  # containers without a call of their own
+    if cls.__name__.startswith("AsyncStreaming"):
+        assert inspect.isasyncgenfunction(call)
+    elif cls.__name__.startswith("Async"):
+        assert inspect.iscoroutinefunction(call)
+    elif cls.__name__.startswith("Streaming"):
+        assert inspect.isgeneratorfunction(call)
+    else:
+        assert not inspect.iscoroutinefunction(call) and not inspect.isasyncgenfunction(call)
+
+
+def test_async_executor_call_is_a_coroutine_function() -> None:
+    assert inspect.iscoroutinefunction(AsyncActionExecutor.__call__)
+    assert not inspect.iscoroutinefunction(ActionExecutor.__call__)
+
+
+# -- interceptors -------------------------------------------------------------------------------
+
+
+class Log(Interceptor):
+    """Records the kinds of effects it sees and can answer tool calls itself."""
+
+    def __init__(self, answer_tools: bool = False) -> None:
+        self.seen: list[str] = []
+        self.answer_tools = answer_tools
+
+    def around(self, effect: Effect[Any]) -> Flow[Any]:
+        self.seen.append(type(effect).__name__)
+        if self.answer_tools and isinstance(effect, ActionCall):
+            return ActionReturn(type=effect.action.name, result=[{"type": "text", "content": "84"}])
+        return (yield effect)
+
+
+def test_interceptors_see_every_effect_of_the_tree_in_every_mode(mode: str) -> None:
+    script = [ModelResponse(tool_calls=[ToolCall("c1", "Doubler", '{"x": 21}')]), "It is 84."]
+    if mode == "sync":
+        member: Any = FunctionCallingAgent(ScriptedLLM(script), [Doubler()], name="fc")
+        pipeline: Any = Sequential(member)
+    else:
+        from plait.agents import AsyncFunctionCallingAgent
+
+        member = AsyncFunctionCallingAgent(ScriptedLLM(script), [Doubler()], name="fc")
+        pipeline = AsyncSequential(member)
+    log = Log(answer_tools=True)
+    with intercept(pipeline, log):
+        reply = resolve(pipeline("double 21"))
+    assert reply.content == "It is 84."
+    assert log.seen.count("ModelCall") == 2 and "ToolCall" in log.seen and "ActionCall" in log.seen
+    assert "AgentCall" in log.seen
+    tool_result = member.memory.get_memory(0)[2]
+    assert tool_result.content.result == [{"type": "text", "content": "84"}]  # answered by the interceptor
+    assert not pipeline._interceptors and not member._interceptors  # removed on exit
+
+
+def test_a_streaming_tree_streams_through_interceptors() -> None:
+    log = Log()
+    pipeline = StreamingSequential(StreamingAgent(ScriptedLLM(["a b c"]), name="s"))
+    with intercept(pipeline, log):
+        chunks = list(pipeline("hi"))
+    assert chunks[-1].content == "a b c" and chunks[-1].stream_state == AgentStatusCode.END
+    assert len(chunks) > 1 and log.seen == ["AgentCall", "ModelCall"]
+
+
+def test_an_interceptor_may_change_the_model_call(mode: str) -> None:
+    class Louder(Interceptor):
+        effects = (ModelCall,)
+
+        def around(self, effect: Effect[Any]) -> Flow[Any]:
+            assert isinstance(effect, ModelCall)
+            reply = yield effect.replace(params={**effect.params, "temperature": 0})
+            return str(reply).upper()
+
+    llm = ScriptedLLM(["quiet"])
+    agent: Any = Agent(llm, name="a") if mode == "sync" else AsyncAgent(llm, name="a")
+    with intercept(agent, Louder()):
+        assert resolve(agent("hi")).content == "QUIET"
+    assert llm.calls[0].params["temperature"] == 0
