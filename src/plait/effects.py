@@ -286,11 +286,13 @@ class ActionCall(Composite["ActionReturn"]):
     session_id: Hashable | None = None
 
     def flow(self) -> Flow[ActionReturn]:
-        """The action's call flow."""
-        return cast("Flow[ActionReturn]", self.action.call_flow(self.inputs, self.api, self.session_id))
+        """The tool call's steps (`plait.actions.base_action.action_flow`)."""
+        from .actions.base_action import action_flow
+
+        return action_flow(self.action, self.inputs, self.api, self.session_id)
 
     def call(self) -> Call[ActionReturn]:  # pragma: no cover - always inline
-        """Not used: actions always run in place."""
+        """Not used: tool calls always run in place."""
         return Call(self.action, (self.inputs, self.api), {"session_id": self.session_id})
 
 

@@ -10,8 +10,10 @@ with replay(agent, "run.jsonl"):          # served from the log: no model runs, 
     agent("What is 37 * 91?", session_id="s1")    # the same reply, token for token
 ```
 
-While the context is open, every model of the tree (each agent's ``llm``) and every tool of
-its executors is replaced by a stand-in; on exit the originals are put back. Model calls are
+While the context is open, an interceptor (`plait.interceptors`) sits on every agent of the
+tree: each `ModelCall` is sent to a stand-in of its model that records or replays, each
+`ActionCall` (a tool API called by any executor of any paradigm) is recorded, or answered
+from the log without running the tool. Nothing of the tree is modified. Model calls are
 matched by their request (method, messages, generation parameters, tools), tool calls by
 tool, API, arguments and session, so concurrent sessions and parallel tool calls replay
 correctly whatever order they run in. A request the log does not hold raises
@@ -33,15 +35,20 @@ import os
 import threading
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
-from .actions.base_action import _accepts_session
+from .actions.builtin_actions import FinishAction, InvalidAction, NoAction
+from .effects import ActionCall, Effect, Flow, ModelCall
 from .exceptions import ReplayMismatchError, UserError
+from .interceptors import Interceptor, intercept
 from .llms.response import ModelResponse, ToolCall, Usage
 from .schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentStatusCode, ModelStatusCode
 from .utils._json import json_default
 
 __all__ = ["LOG_FORMAT", "LOG_VERSION", "RunLog", "record", "replay"]
+
+R = TypeVar("R")
+_BUILTIN_ACTIONS = (NoAction, FinishAction, InvalidAction)
 
 LOG_FORMAT = "plait-run-log"
 LOG_VERSION = 1
@@ -262,7 +269,7 @@ class _AsyncModel(_ModelStandIn):
         self._record_items(key, items)
 
 
-# -- tool stand-ins --------------------------------------------------------------------------
+# -- the interceptor -------------------------------------------------------------------------
 
 
 def _tool_key(action: Any, inputs: Any, name: str, session_id: Hashable | None) -> tuple[str, str]:
@@ -270,73 +277,45 @@ def _tool_key(action: Any, inputs: Any, name: str, session_id: Hashable | None) 
     return key, f"tool call {action.name}.{name}({_canonical(inputs)[:200]}) in session {session_id!r}"
 
 
-class _ToolStandIn(_StandIn):
-    """Stands in for one tool: the executor sees the same name and description."""
-
-    def _replayed(self, inputs: Any, name: str, session_id: Hashable | None) -> ActionReturn:
-        key, describe = _tool_key(self._inner, inputs, name, session_id)
-        return _decode_action_return(self._log.take(key, describe)["result"])
-
-    def _recorded(self, inputs: Any, name: str, session_id: Hashable | None, result: ActionReturn) -> ActionReturn:
-        key, _ = _tool_key(self._inner, inputs, name, session_id)
-        self._log.add({"kind": "tool", "key": key, "tool": self._inner.name, "api": name, "result": result})
-        return result
-
-
-class _SyncTool(_ToolStandIn):
-    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
-        if not self._recording:
-            return self._replayed(inputs, name, session_id)
-        accepts = _accepts_session(type(self._inner).__call__)
-        kwargs = {"session_id": session_id} if accepts else {}
-        result: ActionReturn = self._inner(inputs, name, **kwargs)
-        return self._recorded(inputs, name, session_id, result)
-
-
-class _AsyncTool(_ToolStandIn):
-    async def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
-        if not self._recording:
-            return self._replayed(inputs, name, session_id)
-        result: ActionReturn = await self._inner.acall(inputs, name, session_id=session_id)
-        return self._recorded(inputs, name, session_id, result)
-
-
-# -- swapping ---------------------------------------------------------------------------------
-
-
 def _is_async_model(llm: Any) -> bool:
     return any(inspect.iscoroutinefunction(getattr(llm, m, None)) for m in ("chat", "complete"))
 
 
-def _swap(agent: Any, log: RunLog, recording: bool) -> list[tuple[Any, str, Any]]:
-    """Put stand-ins into the tree; returns what to put back: ``(owner, key, original)``."""
-    from .actions.action_executor import ActionExecutor, AsyncActionExecutor
+class _RunLogInterceptor(Interceptor):
+    """Records model replies and tool results into a `RunLog`, or serves them from it."""
 
-    undo: list[tuple[Any, str, Any]] = []
-    models: dict[int, Any] = {}
-    for _, module in agent.named_agents():
-        llm = getattr(module, "llm", None)
-        if llm is not None and not isinstance(llm, _ModelStandIn):
-            if id(llm) not in models:
-                models[id(llm)] = (_AsyncModel if _is_async_model(llm) else _SyncModel)(llm, log, recording)
-            undo.append((module, "llm", llm))
-            object.__setattr__(module, "llm", models[id(llm)])
-        executor = getattr(module, "executor", None)
-        if isinstance(executor, ActionExecutor):
-            tool_cls = _AsyncTool if isinstance(executor, AsyncActionExecutor) else _SyncTool
-            for name, action in list(executor.actions.items()):
-                if not isinstance(action, _ToolStandIn):
-                    undo.append((executor.actions, name, action))
-                    executor.actions[name] = tool_cls(action, log, recording)  # type: ignore[assignment]  # duck-typed stand-in
-    return undo
+    effects = (ModelCall, ActionCall)
 
+    def __init__(self, log: RunLog, recording: bool) -> None:
+        self.log = log
+        self.recording = recording
+        self._models: dict[int, _ModelStandIn] = {}
+        self._lock = threading.Lock()
 
-def _restore(undo: list[tuple[Any, str, Any]]) -> None:
-    for owner, key, original in reversed(undo):
-        if isinstance(owner, dict):
-            owner[key] = original
-        else:
-            object.__setattr__(owner, key, original)
+    def _stand_in(self, llm: Any) -> _ModelStandIn:
+        with self._lock:
+            stand_in = self._models.get(id(llm))
+            if stand_in is None or stand_in._inner is not llm:
+                stand_in = (_AsyncModel if _is_async_model(llm) else _SyncModel)(llm, self.log, self.recording)
+                self._models[id(llm)] = stand_in
+            return stand_in
+
+    def around(self, effect: Effect[R]) -> Flow[R]:
+        """Send model calls to a recording/replaying stand-in; record or replay tool calls."""
+        if isinstance(effect, ModelCall):
+            result: R = yield effect.replace(llm=self._stand_in(effect.llm))
+            return result
+        performed: R
+        if not isinstance(effect, ActionCall) or isinstance(effect.action, _BUILTIN_ACTIONS):
+            performed = yield effect  # built-in actions answer the model's mistakes: always live
+            return performed
+        action = effect.action
+        key, describe = _tool_key(action, effect.inputs, effect.api, effect.session_id)
+        if not self.recording:
+            return cast(R, _decode_action_return(self.log.take(key, describe)["result"]))
+        returned: R = yield effect
+        self.log.add({"kind": "tool", "key": key, "tool": action.name, "api": effect.api, "result": returned})
+        return returned
 
 
 @contextlib.contextmanager
@@ -344,11 +323,10 @@ def record(agent: Any, path: str | os.PathLike[str]) -> Iterator[RunLog]:
     """Log every model reply and tool result of `agent`'s tree to `path` while the block runs."""
     log = RunLog(path)
     log.open_for_writing()
-    undo = _swap(agent, log, recording=True)
     try:
-        yield log
+        with intercept(agent, _RunLogInterceptor(log, recording=True)):
+            yield log
     finally:
-        _restore(undo)
         log.close()
 
 
@@ -360,8 +338,5 @@ def replay(agent: Any, path: str | os.PathLike[str]) -> Iterator[RunLog]:
         ReplayMismatchError: (inside the block) a call that was not recorded.
     """
     log = RunLog(path).load()
-    undo = _swap(agent, log, recording=False)
-    try:
+    with intercept(agent, _RunLogInterceptor(log, recording=False)):
         yield log
-    finally:
-        _restore(undo)

@@ -183,3 +183,39 @@ def test_a_run_against_a_server_replays_with_the_server_gone(mode: str, tmp_path
     with replay(agent, log):
         assert resolve(agent("Book 3.")).content == first.content == "Three booked."
     assert len(server.requests) == 2 and Ledger.entries == [3]
+
+
+PLUGIN_CALL = '<|action_start|><|plugin|>\n{"name": "Ledger.add", "parameters": {"amount": 5}}<|action_end|>\n'
+REACT_CALL = 'Thought: book it\nAction: Ledger.add\nAction Input: {"amount": 5}'
+
+
+def _paradigm(kind: str, mode: str, script: list[Any]) -> Any:
+    from plait.agents import AgentForInternLM, AsyncAgentForInternLM, AsyncReAct, ReAct
+
+    llm = scripted_llm(script, mode)
+    if kind == "internlm":
+        return (AsyncAgentForInternLM if mode == "async" else AgentForInternLM)(llm, plugins=[Ledger()], name="lm")
+    return (AsyncReAct if mode == "async" else ReAct)(llm, [Ledger()], name="react")
+
+
+@pytest.mark.parametrize(
+    ("kind", "script"),
+    [
+        ("internlm", [PLUGIN_CALL, "Booked: total 5."]),
+        ("react", [REACT_CALL, "Thought: done\nFinal Answer: Booked."]),
+    ],
+)
+def test_replay_serves_the_tools_of_every_paradigm(kind: str, script: list[Any], mode: str, tmp_path: Path) -> None:
+    log = tmp_path / f"{kind}.jsonl"
+    agent = _paradigm(kind, mode, script)
+    with record(agent, log):
+        recorded = resolve(agent("Book 5.", session_id="s"))
+    assert Ledger.entries == [5]
+    kinds = [json.loads(line)["kind"] for line in log.read_text("utf-8").splitlines()[1:]]
+    assert kinds == ["llm", "tool", "llm"]
+    fresh = _paradigm(kind, mode, [])  # no model replies: everything must come from the log
+    with replay(fresh, log) as run_log:
+        replayed = resolve(fresh("Book 5.", session_id="s"))
+    assert replayed.content == recorded.content
+    assert Ledger.entries == [5]  # the tool did not run again
+    assert run_log.unused() == 0

@@ -123,7 +123,9 @@ def test_a_cancelled_async_call_rolls_memory_back_and_closes_its_span(tmp_path: 
     tracer.close()
     assert agent.memory is not None and agent.memory.get_memory("s") == []
     lines = [json.loads(line) for line in trace.read_text("utf-8").splitlines()]
-    assert [(line["agent"], line["error"].split(":")[0]) for line in lines] == [("slow", "CancelledError")]
+    spans = [(line["event"], line["error"].split(":")[0]) for line in lines]
+    assert spans == [("model", "CancelledError"), ("agent", "CancelledError")]
+    assert lines[0]["parent"] == lines[1]["span"]
 
 
 def test_an_abandoned_stream_rolls_memory_back() -> None:
@@ -167,7 +169,7 @@ def test_async_streaming_function_calling_agent_takes_a_sync_llm() -> None:
 
 
 def test_a_sync_driver_refuses_async_work_before_the_flow_can_swallow_it() -> None:
-    class AsyncTool(BaseAction):
+    class AwaitedEcho(BaseAction):
         """An async tool."""
 
         @tool_api
@@ -180,8 +182,8 @@ def test_a_sync_driver_refuses_async_work_before_the_flow_can_swallow_it() -> No
             return x
 
     agent = FunctionCallingAgent(
-        ScriptedLLM([ModelResponse(tool_calls=[ToolCall("c1", "AsyncTool", '{"x": 1}')]), "never"]),
-        [AsyncTool()],
+        ScriptedLLM([ModelResponse(tool_calls=[ToolCall("c1", "AwaitedEcho", '{"x": 1}')]), "never"]),
+        [AwaitedEcho()],
         name="fc",
     )
     with pytest.raises(ModeError, match="AsyncActionExecutor"):

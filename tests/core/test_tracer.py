@@ -43,8 +43,13 @@ def test_agent_and_tool_spans_form_a_tree(mode: str, tmp_path: Path) -> None:
     tracer = JSONLTracer(trace).attach(agent)
     resolve(agent("Double 21.", session_id="s"))
     tracer.close()
-    tool, call = read(trace)
+    first_model, tool, second_model, call = read(trace)
     assert (tool["event"], tool["tool"], tool["state"], tool["args"]) == ("tool", "Doubler", 0, {"x": 21})
+    for model in (first_model, second_model):
+        assert (model["event"], model["method"], model["session"]) == ("model", "complete", "s")
+        assert model["parent"] == call["span"]
+    assert first_model["tool_calls"] == [{"name": "Doubler", "arguments": '{"x": 21}'}]
+    assert second_model["output"] == "It is 42."
     assert tool["result"] == [{"type": "text", "content": "42"}]
     assert (call["event"], call["agent"], call["session"], call["output"]) == ("agent", agent.name, "s", "It is 42.")
     assert call["input"] == ["Double 21."] and call["parent"] is None
@@ -73,7 +78,11 @@ def test_nested_agents_and_errors(tmp_path: Path) -> None:
     with pytest.raises(LLMConnectionError):
         pair("go")
     pair.writer("alone")  # after a failure the next call starts a fresh tree
-    writer, critic, outer, alone = read(trace)
+    lines = read(trace)
+    models = [line for line in lines if line["event"] == "model"]
+    writer, critic, outer, alone = [line for line in lines if line["event"] == "agent"]
+    assert [m["parent"] for m in models] == [writer["span"], critic["span"], alone["span"]]
+    assert models[1]["error"] == "LLMConnectionError: down" and "output" not in models[0]
     assert (writer["agent"], critic["agent"], outer["agent"]) == ("writer", "critic", "pair")
     assert writer["parent"] == critic["parent"] == outer["span"]
     assert critic["error"] == "LLMConnectionError: down" and outer["error"] == "LLMConnectionError: down"

@@ -29,23 +29,22 @@ Example:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..driver import run_async, run_sync
-from ..effects import ActionCall, Call, Flow, HookCall, runs_in_place
+from ..effects import ActionCall, Flow, HookCall, runs_in_place
 from ..exceptions import UserError
 from ..hooks.hook import RemovableHandle
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from ..schema import ActionReturn, AgentMessage, FunctionCall
 from ..utils.config import create_object
 from ._schema import openai_name, openai_tool
-from .base_action import AsyncActionMixin, BaseAction, _accepts_session, describe_exception
+from .base_action import BaseAction
 from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
 
 __all__ = ["ActionExecutor", "AsyncActionExecutor"]
 
 _UNSET: Any = object()
-_STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
 
 
 def _build_action(config: Any) -> BaseAction:
@@ -316,27 +315,8 @@ class ActionExecutor:
     def _action_flow(
         self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None
     ) -> Flow[ActionReturn]:
-        if type(action).__call__ in _STANDARD_CALLS:
-            result: ActionReturn = yield ActionCall(action, parameters, api, session_id)
-            return result
-        return (yield from self._custom_call_flow(action, parameters, api, session_id))
-
-    def _custom_call_flow(
-        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None
-    ) -> Flow[ActionReturn]:
-        """A tool that overrides ``__call__``: call it as ``action(parameters, api[, session_id=...])``."""
-        fn: Callable[..., Any] = action.__call__
-        accepts = session_id is not None and _accepts_session(type(action).__call__)
-        kwargs = {"session_id": session_id} if accepts else {}
-        args = {"inputs": parameters, "name": api}
-        try:
-            result = yield Call(fn, (parameters, api), kwargs, offload=getattr(action, "run_in_thread", True))
-        except Exception as exc:
-            message = describe_exception(exc)
-            return ActionReturn(args=args, type=action.name, errmsg=message, state=ActionStatusCode.API_ERROR)
-        if isinstance(result, ActionReturn):
-            return result
-        return action.wrap_result(result, args, action.name)
+        result: ActionReturn = yield ActionCall(action, parameters, api, session_id)
+        return result
 
 
 class AsyncActionExecutor(ActionExecutor):

@@ -437,3 +437,30 @@ class AsyncActionMixin:
         """Await the tool call (same contract as `BaseAction.acall`)."""
         result: ActionReturn = await self.acall(inputs, name, session_id=session_id)
         return result
+
+
+_STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
+
+
+def action_flow(action: BaseAction, inputs: Any, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+    """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
+
+    Tools with plait's own ``__call__`` run `BaseAction.call_flow`; a tool that overrides
+    ``__call__`` is called as ``action(inputs, api[, session_id=...])`` and what it returns
+    is wrapped the same way (an exception becomes an ``API_ERROR`` return).
+    """
+    if type(action).__call__ in _STANDARD_CALLS:
+        return (yield from action.call_flow(inputs, api, session_id))
+    fn: Callable[..., Any] = action.__call__
+    accepts = session_id is not None and _accepts_session(type(action).__call__)
+    kwargs = {"session_id": session_id} if accepts else {}
+    args = {"inputs": inputs, "name": api}
+    try:
+        result = yield Call(fn, (inputs, api), kwargs, offload=getattr(action, "run_in_thread", True))
+    except Exception as exc:
+        return ActionReturn(
+            args=args, type=action.name, errmsg=describe_exception(exc), state=ActionStatusCode.API_ERROR
+        )
+    if isinstance(result, ActionReturn):
+        return result
+    return action.wrap_result(result, args, action.name)

@@ -1,11 +1,16 @@
-"""`JSONLTracer`: a local trace of every agent and tool call, as JSON lines on disk.
+"""`JSONLTracer`: a local trace of every agent, model and tool call, as JSON lines on disk.
 
 ```python
-tracer = JSONLTracer("trace.jsonl").attach(agent)      # every agent and executor of the tree
+tracer = JSONLTracer("trace.jsonl").attach(agent)      # every agent, model call and tool call of the tree
 agent("What is 37 * 91?", session_id="s1")
-# {"event": "agent", "span": "...", "parent": null, "agent": "team", "session": "s1", "duration_ms": 812.4, ...}
+# {"event": "model", "span": "...", "parent": "...", "model": "GPTAPI", "method": "complete", "duration_ms": 310.2, ...}
 # {"event": "tool", "span": "...", "parent": "...", "tool": "Calculator", "state": 0, "duration_ms": 1.2, ...}
+# {"event": "agent", "span": "...", "parent": null, "agent": "team", "session": "s1", "duration_ms": 812.4, ...}
 ```
+
+Agent spans come from hooks (``before_agent`` / ``after_agent`` / ``on_agent_error``); model
+and tool spans from an interceptor (`plait.interceptors`) around every `ModelCall` and
+`ActionCall` of the tree, whatever the paradigm and wherever its executors live.
 
 Nothing leaves the machine: the trace is a file you own (tail it, load it with pandas, ship
 it where you like). Each span has an id and the id of the agent span it ran in, so nested
@@ -25,13 +30,17 @@ import uuid
 import weakref
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from ..effects import ActionCall, Effect, Flow, ModelCall
+from ..interceptors import Interceptor, register_interceptor
+from ..llms.response import ModelResponse
 from ..utils._json import json_default
 from .hook import Hook
 
 __all__ = ["JSONLTracer"]
 
+R = TypeVar("R")
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("plait_trace_span", default=None)
 
 
@@ -49,8 +58,8 @@ class _Span:
     inputs: Any = None
 
 
-class JSONLTracer(Hook):
-    """Writes one JSON line per finished agent or tool call.
+class JSONLTracer(Hook, Interceptor):
+    """Writes one JSON line per finished agent, model or tool call.
 
     Args:
         path: The trace file (appended to; created with its folder).
@@ -63,35 +72,40 @@ class JSONLTracer(Hook):
         self.record_content = record_content
         self._file = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
-        self._open: dict[tuple[int, Hashable], list[_Span]] = {}
+        self._open_spans: dict[tuple[int, Hashable], list[_Span]] = {}
         self._finalizer = weakref.finalize(self, self._file.close)
 
+    effects = (ModelCall, ActionCall)
+
     def attach(self, agent: Any) -> JSONLTracer:
-        """Trace every agent of `agent`'s tree and every executor they hold; returns self."""
+        """Trace every agent of `agent`'s tree, and every model and tool call they make; returns self."""
         for _, module in agent.named_agents():
             module.register_hook(self)
-            for name in ("executor", "plugin_executor", "interpreter_executor"):
-                executor = getattr(module, name, None)
-                if executor is not None and hasattr(executor, "register_hook"):
-                    executor.register_hook(self)
+        register_interceptor(agent, self)
         return self
 
     # -- spans ---------------------------------------------------------------------------------
-    def _begin(self, owner: Any, session_id: Hashable, inputs: Any = None) -> None:
+    def _open(self, inputs: Any = None) -> _Span:
         span = uuid.uuid4().hex[:16]
         parent = _CURRENT.get()
-        opened = _Span(span, parent, time.perf_counter(), _CURRENT.set(span), inputs)
+        return _Span(span, parent, time.perf_counter(), _CURRENT.set(span), inputs)
+
+    def _begin(self, owner: Any, session_id: Hashable, inputs: Any = None) -> None:
+        opened = self._open(inputs)
         with self._lock:
-            self._open.setdefault((id(owner), session_id), []).append(opened)
+            self._open_spans.setdefault((id(owner), session_id), []).append(opened)
 
     def _end(self, owner: Any, session_id: Hashable, record: dict[str, Any]) -> None:
         with self._lock:
-            stack = self._open.get((id(owner), session_id))
+            stack = self._open_spans.get((id(owner), session_id))
             if not stack:
                 return
             span = stack.pop()
             if not stack:
-                del self._open[(id(owner), session_id)]
+                del self._open_spans[(id(owner), session_id)]
+        self._write(span, session_id, record)
+
+    def _write(self, span: _Span, session_id: Hashable, record: dict[str, Any]) -> None:
         try:
             _CURRENT.reset(span.token)
         except ValueError:  # ended in another context (a thread or task): the parent link stays right anyway
@@ -112,6 +126,52 @@ class JSONLTracer(Hook):
                 self._file.write(text + "\n")
                 self._file.flush()
 
+    # -- the interceptor: model and tool spans -------------------------------------------------
+    def around(self, effect: Effect[R]) -> Flow[R]:
+        """Time a model or tool call and write its span (with the error, if it raised)."""
+        span = self._open()
+        session: Hashable = getattr(effect, "session_id", None)
+        try:
+            result: R = yield effect
+        except BaseException as error:
+            self._write(span, session, {**self._describe(effect), "error": f"{type(error).__name__}: {error}"})
+            raise
+        self._write(span, session, {**self._describe(effect), **self._outcome(effect, result)})
+        return result
+
+    @staticmethod
+    def _describe(effect: Effect[Any]) -> dict[str, Any]:
+        if isinstance(effect, ModelCall):
+            return {"event": "model", "model": type(effect.llm).__name__, "method": effect.method}
+        return {"event": "tool"}
+
+    def _outcome(self, effect: Effect[Any], result: Any) -> dict[str, Any]:
+        if isinstance(effect, ModelCall):
+            outcome: dict[str, Any] = {}
+            response = result if isinstance(result, ModelResponse) else None
+            if response is not None and response.usage is not None:
+                outcome["usage"] = dataclasses.asdict(response.usage)
+            if self.record_content:
+                outcome["output"] = response.content if response is not None else _content(result)
+                if response is not None and response.tool_calls:
+                    outcome["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls]
+            return outcome
+        return self._tool_record(result)
+
+    def _tool_record(self, result: Any) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "event": "tool",
+            "tool": getattr(result, "type", None),
+            "state": int(getattr(result, "state", 0) or 0),
+        }
+        errmsg = getattr(result, "errmsg", None)
+        if errmsg:
+            record["error"] = errmsg
+        if self.record_content:
+            record["args"] = getattr(result, "args", None)
+            record["result"] = getattr(result, "result", None)
+        return record
+
     # -- hook points -----------------------------------------------------------------------------
     def before_agent(self, agent: Any, messages: list[Any], session_id: Any) -> None:
         """Open the agent's span."""
@@ -130,24 +190,12 @@ class JSONLTracer(Hook):
         self._end(agent, session_id, {"event": "agent", "agent": name, "error": f"{type(error).__name__}: {error}"})
 
     def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
-        """Open the tool call's span."""
+        """Open the tool call's span (for a tracer registered on an executor by hand)."""
         self._begin(executor, session_id)
 
     def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
         """Close the tool call's span and write it (tool, state, error message)."""
-        result = getattr(message, "content", None)
-        record: dict[str, Any] = {
-            "event": "tool",
-            "tool": getattr(result, "type", None),
-            "state": int(getattr(result, "state", 0) or 0),
-        }
-        errmsg = getattr(result, "errmsg", None)
-        if errmsg:
-            record["error"] = errmsg
-        if self.record_content:
-            record["args"] = getattr(result, "args", None)
-            record["result"] = getattr(result, "result", None)
-        self._end(executor, session_id, record)
+        self._end(executor, session_id, self._tool_record(getattr(message, "content", None)))
 
     def close(self) -> None:
         """Close the trace file."""
