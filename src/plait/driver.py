@@ -51,6 +51,11 @@ def _single(effect: Effect[R]) -> Flow[R]:
     return result
 
 
+def _listed(effect: Effect[R]) -> Flow[list[R]]:
+    result: R = yield effect
+    return [result]
+
+
 def _is_final(chunk: Any) -> bool:
     return getattr(chunk, "stream_state", _END) == _END
 
@@ -165,7 +170,10 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
                         yield effect.chunk
                     continue
                 if isinstance(effect, Gather):
-                    value = await _gather(effect, is_async, interceptors)
+                    if len(effect.effects) == 1:  # nothing to overlap: run it in place, no nested drive
+                        stack.append((_listed(effect.effects[0]), 0))
+                    else:
+                        value = await _gather(effect, is_async, interceptors)
                     continue
                 if not isinstance(effect, (Leaf, Composite)):
                     raise UserError(f"a flow yielded {effect!r}, which is not an effect")

@@ -30,7 +30,7 @@ from plait.agents import (
     StreamingAgent,
     StreamingSequential,
 )
-from plait.effects import ActionCall, Effect, Flow, ModelCall
+from plait.effects import ActionCall, Call, Effect, Flow, ModelCall
 from plait.exceptions import ModeError
 from plait.hooks import JSONLTracer
 from plait.interceptors import Interceptor, intercept
@@ -283,3 +283,28 @@ def test_an_interceptor_may_change_the_model_call(mode: str) -> None:
     with intercept(agent, Louder()):
         assert resolve(agent("hi")).content == "QUIET"
     assert llm.calls[0].params["temperature"] == 0
+
+
+# -- fault injection ----------------------------------------------------------------------------
+
+
+def test_fault_injection_in_every_mode(mode: str) -> None:
+    from plait.agents import AsyncFunctionCallingAgent
+    from plait.exceptions import LLMConnectionError
+    from plait.testing import FaultInjector, scripted_llm
+
+    script = [ModelResponse(tool_calls=[ToolCall("c1", "Doubler", '{"x": 21}')]), "The tool failed."]
+    cls: Any = AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent
+    agent = cls(scripted_llm(script, mode), [Doubler()], name="fc")
+    faults = FaultInjector().fail(Call, RuntimeError("disk full"))  # the tool API's own call raises
+    with intercept(agent, faults):
+        reply = resolve(agent("double 21", session_id="t"))
+    assert reply.content == "The tool failed."
+    assert "disk full" in agent.memory.get_memory("t")[2].content.errmsg  # the tool's error became an observation
+    assert faults.seen == [("Call", 1, "failed")]
+
+    down = FaultInjector().fail(ModelCall, LLMConnectionError("down"), nth=1)
+    agent2 = cls(scripted_llm([], mode), [Doubler()], name="fc")
+    with intercept(agent2, down), pytest.raises(LLMConnectionError):
+        resolve(agent2("hi", session_id="u"))
+    assert agent2.memory.get_memory("u") == []  # rolled back

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import socket
 import threading
@@ -232,3 +233,26 @@ def test_openai_route_streams_a_tool_using_agent(serve: Any) -> None:
         assert texts[-1] == "Let me compute.\n\nThe product is 42."  # both replies; nothing taken back
         assert client.chat([{"role": "user", "content": "6 times 7?"}]) == "The product is 42."
         client.close()
+
+
+def test_async_client_state_dict_is_synchronous_as_in_lagent() -> None:
+    assert not inspect.iscoroutinefunction(AsyncHTTPAgentClient.state_dict)
+    assert inspect.iscoroutinefunction(AsyncHTTPAgentClient.astate_dict)
+    assert inspect.iscoroutinefunction(AsyncHTTPAgentClient.__call__)
+
+
+def test_the_server_runs_async_agents_on_its_loop() -> None:
+    from plait.distributed.http_serve._calls import agent_chunks
+    from plait.testing import AsyncFunctionLLM
+
+    threads: list[str] = []
+
+    async def reply(messages: Any, params: Any) -> str:
+        threads.append(threading.current_thread().name)
+        return "pong"
+
+    async def run() -> list[Any]:
+        return [chunk async for chunk in agent_chunks(AsyncAgent(AsyncFunctionLLM(reply)), ["ping"], {})]
+
+    chunks = asyncio.run(run())
+    assert chunks[-1].content == "pong" and threads == [threading.main_thread().name]

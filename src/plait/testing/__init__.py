@@ -3,6 +3,7 @@
 * `ScriptedLLM` / `AsyncScriptedLLM`: replies from a script; records calls.
 * `FunctionLLM` / `AsyncFunctionLLM`: replies computed by a function of the messages.
 * `scripted_llm(script, mode)`: the right scripted class for ``'sync'`` or ``'async'`` code.
+* `FaultInjector`: an interceptor that makes chosen model/tool/agent calls fail or answer.
 """
 
 from __future__ import annotations
@@ -10,9 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from .faults import FaultInjector
 from .llms import AsyncFunctionLLM, AsyncScriptedLLM, FunctionLLM, LLMCall, ScriptedLLM
 
-__all__ = ["AsyncFunctionLLM", "AsyncScriptedLLM", "FunctionLLM", "LLMCall", "ScriptedLLM", "scripted_llm"]
+__all__ = [
+    "AsyncFunctionLLM",
+    "AsyncScriptedLLM",
+    "FaultInjector",
+    "FunctionLLM",
+    "LLMCall",
+    "ScriptedLLM",
+    "scripted_llm",
+]
 
 
 def scripted_llm(script: Iterable[Any], mode: str = "sync", **gen_params: Any) -> ScriptedLLM | AsyncScriptedLLM:

@@ -21,10 +21,11 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import aiohttp
 
@@ -50,7 +51,7 @@ def _message(item: Any) -> Any:
     return item.model_dump() if isinstance(item, AgentMessage) else item
 
 
-def _raise_for(status: int, text: str, url: str) -> None:
+def _raise_for(status: int, text: str, url: str) -> NoReturn:
     try:
         error = json.loads(text).get("error")
     except (ValueError, AttributeError):
@@ -179,8 +180,23 @@ class AsyncHTTPAgentClient(_ClientCore):
         """The reply as the agent streams it."""
         return self._astream(message, session_id, kwargs)
 
-    async def state_dict(self, session_id: Any = 0) -> dict[str, Any]:
-        """The served agent's `state_dict` of a session."""
+    def state_dict(self, session_id: Any = 0) -> dict[str, Any]:
+        """The served agent's `state_dict` of a session (synchronous, as Lagent's: a short blocking request).
+
+        Inside a coroutine, ``await client.astate_dict(...)`` does not block the event loop.
+        """
+        url = f"{self.url}/memory/{urllib.parse.quote(str(session_id), safe='')}"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+                data: dict[str, Any] = json.loads(response.read())
+                return data
+        except urllib.error.HTTPError as exc:
+            _raise_for(exc.code, exc.read().decode("utf-8", "replace"), url)
+        except (OSError, ValueError) as exc:
+            raise RemoteAgentError(f"could not reach the agent at {url}: {exc or type(exc).__name__}") from exc
+
+    async def astate_dict(self, session_id: Any = 0) -> dict[str, Any]:
+        """The served agent's `state_dict` of a session, awaited."""
         return await self._astate_dict(session_id)
 
     async def close(self) -> None:
