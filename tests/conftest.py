@@ -52,7 +52,22 @@ def fake_server() -> Iterator[Callable[..., FakeOpenAIServer]]:
 # once every test is done, reports the leftovers, stops them, and fails the run.
 
 _BEFORE = pytest.StashKey[dict[int, str]]()
+# Every process a run starts inherits this tag (xdist workers inherit the controller's), so a run
+# never stops the servers of another test run on the same machine; untagged servers count as ours.
+_RUN_TAG_VAR = "PLAIT_TEST_RUN"
+os.environ.setdefault(_RUN_TAG_VAR, f"{os.getpid()}-{time.time_ns()}")
+_RUN_TAG = f"{_RUN_TAG_VAR}={os.environ[_RUN_TAG_VAR]}".encode()
 _SERVER_MARKERS = (b"streamlit run", b"demo_server.py", b"plait.distributed.http_serve.app", b"plait.cli")
+
+
+def _started_by_this_run(pid: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            environ = fh.read().split(b"\0")
+    except OSError:
+        return True
+    tags = [item for item in environ if item.startswith(_RUN_TAG_VAR.encode() + b"=")]
+    return not tags or _RUN_TAG in tags
 
 
 def _servers() -> dict[int, str]:
@@ -67,7 +82,7 @@ def _servers() -> dict[int, str]:
                 cmdline = fh.read()
         except OSError:
             continue
-        if any(marker in cmdline for marker in _SERVER_MARKERS):
+        if any(marker in cmdline for marker in _SERVER_MARKERS) and _started_by_this_run(name):
             found[int(name)] = cmdline.replace(b"\0", b" ").decode(errors="replace")[:160]
     return found
 
