@@ -7,6 +7,8 @@ import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from plait.actions import BaseAction, tool_api
+
 
 def resolve(value: Any) -> Any:
     """Return `value`, running it to completion first if it is awaitable (async mode)."""
@@ -28,6 +30,19 @@ def collect(stream: Iterator[Any] | AsyncIterator[Any]) -> list[Any]:
 
         return asyncio.run(_all())
     return list(stream)
+
+
+class Doubler(BaseAction):
+    """Doubles numbers."""
+
+    @tool_api
+    def run(self, x: int) -> int:
+        """Double it.
+
+        Args:
+            x: The number.
+        """
+        return 2 * x
 
 
 def mcp_demo_command() -> str:

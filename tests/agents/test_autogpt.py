@@ -85,7 +85,7 @@ def test_unknown_command_lists_the_valid_ones(mode: str) -> None:
 
 def test_out_of_turns_is_told_to_finish(mode: str) -> None:
     loop = reply("population", city="Lyon")
-    agent = autogpt(mode, [loop, loop, reply("finish", response="522,000")], max_turn=2)
+    agent = autogpt(mode, [loop, loop, reply("finish", response="522,000")], max_turn=3)
     answer = resolve(agent("go"))
     assert answer.content == "522,000" and answer.extra_info["forced_final_answer"] is True
     assert last_user(agent, 2).endswith(autogpt_prompts.AUTOGPT_FORCE)
@@ -93,7 +93,7 @@ def test_out_of_turns_is_told_to_finish(mode: str) -> None:
 
 
 def test_out_of_turns_without_finish_returns_the_text(mode: str) -> None:
-    agent = autogpt(mode, [reply("population", city="Lyon"), "About 522,000."], max_turn=1)
+    agent = autogpt(mode, [reply("population", city="Lyon"), "About 522,000."], max_turn=2)
     assert resolve(agent("go")).content == "About 522,000."
 
 

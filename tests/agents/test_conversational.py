@@ -129,7 +129,7 @@ def test_iteration_limit_force(mode: str) -> None:
 def test_iteration_limit_generate(mode: str) -> None:
     loop = blob("Search", "again")
     agent = conversational(
-        mode, [loop, blob("Final Answer", "best guess")], max_iterations=1, early_stopping_method="generate"
+        mode, [loop, blob("Final Answer", "best guess")], max_iterations=2, early_stopping_method="generate"
     )
     reply = resolve(agent("loop"))
     assert reply.content == "best guess" and reply.extra_info["stopped"] == "generate"
@@ -140,7 +140,7 @@ def test_iteration_limit_generate(mode: str) -> None:
 
 def test_generate_falls_back_to_the_raw_text(mode: str) -> None:
     agent = conversational(
-        mode, [blob("Search", "x"), "plain answer"], max_iterations=1, early_stopping_method="generate"
+        mode, [blob("Search", "x"), "plain answer"], max_iterations=2, early_stopping_method="generate"
     )
     assert resolve(agent("?")).content == "plain answer"
 

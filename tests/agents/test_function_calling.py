@@ -90,7 +90,7 @@ def test_model_mistakes_become_observations(mode: str) -> None:
 
 def test_out_of_turns_forces_a_text_answer(mode: str) -> None:
     loop = calls(("c", "Arithmetic__multiply", '{"a": 2, "b": 3}'))
-    agent = agent_for(mode, [loop, loop, "final"], max_turn=2)
+    agent = agent_for(mode, [loop, loop, "final"], max_turn=3)
     assert resolve(agent("go")).content == "final"
     assert agent.llm.calls[-1].params["tool_choice"] == "none"
     agent.llm.assert_complete()

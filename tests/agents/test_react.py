@@ -114,8 +114,9 @@ def test_unknown_tool_names_the_valid_ones(mode: str) -> None:
 
 
 def test_out_of_turns_asks_for_the_final_answer(mode: str) -> None:
+    """max_turn counts model calls: two tool rounds, then the third (last) call asks for the answer."""
     loop = "Thought: again\nAction: weather\nAction Input: Oslo"
-    agent = react(mode, [loop, loop, "Thought: enough\nFinal Answer: Oslo is sunny."], max_turn=2)
+    agent = react(mode, [loop, loop, "Thought: enough\nFinal Answer: Oslo is sunny."], max_turn=3)
     reply = resolve(agent("Weather in Oslo?"))
     assert reply.content == "Oslo is sunny."
     assert reply.extra_info["forced_final_answer"] is True
@@ -125,7 +126,7 @@ def test_out_of_turns_asks_for_the_final_answer(mode: str) -> None:
 
 
 def test_forced_answer_without_the_marker_is_returned_as_text(mode: str) -> None:
-    agent = react(mode, ["Action: weather\nAction Input: Oslo", "  It is sunny.  "], max_turn=1)
+    agent = react(mode, ["Action: weather\nAction Input: Oslo", "  It is sunny.  "], max_turn=2)
     reply = resolve(agent("Oslo?"))
     assert reply.content == "It is sunny." and reply.formatted is None
 
@@ -179,7 +180,7 @@ def test_lagent_head_style_construction(mode: str) -> None:
 
 
 def test_chinese_prompts(mode: str) -> None:
-    agent = react(mode, ["Action: nope\nAction Input: x", "Final Answer: 好"], language="cn", max_turn=1)
+    agent = react(mode, ["Action: nope\nAction Input: x", "Final Answer: 好"], language="cn", max_turn=2)
     assert resolve(agent("天气？")).content == "好"
     assert "可用的工具" in agent.llm.calls[0].messages[0]["content"]
 

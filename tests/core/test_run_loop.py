@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import plait.agents as agents_module
-from _support import collect, resolve
+from _support import Doubler, collect, resolve
 from plait.actions import ActionExecutor, AsyncActionExecutor, BaseAction, tool_api
 from plait.agents import (
     Agent,
@@ -38,19 +38,6 @@ from plait.llms.base_llm import AsyncBaseLLM, BaseLLM
 from plait.llms.response import ModelResponse, ToolCall
 from plait.schema import ActionReturn, AgentMessage, AgentStatusCode
 from plait.testing import ScriptedLLM
-
-
-class Doubler(BaseAction):
-    """Doubles numbers."""
-
-    @tool_api
-    def run(self, x: int) -> int:
-        """Double it.
-
-        Args:
-            x: The number.
-        """
-        return 2 * x
 
 
 class SlowAsyncLLM(AsyncBaseLLM):

@@ -8,27 +8,13 @@ from typing import Any
 
 import pytest
 
-from _support import collect, resolve
-from plait.actions import BaseAction, tool_api
+from _support import Doubler, collect, resolve
 from plait.agents import Agent, AsyncAgent, StreamingAgent
 from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
 from plait.exceptions import LLMConnectionError
 from plait.hooks import Hook, JSONLTracer
 from plait.llms.response import ModelResponse, ToolCall
 from plait.testing import FunctionLLM, scripted_llm
-
-
-class Doubler(BaseAction):
-    """Doubles numbers."""
-
-    @tool_api
-    def run(self, x: int) -> int:
-        """Double it.
-
-        Args:
-            x: The number.
-        """
-        return 2 * x
 
 
 def read(path: Path) -> list[dict[str, Any]]:

@@ -400,10 +400,10 @@ def fc_tool_then_answer(run: Run) -> Any:
 
 
 def fc_turn_budget(run: Run) -> Any:
-    """max_turn=1: after one tool round the model is asked with tool_choice='none'."""
+    """max_turn=2 (model calls): after one tool round the last call has tool_choice='none'."""
     loop = tool_calls(("call_1", "population", '{"city": "Lyon"}'))
     agent = run.pick(FUNCTION_CALLING)(
-        run.llm([loop, "About 522,000."]), run.tools("weather", "population"), "Use tools.", max_turn=1, name="fc"
+        run.llm([loop, "About 522,000."]), run.tools("weather", "population"), "Use tools.", max_turn=2, name="fc"
     )
     run.call(agent, "Population of Lyon?")
     return agent
@@ -429,10 +429,10 @@ def react_tool_then_answer(run: Run) -> Any:
 
 
 def react_turn_budget(run: Run) -> Any:
-    """max_turn=2: the final answer is asked for explicitly."""
+    """max_turn=3 (model calls): the third asks for the final answer explicitly."""
     loop = "Thought: again\nAction: weather\nAction Input: Oslo"
     script = [loop, loop, "Thought: enough\nFinal Answer: Oslo is sunny."]
-    agent = run.pick(REACT)(run.llm(script), run.tools("weather"), max_turn=2, name="react")
+    agent = run.pick(REACT)(run.llm(script), run.tools("weather"), max_turn=3, name="react")
     run.call(agent, "Weather in Oslo?")
     return agent
 
@@ -473,9 +473,9 @@ def autogpt_command_then_finish(run: Run) -> Any:
 
 
 def autogpt_turn_budget(run: Run) -> Any:
-    """max_turn=1: the model is told to finish."""
+    """max_turn=2 (model calls): the second tells the model to finish."""
     script = [autogpt_reply("population", city="Lyon"), autogpt_reply("finish", response="522,000")]
-    agent = run.pick(AUTOGPT)(run.llm(script), run.tools("population"), max_turn=1, name="autogpt")
+    agent = run.pick(AUTOGPT)(run.llm(script), run.tools("population"), max_turn=2, name="autogpt")
     run.call(agent, "Population of Lyon?")
     return agent
 
@@ -499,7 +499,7 @@ def conversational_tool_then_answer(run: Run) -> Any:
 
 
 def conversational_limit_force(run: Run) -> Any:
-    """max_iterations=2 with early_stopping_method='force'."""
+    """max_iterations=2 (model calls) with early_stopping_method='force'."""
     loop = blob("weather", "Oslo")
     agent = run.pick(CONVERSATIONAL)(run.llm([loop, loop]), run.tools("weather"), max_iterations=2, name="chat")
     run.call(agent, "Weather in Oslo?")
@@ -507,10 +507,10 @@ def conversational_limit_force(run: Run) -> Any:
 
 
 def conversational_limit_generate(run: Run) -> Any:
-    """max_iterations=1 with early_stopping_method='generate'."""
+    """max_iterations=2 (model calls) with early_stopping_method='generate': the second asks for the answer."""
     script = [blob("weather", {"city": "Oslo"}), blob("Final Answer", "best guess: sunny")]
     agent = run.pick(CONVERSATIONAL)(
-        run.llm(script), run.tools("weather"), max_iterations=1, early_stopping_method="generate", name="chat"
+        run.llm(script), run.tools("weather"), max_iterations=2, early_stopping_method="generate", name="chat"
     )
     run.call(agent, "Weather in Oslo?")
     return agent

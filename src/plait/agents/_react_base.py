@@ -28,10 +28,13 @@ from ..prompts.prompt_template import format_placeholders
 from ..schema import ActionReturn, AgentMessage, FunctionCall
 from .agent import Agent
 from .aggregator.default_aggregator import DefaultAggregator, content_to_text
+from .run_state import PlannedCall, RunState
+from .tool_loop import LoopProtocol, build_executor, check_budget
 
 __all__ = [
     "EXECUTOR_SENDER",
     "ProtocolAggregator",
+    "TextToolProtocol",
     "ToolProtocolAgent",
     "describe_parameters",
     "merge_stop_words",
@@ -189,12 +192,12 @@ class ToolProtocolAgent(Agent):
         template: The system prompt; a str whose placeholders (among
             `template_fields`) are filled on every call, or any other system
             instruction the aggregator accepts, used as is.
-        max_turn: The agent's step budget (its meaning is documented by each agent).
+        max_turn: Model calls per run (`plait.agents.tool_loop`).
         action_hooks: Hooks given to the executor (``before_action``/``after_action``).
         **kwargs: Other `Agent` arguments (``memory``, ``output_format``, ``name``, ``hooks``...).
 
     Raises:
-        UserError: `template` uses a placeholder the agent cannot fill, or `max_turn` < 0.
+        UserError: `template` uses a placeholder the agent cannot fill, or `max_turn` < 1.
     """
 
     _executor_cls: ClassVar[str] = "ActionExecutor"
@@ -210,18 +213,8 @@ class ToolProtocolAgent(Agent):
         **kwargs: Any,
     ) -> None:
         super().__init__(llm=llm, template=template, **kwargs)
-        from .. import actions as actions_module
-
-        if isinstance(actions, actions_module.ActionExecutor):
-            self.executor = actions
-            for hook in action_hooks or ():
-                self.executor.register_hook(hook)
-        else:
-            executor_cls = getattr(actions_module, self._executor_cls)
-            self.executor = executor_cls(actions=list(actions or []), hooks=action_hooks)
-        if not isinstance(max_turn, int) or max_turn < 0:
-            raise UserError(f"max_turn must be an int >= 0, got {max_turn!r}")
-        self.max_turn = max_turn
+        self.executor = build_executor(actions, self._executor_cls, action_hooks)
+        self.max_turn = check_budget(max_turn)
         if isinstance(template, str):
             unknown = [f for f in format_placeholders(template) if f not in self.template_fields]
             if unknown:
@@ -310,3 +303,13 @@ class ToolProtocolAgent(Agent):
         content = result.content if isinstance(result, AgentMessage) else result
         state = getattr(content, "state", None)
         return int(state) if state is not None else None
+
+
+class TextToolProtocol(LoopProtocol):
+    """Base of the text protocols' loops: a planned call runs through `ToolProtocolAgent.tool_call`."""
+
+    agent: ToolProtocolAgent
+
+    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
+        """The call through the agent's executor, with the model's input turned into parameters."""
+        return self.agent.tool_call(call["name"], call["arguments"], session_id)

@@ -10,7 +10,7 @@ A reply that is not JSON or does not validate is answered with a corrective mess
 quotes the validation errors; a valid command runs through the executor and its result
 comes back as ``Command <name> returned: ...`` (unknown commands get the list of valid
 ones). The ``finish`` command ends the task: its ``response`` argument is the answer.
-After `max_turn` replies without ``finish`` the model is told to finish, once.
+The last of the `max_turn` model calls tells the model to finish (`plait.agents.tool_loop`).
 
 The trajectory is kept in the session's memory; the reply's content is the final answer
 and ``extra_info['intermediate_steps']`` the steps of this call.
@@ -28,10 +28,12 @@ from ..effects import Flow
 from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
 from .agent import AsyncAgent
+from .run_state import PlannedCall, RunState
+from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
-__all__ = ["AsyncAutoGPT", "AutoGPT", "AutoGPTCommand", "AutoGPTResponse", "AutoGPTThoughts"]
+__all__ = ["AsyncAutoGPT", "AutoGPT", "AutoGPTCommand", "AutoGPTProtocol", "AutoGPTResponse", "AutoGPTThoughts"]
 
 FINISH = "finish"
 
@@ -92,7 +94,7 @@ class AutoGPT(ToolProtocolAgent):
             ``{commands}``, ``{tool_names}``, ``{action_info}``, ``{output_format}``).
         output_format: The response format; default a `JSONParser` for `AutoGPTResponse`.
             A custom one must parse to ``{'command': {'name', 'args'}}`` dicts.
-        max_turn: Replies allowed before the model is told to finish (one more call).
+        max_turn: Model calls per run; the last one tells the model to finish.
         trigger: Sent after the history on every turn, asking for the next command.
         action_hooks: Hooks for the executor.
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
@@ -149,55 +151,14 @@ class AutoGPT(ToolProtocolAgent):
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        """Run commands until the model runs ``finish``."""
-        return (yield from self._autogpt_flow(session_id, kwargs))
+        """Run commands until the model runs ``finish`` (`AutoGPTProtocol` on the tool loop)."""
+        return (yield from run_tool_loop(AutoGPTProtocol(self), self.max_turn, session_id, kwargs))
 
     def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, Any]]:
         prompt = self.get_prompt(session_id)
         if prompt and prompt[-1]["role"] == "user":
             return [*prompt[:-1], {"role": "user", "content": f"{prompt[-1]['content']}\n{last}"}]
         return [*prompt, {"role": "user", "content": last}]
-
-    def _autogpt_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        steps: list[dict[str, Any]] = []
-        for _ in range(self.max_turn):
-            raw = yield self.model_call("chat", self._prompt(session_id, self.trigger), session_id, kwargs)
-            reply = self.make_response(raw)
-            command = _command(reply.formatted)
-            if command is not None and command[0].strip().lower() == FINISH:
-                return self._answer(reply, command[1], steps, forced=False)
-            self.update_memory(reply, session_id)
-            yield from self._run(reply, command, session_id, steps)
-        raw = yield self.model_call("chat", self._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs)
-        reply = self.make_response(raw)
-        command = _command(reply.formatted)
-        if command is not None and command[0].strip().lower() == FINISH:
-            return self._answer(reply, command[1], steps, forced=True)
-        extra = {"intermediate_steps": steps, "forced_final_answer": True}
-        return AgentMessage(sender=self.name, content=str(raw).strip(), extra_info=extra)
-
-    def _run(
-        self,
-        reply: AgentMessage,
-        command: tuple[str, dict[str, Any]] | None,
-        session_id: Hashable,
-        steps: list[dict[str, Any]],
-    ) -> Flow[None]:
-        thoughts = reply.formatted.get("thoughts") if isinstance(reply.formatted, Mapping) else None
-        if command is None:
-            extra = reply.extra_info if isinstance(reply.extra_info, Mapping) else {}
-            error = extra.get("parse_error") or "the reply has no command with a name."
-            names = ", ".join(self.tool_names()) or "(no tools)"
-            text = prompts.AUTOGPT_INVALID.format(error=error, tool_names=names)
-            self.update_memory(AgentMessage(sender="system", content=text), session_id)
-            steps.append({"thoughts": thoughts, "command": None, "args": None, "observation": error, "state": None})
-            return
-        name, args = command
-        result = yield self.tool_call(name, args, session_id)
-        self.update_memory(self.observation_message(result, name), session_id)
-        observation = self.result_text(result)
-        state = self.result_state(result)
-        steps.append({"thoughts": thoughts, "command": name, "args": args, "observation": observation, "state": state})
 
     def _answer(
         self, reply: AgentMessage, args: Mapping[str, Any], steps: list[dict[str, Any]], forced: bool
@@ -207,6 +168,66 @@ class AutoGPT(ToolProtocolAgent):
             extra["forced_final_answer"] = True
         answer = _finish_answer(args, reply.formatted)
         return AgentMessage(sender=self.name, content=answer, formatted=reply.formatted, extra_info=extra)
+
+
+class AutoGPTProtocol(TextToolProtocol):
+    """AutoGPT on the tool loop: one command per reply; the last call of the budget says to finish."""
+
+    name = "autogpt"
+    agent: AutoGPT
+
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The history, then the `trigger` asking for the next command."""
+        agent = self.agent
+        return Ask(agent.model_call("chat", agent._prompt(session_id, agent.trigger), session_id, kwargs))
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The history, then the order to finish now."""
+        agent = self.agent
+        return Ask(agent.model_call("chat", agent._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs))
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """``finish`` ends the run; another command runs; an invalid reply is answered with its errors."""
+        agent = self.agent
+        message = agent.make_response(reply)
+        command = _command(message.formatted)
+        if command is not None and command[0].strip().lower() == FINISH:
+            return Done(agent._answer(message, command[1], state.steps, forced=state.forced))
+        if state.forced:
+            extra = {"intermediate_steps": state.steps, "forced_final_answer": True}
+            return Done(AgentMessage(sender=agent.name, content=str(reply).strip(), extra_info=extra))
+        agent.update_memory(message, session_id)
+        thoughts = message.formatted.get("thoughts") if isinstance(message.formatted, Mapping) else None
+        if command is None:
+            extra_info = message.extra_info if isinstance(message.extra_info, Mapping) else {}
+            error = extra_info.get("parse_error") or "the reply has no command with a name."
+            names = ", ".join(agent.tool_names()) or "(no tools)"
+            text = prompts.AUTOGPT_INVALID.format(error=error, tool_names=names)
+            agent.update_memory(AgentMessage(sender="system", content=text), session_id)
+            state.steps.append(
+                {"thoughts": thoughts, "command": None, "args": None, "observation": error, "state": None}
+            )
+            return None
+        state.scratch["thoughts"] = thoughts
+        return Act([PlannedCall(name=command[0], arguments=command[1])])
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """The command's result goes into memory and the step records."""
+        agent = self.agent
+        (call,), (result,) = calls, results
+        agent.update_memory(agent.observation_message(result, call["name"]), session_id)
+        state.steps.append(
+            {
+                "thoughts": state.scratch.pop("thoughts", None),
+                "command": call["name"],
+                "args": call["arguments"],
+                "observation": agent.result_text(result),
+                "state": agent.result_state(result),
+            }
+        )
+        return None
 
 
 class AsyncAutoGPT(AutoGPT, AsyncAgent):

@@ -14,9 +14,10 @@ The model answers with a JSON blob ``{"action": ..., "action_input": ...}``, usu
 ```` ```json ```` fence; ``"action": "Final Answer"`` ends the call with ``action_input``
 as the reply. An unknown tool gets an observation naming the valid ones. A reply that
 does not parse is sent back once with the parse error (a fix-up retry); if the retry fails
-too, the error is recorded as a ``_Exception`` step and the loop goes on. After
-`max_iterations` steps, ``early_stopping_method='force'`` returns a fixed stop message and
-``'generate'`` asks the model once more for a final answer.
+too, the error is recorded as a ``_Exception`` step and the loop goes on. `max_iterations`
+is the number of model calls a run may make (fix-up retries included; `plait.agents.tool_loop`).
+When they are spent, ``early_stopping_method='force'`` returns a fixed stop message;
+``'generate'`` keeps the last call to ask the model for a final answer.
 
 The reply's ``extra_info['intermediate_steps']`` lists the steps as
 ``{'tool', 'tool_input', 'log', 'observation'}`` dicts (``log`` is the raw model reply).
@@ -36,11 +37,13 @@ from ..prompts import conversational_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..prompts.prompt_template import format_placeholders
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
 from .agent import AsyncAgent
 from .aggregator.default_aggregator import content_to_text
+from .run_state import PlannedCall, RunState
+from .tool_loop import Act, Ask, Decision, Done, OutOfBudget, check_budget, run_tool_loop
 
-__all__ = ["AsyncConversationalAgent", "ConversationalAction", "ConversationalAgent"]
+__all__ = ["AsyncConversationalAgent", "ConversationalAction", "ConversationalAgent", "ConversationalProtocol"]
 
 FINAL_ANSWER = "Final Answer"
 PARSE_ERROR_TOOL = "_Exception"
@@ -55,9 +58,6 @@ class ConversationalAction(BaseModel):
     action_input: Any = Field(default="", description="the tool's input, or the reply to the user")
 
 
-_Decision = tuple[dict[str, Any] | None, str, str | None]
-
-
 class ConversationalAgent(ToolProtocolAgent):
     """A conversational agent that uses tools through JSON blobs and remembers the chat.
 
@@ -67,7 +67,7 @@ class ConversationalAgent(ToolProtocolAgent):
         template: The system prompt (may use ``{tools}``, ``{tool_names}``, ``{action_info}``).
         human_template: The human message (``{tools}``, ``{tool_names}``, ``{input}``).
         tool_response_template: How a tool's result is shown (``{observation}``).
-        max_iterations: Tool steps allowed per call.
+        max_iterations: Model calls per run (fix-up retries and the ``'generate'`` call included).
         early_stopping_method: ``'force'`` (return a fixed stop message) or
             ``'generate'`` (ask the model once more for a final answer).
         output_format: The reply parser; default a lenient `JSONParser` for
@@ -108,6 +108,7 @@ class ConversationalAgent(ToolProtocolAgent):
         if unknown:
             raise UserError(f"human_template uses unknown placeholder(s) {unknown}; available: {list(_HUMAN_FIELDS)}")
         kwargs.setdefault("aggregator", ProtocolAggregator())
+        check_budget(max_iterations, "max_iterations")
         super().__init__(
             llm=llm,
             actions=actions,
@@ -123,12 +124,12 @@ class ConversationalAgent(ToolProtocolAgent):
 
     @property
     def max_iterations(self) -> int:
-        """Tool steps allowed per call (the same as `max_turn`)."""
+        """Model calls per run (the same as `max_turn`)."""
         return self.max_turn
 
     @max_iterations.setter
     def max_iterations(self, value: int) -> None:
-        self.max_turn = value
+        self.max_turn = check_budget(value, "max_iterations")
 
     def template_values(self) -> dict[str, Any]:
         """Adds ``{tools}``: one ``> name: description (arguments)`` line per tool."""
@@ -151,50 +152,8 @@ class ConversationalAgent(ToolProtocolAgent):
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        """Take steps until the model gives its final answer (or the iterations run out)."""
-        return (yield from self._conversation_flow(session_id, kwargs))
-
-    def _conversation_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        base = self.get_prompt(session_id)
-        scratchpad: list[dict[str, Any]] = []
-        steps: list[dict[str, Any]] = []
-        for _ in range(self.max_turn):
-            parsed, log, error = yield from self._decide(base + scratchpad, session_id, kwargs)
-            if parsed is None:
-                observation = f"Invalid or incomplete reply: {error}"
-                steps.append({"tool": PARSE_ERROR_TOOL, "tool_input": log, "log": log, "observation": observation})
-            elif _is_final(parsed):
-                return self._reply(_text(parsed.get("action_input")), steps)
-            else:
-                tool, tool_input = str(parsed["action"]).strip(), parsed.get("action_input")
-                result = yield self.tool_call(tool, tool_input, session_id)
-                observation = self.result_text(result)
-                steps.append({"tool": tool, "tool_input": tool_input, "log": log, "observation": observation})
-            scratchpad += [
-                {"role": "assistant", "content": log},
-                {"role": "user", "content": self.tool_response_template.format(observation=observation)},
-            ]
-        if self.early_stopping_method == "force":
-            stopped = prompts.CONVERSATIONAL_STOPPED.format(max_iterations=self.max_turn)
-            return self._reply(stopped, steps, stopped=True)
-        prompt = [*base, *scratchpad, {"role": "user", "content": prompts.CONVERSATIONAL_GENERATE}]
-        raw = yield self.model_call("chat", prompt, session_id, kwargs)
-        reply = self.make_response(raw)
-        final = reply.formatted if isinstance(reply.formatted, Mapping) and _is_final(reply.formatted) else None
-        answer = _text(final.get("action_input")) if final is not None else str(raw).strip()
-        return self._reply(answer, steps, stopped=True)
-
-    def _decide(self, prompt: list[dict[str, Any]], session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[_Decision]:
-        """One model step: ``(parsed, log, None)``, or ``(None, log, error)`` after a failed fix-up retry."""
-        raw = yield self.model_call("chat", prompt, session_id, kwargs)
-        parsed, error = self._parse(raw)
-        if parsed is not None:
-            return parsed, str(raw), None
-        fix = [*prompt, {"role": "assistant", "content": str(raw)}]
-        fix.append({"role": "user", "content": prompts.CONVERSATIONAL_FIX.format(error=error)})
-        raw = yield self.model_call("chat", fix, session_id, kwargs)
-        parsed, error = self._parse(raw)
-        return parsed, str(raw), error
+        """Take steps until the model gives its final answer (`ConversationalProtocol` on the tool loop)."""
+        return (yield from run_tool_loop(ConversationalProtocol(self), self.max_turn, session_id, kwargs))
 
     def _parse(self, raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         reply = self.make_response(raw)
@@ -209,6 +168,95 @@ class ConversationalAgent(ToolProtocolAgent):
         if stopped:
             extra["stopped"] = self.early_stopping_method
         return AgentMessage(sender=self.name, content=answer, extra_info=extra)
+
+
+class ConversationalProtocol(TextToolProtocol):
+    """LangChain's conversational loop on the tool loop.
+
+    The scratchpad of the run (model replies and tool responses) lives in the run state,
+    not in memory: only the question and the final answer are kept in the conversation.
+    A reply that does not parse is sent back once with the error (``scratch['fix']``);
+    when the budget is spent, ``early_stopping_method='force'`` answers with a fixed
+    message (policy ``'stop'``) and ``'generate'`` keeps the last call for a final answer.
+    """
+
+    name = "conversational"
+    agent: ConversationalAgent
+
+    def __init__(self, agent: ConversationalAgent) -> None:
+        super().__init__(agent)
+        self.out_of_budget: OutOfBudget = "force" if agent.early_stopping_method == "generate" else "stop"
+
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+        """An empty scratchpad and no pending fix-up."""
+        state.scratch.update(scratchpad=[], fix=None)
+
+    def _prompt(self, state: RunState, session_id: Hashable) -> list[dict[str, Any]]:
+        return [*self.agent.get_prompt(session_id), *state.scratch["scratchpad"]]
+
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """System, history, the human message, the scratchpad; and the fix-up request when one is due."""
+        prompt = self._prompt(state, session_id)
+        fix = state.scratch.get("fix")
+        if fix is not None:
+            prompt += [
+                {"role": "assistant", "content": fix["log"]},
+                {"role": "user", "content": prompts.CONVERSATIONAL_FIX.format(error=fix["error"])},
+            ]
+        return Ask(self.agent.model_call("chat", prompt, session_id, kwargs))
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """``early_stopping_method='generate'``: the scratchpad, then a request for the final answer."""
+        prompt = [*self._prompt(state, session_id), {"role": "user", "content": prompts.CONVERSATIONAL_GENERATE}]
+        return Ask(self.agent.model_call("chat", prompt, session_id, kwargs))
+
+    def stop(self, state: RunState, session_id: Hashable) -> Done:
+        """``early_stopping_method='force'``: the fixed stop message."""
+        stopped = prompts.CONVERSATIONAL_STOPPED.format(max_iterations=self.agent.max_turn)
+        return Done(self.agent._reply(stopped, state.steps, stopped=True))
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """A final answer ends the run; an action runs; a bad reply is sent back once, then recorded."""
+        agent = self.agent
+        log = str(reply)
+        if state.forced:
+            message = agent.make_response(reply)
+            final = (
+                message.formatted if isinstance(message.formatted, Mapping) and _is_final(message.formatted) else None
+            )
+            answer = _text(final.get("action_input")) if final is not None else log.strip()
+            return Done(agent._reply(answer, state.steps, stopped=True))
+        parsed, error = agent._parse(reply)
+        retried, state.scratch["fix"] = state.scratch.get("fix") is not None, None
+        if parsed is None and not retried:
+            state.scratch["fix"] = {"log": log, "error": error}
+            return None
+        if parsed is None:
+            observation = f"Invalid or incomplete reply: {error}"
+            state.steps.append({"tool": PARSE_ERROR_TOOL, "tool_input": log, "log": log, "observation": observation})
+            self._note(state, log, observation)
+            return None
+        if _is_final(parsed):
+            return Done(agent._reply(_text(parsed.get("action_input")), state.steps))
+        state.scratch["log"] = log
+        return Act([PlannedCall(name=str(parsed["action"]).strip(), arguments=parsed.get("action_input"))])
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """The tool's response goes into the scratchpad and the step records."""
+        (call,), (result,) = calls, results
+        log = str(state.scratch.pop("log", ""))
+        observation = self.agent.result_text(result)
+        state.steps.append(
+            {"tool": call["name"], "tool_input": call["arguments"], "log": log, "observation": observation}
+        )
+        self._note(state, log, observation)
+        return None
+
+    def _note(self, state: RunState, log: str, observation: str) -> None:
+        response = self.agent.tool_response_template.format(observation=observation)
+        state.scratch["scratchpad"] += [{"role": "assistant", "content": log}, {"role": "user", "content": response}]
 
 
 def _is_final(parsed: Mapping[str, Any]) -> bool:

@@ -3,9 +3,9 @@
 Each turn sends the conversation plus the tools' JSON Schemas (``llm.complete(messages,
 tools=...)``). When the model asks for tools, every call in the turn is dispatched through
 the executor (concurrently for the async agent), the results go back to the model as
-``tool`` messages, and the loop continues until the model answers in text. After
-`max_turn` tool rounds the model is asked once more with ``tool_choice='none'`` so a final
-answer always arrives. The whole trajectory (tool calls and results) is kept in the
+``tool`` messages, and the loop continues until the model answers in text. The last
+of the `max_turn` model calls is made with ``tool_choice='none'``, so a final answer always
+arrives (`plait.agents.tool_loop`). The whole trajectory (tool calls and results) is kept in the
 session's memory, so it is part of `state_dict` and of the next turn's context.
 
 Works with any model that has ``complete(messages, tools=..., tool_choice=...)`` returning a
@@ -19,16 +19,19 @@ import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..effects import Effect, Flow, Gather, ToolCall
+from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
+from .run_state import PlannedCall, RunState
+from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget, run_tool_loop
 
 __all__ = [
     "AsyncFunctionCallingAgent",
     "AsyncStreamingFunctionCallingAgent",
     "FunctionCallingAgent",
+    "FunctionCallingProtocol",
     "StreamingFunctionCallingAgent",
 ]
 
@@ -49,7 +52,8 @@ class FunctionCallingAgent(Agent):
         actions: Tools (instances, classes, config dicts or plain functions) or a ready
             `ActionExecutor`.
         template: The system instruction.
-        max_turn: How many tool rounds before a final answer is forced.
+        max_turn: Model calls per run; the last one is made with ``tool_choice='none'``
+            so a final answer always arrives.
         tool_choice: Passed to the model on tool rounds (``'auto'``, ``'required'``...).
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
@@ -73,33 +77,15 @@ class FunctionCallingAgent(Agent):
     ) -> None:
         kwargs.setdefault("aggregator", FunctionCallAggregator())
         super().__init__(llm=llm, template=template, **kwargs)
-        from .. import actions as actions_module
-
-        executor_cls = getattr(actions_module, self._executor_cls)
-        if isinstance(actions, actions_module.ActionExecutor):
-            self.executor = actions
-        else:
-            self.executor = executor_cls(actions=list(actions or []))
-        self.max_turn = max_turn
+        self.executor = build_executor(actions, self._executor_cls)
+        self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
 
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        """Run tool rounds until the model answers in text."""
-        tools = self.executor.openai_tools()
-        for _ in range(self.max_turn):
-            params = {"tools": tools, "tool_choice": self.tool_choice, **kwargs} if tools else dict(kwargs)
-            response = _as_response((yield self._turn(session_id, params)))
-            if not response.tool_calls:
-                return self.make_response(response.content, extra_info=_usage(response))
-            self.update_memory(self._call_message(response), session_id)
-            results = yield Gather(tuple(self._tool_call(call, session_id) for call in response.tool_calls))
-            for call, result in zip(response.tool_calls, results, strict=True):
-                self.update_memory(self._result_message(call, result), session_id)
-        final_params = {"tools": tools, "tool_choice": "none", **kwargs} if tools else dict(kwargs)
-        response = _as_response((yield self._turn(session_id, final_params)))
-        return self.make_response(response.content, extra_info=_usage(response))
+        """Run tool rounds until the model answers in text (`FunctionCallingProtocol` on the tool loop)."""
+        return (yield from run_tool_loop(FunctionCallingProtocol(self), self.max_turn, session_id, kwargs))
 
     def _turn(self, session_id: Hashable, params: Mapping[str, Any]) -> Effect[Any]:
         """One model turn: streamed when this agent and its model can stream, else ``complete``.
@@ -120,20 +106,62 @@ class FunctionCallingAgent(Agent):
         final = response if isinstance(response, ModelResponse) else ModelResponse(content=text)
         return AgentMessage(sender=self.name, content=text, extra_info={"response": final})
 
-    def _call_message(self, response: ModelResponse) -> AgentMessage:
+
+class FunctionCallingProtocol(LoopProtocol):
+    """Native tool calling on the tool loop: every call of a turn runs, the last call has ``tool_choice='none'``.
+
+    The model's tool-call turn and each result go into the agent's memory (the
+    `FunctionCallAggregator` writes them as ``tool_calls`` / ``tool`` messages).
+    """
+
+    name = "function_calling"
+    agent: FunctionCallingAgent
+
+    def __init__(self, agent: FunctionCallingAgent) -> None:
+        super().__init__(agent)
+        self._tools: list[dict[str, Any]] | None = None
+
+    def _params(self, kwargs: Mapping[str, Any], tool_choice: Any) -> dict[str, Any]:
+        if self._tools is None:
+            self._tools = self.agent.executor.openai_tools()
+        return {"tools": self._tools, "tool_choice": tool_choice, **kwargs} if self._tools else dict(kwargs)
+
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The conversation with the tools' schemas and the agent's `tool_choice`."""
+        return Ask(self.agent._turn(session_id, self._params(kwargs, self.agent.tool_choice)))
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The same request with ``tool_choice='none'``: the model must answer in text."""
+        return Ask(self.agent._turn(session_id, self._params(kwargs, "none")))
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """Text ends the run (with the usage); tool calls run."""
+        response = _as_response(reply)
+        if state.forced or not response.tool_calls:
+            return Done(self.agent.make_response(response.content, extra_info=_usage(response)))
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
-        return AgentMessage(sender=self.name, content=response.content, formatted={"tool_calls": calls})
+        turn = AgentMessage(sender=self.agent.name, content=response.content, formatted={"tool_calls": calls})
+        self.agent.update_memory(turn, session_id)
+        return Act([PlannedCall(name=c.name, arguments=c.arguments, id=c.id) for c in response.tool_calls])
 
-    def _tool_call(self, call: Any, session_id: Hashable) -> ToolCall:
-        name = self.executor.resolve_name(call.name)
-        request = AgentMessage(sender=self.name, content=FunctionCall(name, _arguments(call.arguments)))
-        return ToolCall(self.executor, request, session_id)
+    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
+        """The call through the executor, its argument JSON decoded."""
+        executor = self.agent.executor
+        name = executor.resolve_name(call["name"])
+        request = AgentMessage(sender=self.agent.name, content=FunctionCall(name, _arguments(call["arguments"])))
+        return ToolCall(executor, request, session_id)
 
-    @staticmethod
-    def _result_message(call: Any, result: AgentMessage) -> AgentMessage:
-        content = result.content if isinstance(result, AgentMessage) else result
-        extra = {"tool_call_id": call.id, "name": call.name}
-        return AgentMessage(sender="ActionExecutor", content=content, extra_info=extra)
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """Each result goes into memory as the answer to its call id."""
+        for call, result in zip(calls, results, strict=True):
+            content = result.content if isinstance(result, AgentMessage) else result
+            extra = {"tool_call_id": call.get("id"), "name": call["name"]}
+            self.agent.update_memory(
+                AgentMessage(sender="ActionExecutor", content=content, extra_info=extra), session_id
+            )
+        return None
 
 
 class AsyncFunctionCallingAgent(FunctionCallingAgent, AsyncAgent):

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 from ..exceptions import StateDictError, UserError
 from ..interceptors import Interceptor
 from ..utils._json import json_default
+from .run_state import RunState
 
 __all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "check_name"]
 
@@ -43,12 +44,14 @@ class AgentModule:
     _agents: dict[str, AgentModule]
     _hooks: dict[int, Any]
     _interceptors: dict[int, Interceptor]
+    _runs: dict[Hashable, RunState]
     _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
         object.__setattr__(self, "_agents", {})
         object.__setattr__(self, "_hooks", {})
         object.__setattr__(self, "_interceptors", {})
+        object.__setattr__(self, "_runs", {})
 
     def interceptors(self) -> tuple[Interceptor, ...]:
         """The interceptors around this agent's effects, outermost first (see `plait.interceptors`)."""
@@ -128,8 +131,22 @@ class AgentModule:
     def set_extra_state(self, state: Any, session_id: Hashable = 0) -> None:
         """Restore what `get_extra_state` returned."""
 
+    def run_state(self, session_id: Hashable = 0) -> RunState | None:
+        """The state of this agent's unfinished tool-loop run in a session (None: no run)."""
+        return self._runs.get(session_id)
+
+    def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
+        """Register (or with None, drop) the state of a session's tool-loop run."""
+        if state is None:
+            self._runs.pop(session_id, None)
+        else:
+            self._runs[session_id] = state
+
     def state_dict(self, session_id: Hashable = 0) -> dict[str, Any]:
-        """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``."""
+        """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``.
+
+        An agent in the middle of a tool-loop run adds ``'<path>.run_state'`` (`RunState.to_dict`).
+        """
         state: dict[str, Any] = {}
         for path, agent in self.named_agents():
             prefix = f"{path}." if path else ""
@@ -138,6 +155,9 @@ class AgentModule:
             extra = agent.get_extra_state(session_id)
             if extra is not None:
                 state[prefix + "extra_state"] = extra
+            run = agent._runs.get(session_id)
+            if run is not None:
+                state[prefix + "run_state"] = run.to_dict()
         return state
 
     def load_state_dict(
@@ -160,6 +180,7 @@ class AgentModule:
             if getattr(agent, "memory", None) is not None:
                 owners[prefix + "memory"] = (agent, "memory")
             owners[prefix + "extra_state"] = (agent, "extra_state")
+            owners[prefix + "run_state"] = (agent, "run_state")
         required = {k for k, (_, kind) in owners.items() if kind == "memory"}
         missing = sorted(required - state.keys())
         unexpected = sorted(state.keys() - owners.keys())
@@ -175,6 +196,8 @@ class AgentModule:
             agent, kind = owners[key]
             if kind == "memory":
                 agent.memory.create_instance(session_id).load(value)
+            elif kind == "run_state":
+                agent.set_run_state(RunState.from_dict(value), session_id)
             else:
                 agent.set_extra_state(value, session_id)
         return IncompatibleKeys(missing, unexpected)
@@ -196,6 +219,7 @@ class AgentModule:
         for agent in target.agents() if recursive else [target]:
             if getattr(agent, "memory", None) is not None:
                 agent.memory.reset(session_id)
+            agent._runs.pop(session_id, None)
 
     # -- repr --
 

@@ -11,8 +11,9 @@ trajectory so far, and replies with either a tool call or a final answer. Two pr
 
 Tool results come back as ``Observation: ...``. Model mistakes are observations too: an
 unparseable reply gets a format correction, an unknown tool an error naming the valid
-ones, bad arguments the tool's own message. After `max_turn` replies without a final
-answer the model is asked once more, explicitly, for its final answer.
+ones, bad arguments the tool's own message. When no final answer came before it, the last call
+of the budget asks the model explicitly for one (``max_turn`` counts model calls, that one
+included: `plait.agents.tool_loop`).
 
 The trajectory (model turns, observations) is kept in the session's memory, so it is
 part of `state_dict` and of the next call's context; the reply's content is the final
@@ -32,11 +33,22 @@ from ..exceptions import UserError
 from ..prompts import react_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import ActionReturn, AgentMessage
-from ._react_base import ProtocolAggregator, ToolProtocolAgent, merge_stop_words
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, merge_stop_words
 from ._react_text import ReActTextParser
 from .agent import AsyncAgent
+from .run_state import PlannedCall, RunState
+from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
-__all__ = ["ActionCall", "ActionFormat", "AsyncReAct", "FinishFormat", "ReAct", "ReActTextParser", "json_format"]
+__all__ = [
+    "ActionCall",
+    "ActionFormat",
+    "AsyncReAct",
+    "FinishFormat",
+    "ReAct",
+    "ReActProtocol",
+    "ReActTextParser",
+    "json_format",
+]
 
 _LANGUAGES = ("en", "cn")
 
@@ -105,8 +117,8 @@ class ReAct(ToolProtocolAgent):
         hooks: Agent hooks (``before_agent``/``after_agent``).
         finish_condition: ``fn(message) -> bool`` deciding whether a parsed reply is the
             final answer; default: its ``formatted`` holds ``conclusion``.
-        max_turn: Model replies allowed before the final answer is asked for explicitly
-            (one more call).
+        max_turn: Model calls per run; the last one asks for the final answer explicitly
+            (`force_prompt`) when none came before.
         language: ``'en'`` or ``'cn'``: which default prompts to use.
         action_hooks: Hooks for the executor (``before_action``/``after_action``).
         force_prompt: The message that asks for the final answer after `max_turn`.
@@ -181,49 +193,8 @@ class ReAct(ToolProtocolAgent):
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        """Think, act and observe until the model gives its final answer."""
-        return (yield from self._react_flow(session_id, kwargs))
-
-    def _react_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        params = merge_stop_words(self.llm, kwargs, self._stop_words)
-        steps: list[dict[str, Any]] = []
-        for _ in range(self.max_turn):
-            raw = yield self.model_call("chat", self.get_prompt(session_id), session_id, params)
-            reply = self.make_response(raw)
-            if self.finish_condition(reply):
-                return self._answer(reply, steps, forced=False)
-            self.update_memory(reply, session_id)
-            yield from self._act(reply, session_id, steps)
-        self.update_memory(AgentMessage(sender="system", content=self.force_prompt), session_id)
-        raw = yield self.model_call("chat", self.get_prompt(session_id), session_id, params)
-        return self._answer(self.make_response(raw), steps, forced=True)
-
-    def _act(self, reply: AgentMessage, session_id: Hashable, steps: list[dict[str, Any]]) -> Flow[None]:
-        """Run the reply's tool call, or tell the model what was wrong with the reply."""
-        thought = _thought(reply.formatted)
-        call = _action_of(reply.formatted)
-        if call is None:
-            extra = reply.extra_info if isinstance(reply.extra_info, Mapping) else {}
-            error = extra.get("parse_error") or "the reply holds neither a tool call nor a final answer."
-            self.update_memory(AgentMessage(sender="system", content=self.format_error.format(error=error)), session_id)
-            steps.append(
-                {"thought": thought, "action": None, "action_input": None, "observation": error, "state": None}
-            )
-            return
-        name, raw_input = call
-        result = yield self.tool_call(name, raw_input, session_id)
-        if isinstance(result, AgentMessage) and isinstance(result.content, ActionReturn):
-            result.content.thought = thought or None
-        self.update_memory(self.observation_message(result, name), session_id)
-        steps.append(
-            {
-                "thought": thought,
-                "action": name,
-                "action_input": raw_input,
-                "observation": self.result_text(result),
-                "state": self.result_state(result),
-            }
-        )
+        """Think, act and observe until the model gives its final answer (`ReActProtocol` on the tool loop)."""
+        return (yield from run_tool_loop(ReActProtocol(self), self.max_turn, session_id, kwargs))
 
     def _answer(self, reply: AgentMessage, steps: list[dict[str, Any]], forced: bool) -> AgentMessage:
         finished = self.finish_condition(reply)
@@ -241,6 +212,70 @@ class ReAct(ToolProtocolAgent):
         else:
             answer = json.dumps(conclusion, ensure_ascii=False, default=str)
         return AgentMessage(sender=self.name, content=answer, formatted=formatted, extra_info=extra)
+
+
+class ReActProtocol(TextToolProtocol):
+    """ReAct on the tool loop: one tool call per reply; the last call of the budget asks for the answer.
+
+    The reply, its tool result and any format correction go into the agent's memory; the
+    thought of a reply waits in the run state (``scratch['thought']``) for its result.
+    """
+
+    name = "react"
+    agent: ReAct
+
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The trajectory so far, with the protocol's stop words."""
+        agent = self.agent
+        params = merge_stop_words(agent.llm, kwargs, agent._stop_words)
+        return Ask(agent.model_call("chat", agent.get_prompt(session_id), session_id, params))
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """`force_prompt` (as a system message in memory), then one more call."""
+        self.agent.update_memory(AgentMessage(sender="system", content=self.agent.force_prompt), session_id)
+        return self.ask(state, session_id, kwargs)
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """A final answer ends the run; a tool call runs; anything else gets a format correction."""
+        agent = self.agent
+        message = agent.make_response(reply)
+        if state.forced or agent.finish_condition(message):
+            return Done(agent._answer(message, state.steps, forced=state.forced))
+        agent.update_memory(message, session_id)
+        thought = _thought(message.formatted)
+        call = _action_of(message.formatted)
+        if call is None:
+            extra = message.extra_info if isinstance(message.extra_info, Mapping) else {}
+            error = extra.get("parse_error") or "the reply holds neither a tool call nor a final answer."
+            correction = AgentMessage(sender="system", content=agent.format_error.format(error=error))
+            agent.update_memory(correction, session_id)
+            state.steps.append(
+                {"thought": thought, "action": None, "action_input": None, "observation": error, "state": None}
+            )
+            return None
+        state.scratch["thought"] = thought
+        return Act([PlannedCall(name=call[0], arguments=call[1])])
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """The observation goes into memory and the step records."""
+        agent = self.agent
+        (call,), (result,) = calls, results
+        thought = str(state.scratch.pop("thought", ""))
+        if isinstance(result, AgentMessage) and isinstance(result.content, ActionReturn):
+            result.content.thought = thought or None
+        agent.update_memory(agent.observation_message(result, call["name"]), session_id)
+        state.steps.append(
+            {
+                "thought": thought,
+                "action": call["name"],
+                "action_input": call["arguments"],
+                "observation": agent.result_text(result),
+                "state": agent.result_state(result),
+            }
+        )
+        return None
 
 
 class AsyncReAct(ReAct, AsyncAgent):

@@ -6,7 +6,8 @@ twice (plus one re-ask for a bad plan) however many tools run:
 1. **Planner**: the model writes ``Plan: ...`` / ``#E<n> = Tool[input]`` pairs (see
    `plait.agents._react_plan` for the exact format). A plan that breaks the format, or
    names an unknown tool, is sent back once with a hint naming the problem and the valid
-   tools (`max_turn` planner attempts in all); if it is still unusable the reply says so.
+   tools (``max_turn - 1`` planner attempts in all: `max_turn` counts model calls and the
+   last one is the solver's); if it is still unusable the reply says so.
 2. **Workers**: each step's tool runs with earlier evidence substituted for its ``#E<k>``
    variables. Steps whose inputs are ready run together (concurrently in `AsyncReWOO`).
    A failing tool's error message becomes its evidence.
@@ -18,20 +19,23 @@ Only the question and the answer are kept in memory; the reply's
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from ..effects import Flow, Gather
+from ..effects import Flow
 from ..exceptions import ParseError, UserError
 from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
 from ._react_plan import PlanStep, parse_plan, substitute
 from .agent import AsyncAgent
 from .aggregator.default_aggregator import content_to_text
+from .run_state import PlannedCall, RunState
+from .tool_loop import FINAL, Act, Ask, Decision, Done, run_tool_loop
 
-__all__ = ["AsyncReWOO", "ReWOO"]
+__all__ = ["AsyncReWOO", "ReWOO", "ReWOOProtocol"]
 
 _ANSWER_PREFIX = re.compile(r"^\s*(?:final\s+)?answer\s*:\s*", re.IGNORECASE)
 
@@ -46,7 +50,8 @@ class ReWOO(ToolProtocolAgent):
             ``{tool_names}``); default `REWOO_PLANNER_PROMPT`.
         solver_template: The solver's prompt (``{question}``, ``{worklog}``).
         format_hint: Sent back with a bad plan (``{error}``, ``{tool_names}``).
-        max_turn: Planner attempts (the first one plus re-asks); at least 1.
+        max_turn: Model calls per run, at least 2: the planner's attempts (the first one
+            plus re-asks) and the solver. The default 3 allows one re-ask.
         action_hooks: Hooks for the executor.
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
@@ -65,12 +70,12 @@ class ReWOO(ToolProtocolAgent):
         template: Any = None,
         solver_template: str = prompts.REWOO_SOLVER_PROMPT,
         format_hint: str = prompts.REWOO_FORMAT_HINT,
-        max_turn: int = 2,
+        max_turn: int = 3,
         action_hooks: list[Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(max_turn, int) or max_turn < 1:
-            raise UserError(f"ReWOO needs max_turn >= 1 planner attempts, got {max_turn!r}")
+        if not isinstance(max_turn, int) or isinstance(max_turn, bool) or max_turn < 2:
+            raise UserError(f"ReWOO needs max_turn >= 2 model calls (a plan and the solver), got {max_turn!r}")
         kwargs.setdefault("aggregator", ProtocolAggregator())
         super().__init__(
             llm=llm,
@@ -96,74 +101,117 @@ class ReWOO(ToolProtocolAgent):
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        """Plan, run the plan's tools, and solve."""
-        return (yield from self._rewoo_flow(session_id, kwargs))
+        """Plan, run the plan's tools, and solve (`ReWOOProtocol` on the tool loop)."""
+        return (yield from run_tool_loop(ReWOOProtocol(self), self.max_turn, session_id, kwargs))
 
-    def _rewoo_flow(self, session_id: Hashable, kwargs: Mapping[str, Any]) -> Flow[AgentMessage]:
-        history, pending = self.split_memory(session_id)
+
+class ReWOOProtocol(TextToolProtocol):
+    """ReWOO on the tool loop: planner calls, the plan's tools in waves, and the solver as the final call.
+
+    The run state keeps the question, the re-asks of the planner, the plan (as dicts) and
+    the evidence gathered so far; each call's id is its evidence variable (``#E1``).
+    """
+
+    name = "rewoo"
+    agent: ReWOO
+
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+        """The question (the messages after the agent's last reply) and an empty plan."""
+        _, pending = self.agent.split_memory(session_id)
         question = "\n".join(content_to_text(m.content) for m in pending)
-        planned = yield from self._plan_flow(history + pending, session_id, kwargs)
-        if isinstance(planned, AgentMessage):
-            return planned
-        steps, plan_text = planned
-        evidence, records = yield from self._work_flow(steps, session_id)
-        worklog = "\n".join(
-            f"Plan: {step.plan}\n{step.evidence} = {step.tool}[{step.tool_input}]\nEvidence: {evidence[step.evidence]}"
-            for step in steps
+        state.scratch.update(
+            question=question, retries=[], failures=[], plan=None, plan_text="", evidence={}, records={}
         )
-        request = self.solver_template.format(question=question, worklog=worklog)
-        solver = [*self.render(history), {"role": "user", "content": request}]
-        raw = yield self.model_call("chat", solver, session_id, kwargs)
-        answer = _ANSWER_PREFIX.sub("", str(raw), count=1).strip()
-        extra = {"intermediate_steps": [records[step.evidence] for step in steps], "plan": plan_text}
-        return AgentMessage(sender=self.name, content=answer, extra_info=extra)
 
-    def _plan_flow(
-        self, messages: list[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
-    ) -> Flow[tuple[list[PlanStep], str] | AgentMessage]:
-        """Ask for a plan, re-asking with a hint while it does not parse."""
-        prompt = self.render(messages, self.system_prompt())
-        names = self.tool_names()
-        failures: list[dict[str, str]] = []
-        for _ in range(self.max_turn):
-            raw = yield self.model_call("chat", prompt, session_id, kwargs)
-            try:
-                return parse_plan(str(raw), self.executor.is_valid, names), str(raw)
-            except ParseError as exc:
-                failures.append({"planner_output": str(raw), "error": exc.err_msg})
-                hint = self.format_hint.format(error=exc.err_msg, tool_names=", ".join(names) or "none")
-                prompt = [*prompt, {"role": "assistant", "content": str(raw)}, {"role": "user", "content": hint}]
-        message = prompts.REWOO_FAILURE.format(attempts=len(failures), error=failures[-1]["error"])
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The planner: the conversation behind the planner prompt, then any re-asks."""
+        agent = self.agent
+        history, pending = agent.split_memory(session_id)
+        prompt = [*agent.render(history + pending, agent.system_prompt()), *state.scratch["retries"]]
+        return Ask(agent.model_call("chat", prompt, session_id, kwargs))
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """A plan runs its first wave; a bad plan is sent back with a hint; the solver's reply is the answer."""
+        if state.forced:
+            return Done(self._answer(state, str(reply)))
+        agent = self.agent
+        names = agent.tool_names()
+        try:
+            steps = parse_plan(str(reply), agent.executor.is_valid, names)
+        except ParseError as exc:
+            state.scratch["failures"].append({"planner_output": str(reply), "error": exc.err_msg})
+            hint = agent.format_hint.format(error=exc.err_msg, tool_names=", ".join(names) or "none")
+            state.scratch["retries"] += [
+                {"role": "assistant", "content": str(reply)},
+                {"role": "user", "content": hint},
+            ]
+            return None
+        state.scratch.update(plan=[dataclasses.asdict(step) for step in steps], plan_text=str(reply))
+        return self._wave(state)
+
+    def _wave(self, state: RunState) -> Decision:
+        """The steps whose variables are all known (at least one), or FINAL when none is left."""
+        evidence: dict[str, str] = state.scratch["evidence"]
+        waiting = [PlanStep(**{**step, "depends": tuple(step["depends"])}) for step in state.scratch["plan"]]
+        waiting = [step for step in waiting if step.evidence not in evidence]
+        if not waiting:
+            return FINAL
+        ready = [s for s in waiting if all(d in evidence for d in s.depends)] or waiting[:1]
+        return Act(
+            [PlannedCall(name=s.tool, arguments=substitute(s.tool_input, evidence), id=s.evidence) for s in ready]
+        )
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """Each result is its step's evidence; then the next wave."""
+        agent = self.agent
+        plans = {step["evidence"]: step["plan"] for step in state.scratch["plan"]}
+        for call, result in zip(calls, results, strict=True):
+            variable = call.get("id", "")
+            text = agent.result_text(result)
+            state.scratch["evidence"][variable] = text
+            state.scratch["records"][variable] = {
+                "plan": plans.get(variable, ""),
+                "evidence": variable,
+                "tool": call["name"],
+                "tool_input": call["arguments"],
+                "observation": text,
+                "state": agent.result_state(result),
+            }
+        return self._wave(state)
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask | Done:
+        """The solver, given the plan and its evidence; without a plan, the failure reply."""
+        if state.scratch["plan"] is None:
+            return self.stop(state, session_id)
+        agent = self.agent
+        evidence = state.scratch["evidence"]
+        worklog = "\n".join(
+            f"Plan: {step['plan']}\n{step['evidence']} = {step['tool']}[{step['tool_input']}]\n"
+            f"Evidence: {evidence.get(step['evidence'], '')}"
+            for step in state.scratch["plan"]
+        )
+        request = agent.solver_template.format(question=state.scratch["question"], worklog=worklog)
+        history, _ = agent.split_memory(session_id)
+        return Ask(
+            agent.model_call("chat", [*agent.render(history), {"role": "user", "content": request}], session_id, kwargs)
+        )
+
+    def stop(self, state: RunState, session_id: Hashable) -> Done:
+        """No usable plan within the budget: say so, with the planner's attempts."""
+        failures = state.scratch["failures"]
+        error = failures[-1]["error"] if failures else "the planner was never asked (max_turn too small)"
+        message = prompts.REWOO_FAILURE.format(attempts=len(failures), error=error)
         extra = {"intermediate_steps": [], "plan_errors": failures}
-        return AgentMessage(sender=self.name, content=message, extra_info=extra)
+        return Done(AgentMessage(sender=self.agent.name, content=message, extra_info=extra))
 
-    def _work_flow(
-        self, steps: list[PlanStep], session_id: Hashable
-    ) -> Flow[tuple[dict[str, str], dict[str, dict[str, Any]]]]:
-        """Run the steps in waves: every step whose variables are known runs in the next wave."""
-        evidence: dict[str, str] = {}
-        records: dict[str, dict[str, Any]] = {}
-        waiting = list(steps)
-        while waiting:
-            ready = [s for s in waiting if all(d in evidence for d in s.depends)] or waiting[:1]
-            inputs = [substitute(step.tool_input, evidence) for step in ready]
-            calls = tuple(
-                self.tool_call(step.tool, given, session_id) for step, given in zip(ready, inputs, strict=True)
-            )
-            results = yield Gather(calls)
-            for step, given, result in zip(ready, inputs, results, strict=True):
-                evidence[step.evidence] = self.result_text(result)
-                records[step.evidence] = {
-                    "plan": step.plan,
-                    "evidence": step.evidence,
-                    "tool": step.tool,
-                    "tool_input": given,
-                    "observation": evidence[step.evidence],
-                    "state": self.result_state(result),
-                }
-            done = {id(step) for step in ready}
-            waiting = [s for s in waiting if id(s) not in done]
-        return evidence, records
+    def _answer(self, state: RunState, raw: str) -> AgentMessage:
+        answer = _ANSWER_PREFIX.sub("", raw, count=1).strip()
+        records = state.scratch["records"]
+        steps = [records[step["evidence"]] for step in state.scratch["plan"]]
+        extra = {"intermediate_steps": steps, "plan": state.scratch["plan_text"]}
+        return AgentMessage(sender=self.agent.name, content=answer, extra_info=extra)
 
 
 class AsyncReWOO(ReWOO, AsyncAgent):

@@ -15,8 +15,9 @@ dispatches the call by its ``tool_type`` to `plugin_executor` or `interpreter_ex
 The model's mistakes become observations it can act on: a call that does not parse comes
 back with the parser's hint, a tool type with no executor says which tools exist.
 
-The loop is written once (`AgentForInternLM._flow`, a flow of `plait.effects`); the sync
-agents drive it synchronously, the async ones on the event loop. It also announces each
+The loop is the common tool loop (`plait.agents.tool_loop`) with `InternLMProtocol`;
+`max_turn` counts model replies, and when it is spent the last reply is returned as it is.
+The sync agents drive it synchronously, the async ones on the event loop. It announces each
 tool phase as a message whose ``stream_state`` is ``PLUGIN_END`` / ``CODE_END`` (the call)
 and ``PLUGIN_RETURN`` / ``CODE_RETURN`` (its result): streaming drivers pass these on
 (`Internlm2Agent.stream_chat` uses them), the others ignore them.
@@ -32,7 +33,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ..effects import AgentCall, Call, Emit, Flow, ToolCall
+from ..effects import AgentCall, Call, Flow, ToolCall
 from ..exceptions import UserError
 from ..hooks.action_preprocessor import InternLMActionProcessor
 from ..memory import Memory
@@ -42,6 +43,8 @@ from ..utils.config import create_object
 from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .aggregator.tool_aggregator import InternLMToolAggregator
+from .run_state import PlannedCall, RunState
+from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget, run_tool_loop
 
 __all__ = [
     "API_PREFIX",
@@ -55,6 +58,7 @@ __all__ = [
     "AgentForInternLM",
     "AsyncAgentForInternLM",
     "AsyncMathCoder",
+    "InternLMProtocol",
     "MathCoder",
     "get_plugin_prompt",
     "internlm_output_format",
@@ -221,9 +225,9 @@ def _tool_states(message: AgentMessage) -> tuple[AgentStatusCode, AgentStatusCod
     return AgentStatusCode.PLUGIN_END, AgentStatusCode.PLUGIN_RETURN
 
 
-def _emit(message: AgentMessage, state: AgentStatusCode) -> Emit:
-    """An effect that streaming drivers pass on as one chunk (others drop it)."""
-    return Emit(message.model_copy(update={"stream_state": state}))
+def _chunk(message: AgentMessage, state: AgentStatusCode) -> AgentMessage:
+    """`message` as a chunk of tool phase `state` for streaming callers."""
+    return message.model_copy(update={"stream_state": state})
 
 
 def _notice(tool_type: Any, text: str, state: ActionStatusCode) -> AgentMessage:
@@ -309,8 +313,7 @@ class AgentForInternLM(Agent):
         language: str = "en",
         **kwargs: Any,
     ) -> None:
-        if not isinstance(max_turn, int) or max_turn < 1:
-            raise UserError(f"max_turn must be a positive int, got {max_turn!r}")
+        check_budget(max_turn)
         super().__init__(**kwargs)
         self.plugin_executor = self._make_executor(plugins, action_hooks)
         self.interpreter_executor = self._make_executor(interpreter, action_hooks)
@@ -334,9 +337,8 @@ class AgentForInternLM(Agent):
         if actions is None or (isinstance(actions, (list, tuple)) and not actions):
             return None
         if isinstance(actions, actions_module.ActionExecutor):
-            return actions
-        executor_cls = getattr(actions_module, self._executor_cls)
-        return executor_cls(actions=actions, hooks=list(hooks or ()))
+            return actions  # a ready executor keeps its own hooks
+        return build_executor(actions, self._executor_cls, hooks)
 
     def executor_for(self, tool_type: Any) -> Any:
         """The executor that runs calls of `tool_type` (None when there is none)."""
@@ -356,36 +358,16 @@ class AgentForInternLM(Agent):
         agent = turn_agent if turn_agent is not None else self.agent
         memory = agent.memory
         mark = memory.length(session_id) if memory is not None else 0
+        protocol = InternLMProtocol(self, inputs, agent)
         try:
-            return (yield from self._turns(agent, inputs, session_id, kwargs))
+            return (yield from run_tool_loop(protocol, self.max_turn, session_id, kwargs))
         except BaseException:
             if memory is not None:  # a failed call leaves the trajectory as it was
                 memory.truncate(session_id, mark)
             raise
 
-    def _turns(
-        self, agent: Any, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
-    ) -> Flow[AgentMessage]:
-        reply: AgentMessage | None = None
-        for _ in range(self.max_turn):
-            reply = yield AgentCall(agent, tuple(inputs), session_id, kwargs)
-            if self.finish_condition(reply):
-                return reply
-            call_state, return_state = _tool_states(reply)
-            yield _emit(reply, call_state)
-            observation = yield from self._observe(reply, session_id)
-            yield _emit(observation, return_state)
-            inputs = (observation,)
-        if reply is None:  # unreachable: max_turn >= 1
-            raise UserError("max_turn must be positive")
-        agent.update_memory(list(inputs), session_id)  # the last result, which no turn consumed
-        extra = reply.extra_info
-        if extra is None or isinstance(extra, Mapping):
-            reply = reply.model_copy(update={"extra_info": {**(extra or {}), "max_turn_reached": True}})
-        return reply
-
-    def _observe(self, reply: AgentMessage, session_id: Hashable) -> Flow[AgentMessage]:
-        """The environment's answer to a reply that did not finish: a tool result or a hint."""
+    def observe(self, reply: AgentMessage) -> AgentMessage | PlannedCall:
+        """What a reply that did not finish leads to: a tool call to run, or a hint for the model."""
         formatted = _formatted(reply)
         tool_type = formatted.get("tool_type")
         if formatted.get("status") == ToolStatusCode.PARSING_ERROR:
@@ -398,14 +380,15 @@ class AgentForInternLM(Agent):
         if not tool_type or formatted.get("status") == ToolStatusCode.NO_TOOL:
             text = "Your reply calls no tool and does not finish the task. Call a tool, or give your final answer."
             return _notice(None, text, ActionStatusCode.API_ERROR)
-        executor = self.executor_for(tool_type)
-        if executor is None:
+        if self.executor_for(tool_type) is None:
             available = [kind for kind in ("plugin", "interpreter") if self.executor_for(kind) is not None]
             offer = f"Available: {', '.join(available)}." if available else "No tools are available; answer directly."
             text = f"The {tool_type} tool is not available here. {offer}"
             return _notice(tool_type, text, ActionStatusCode.API_ERROR)
-        result = yield self._execute(executor, reply, session_id)
-        return result if isinstance(result, AgentMessage) else AgentMessage(sender=_OBSERVER, content=result)
+        action = formatted.get("action")
+        name = action.get("name") if isinstance(action, Mapping) else None
+        arguments = action.get("parameters") if isinstance(action, Mapping) else action
+        return PlannedCall(name=str(name or tool_type), arguments=arguments, kind=str(tool_type))
 
     def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """The effect of running the call in `reply` (the executor's hooks turn it into a tool call)."""
@@ -416,6 +399,72 @@ class AgentForInternLM(Agent):
         memory = self.agent.memory
         messages = memory.get_memory(session_id) if memory is not None else []
         return steps_of(messages, self.agent.name)
+
+
+class InternLMProtocol(LoopProtocol):
+    """InternLM's tool tokens on the tool loop: the inner agent makes each turn, tools answer by type.
+
+    The next input of the inner agent (the user's message, then each observation) and the
+    last reply are kept in the run state; each tool phase is announced to streaming callers
+    (``PLUGIN_END`` / ``CODE_END`` with the call, ``PLUGIN_RETURN`` / ``CODE_RETURN`` with the
+    result). When the budget is spent the last reply is returned as it is (policy ``'last'``),
+    flagged ``max_turn_reached``, its tool result kept in the trajectory.
+    """
+
+    name = "internlm"
+    out_of_budget = "last"
+    agent: AgentForInternLM
+
+    def __init__(self, agent: AgentForInternLM, inputs: Sequence[AgentMessage], turn_agent: Agent) -> None:
+        super().__init__(agent)
+        self.inputs = list(inputs)
+        self.turn_agent = turn_agent
+
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+        """The caller's messages are the first input."""
+        state.messages["inputs"] = self.inputs
+
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """One turn of the inner agent with the pending input."""
+        return Ask(AgentCall(self.turn_agent, tuple(state.messages["inputs"]), session_id, kwargs))
+
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """A finished reply ends the run; otherwise its tool runs, or a hint becomes the next input."""
+        state.messages["last"] = [reply]
+        if self.agent.finish_condition(reply):
+            return Done(reply)
+        call_state, return_state = _tool_states(reply)
+        self.emit(_chunk(reply, call_state))
+        observed = self.agent.observe(reply)
+        if isinstance(observed, AgentMessage):
+            self.emit(_chunk(observed, return_state))
+            state.messages["inputs"] = [observed]
+            return None
+        return Act([observed])
+
+    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
+        """The executor of the call's tool type, given the reply itself (its hooks make the call)."""
+        executor = self.agent.executor_for(call.get("kind"))
+        return self.agent._execute(executor, state.messages["last"][0], session_id)
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """The result is announced and becomes the next input."""
+        (result,) = results
+        observation = result if isinstance(result, AgentMessage) else AgentMessage(sender=_OBSERVER, content=result)
+        self.emit(_chunk(observation, _tool_states(state.messages["last"][0])[1]))
+        state.messages["inputs"] = [observation]
+        return None
+
+    def stop(self, state: RunState, session_id: Hashable) -> Done:
+        """The last reply, flagged; the last tool result goes into the trajectory."""
+        self.turn_agent.update_memory(list(state.messages["inputs"]), session_id)
+        reply: AgentMessage = state.messages["last"][0]
+        extra = reply.extra_info
+        if extra is None or isinstance(extra, Mapping):
+            reply = reply.model_copy(update={"extra_info": {**(extra or {}), "max_turn_reached": True}})
+        return Done(reply)
 
 
 class AsyncAgentForInternLM(AgentForInternLM, AsyncAgent):

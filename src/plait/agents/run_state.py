@@ -1,0 +1,118 @@
+"""`RunState`: where a tool loop stands between two effects, as plain JSON.
+
+A run of a tool-using agent (`plait.agents.tool_loop`) keeps everything it needs to go
+on in one `RunState` instead of generator locals: how many model calls it made, whether
+the final answer was asked for, the step records, the tool calls decided but not yet
+answered, and whatever its paradigm keeps between turns (a scratchpad, a plan and its
+evidence, the next input). The agent holds the state of each session's unfinished run and
+shows it in `state_dict` under ``'extra_state'`` — so a run paused for approval, or cut
+off by a crash, can be saved with the session and taken up again.
+
+The JSON form is versioned (``{'version': 1, ...}``); `RunState.from_dict` refuses other
+versions instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from typing_extensions import NotRequired, TypedDict
+
+from ..exceptions import StateDictError
+from ..schema import AgentMessage
+
+__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState"]
+
+RUN_STATE_VERSION = 1
+
+
+class PlannedCall(TypedDict):
+    """A tool call a model asked for, as JSON.
+
+    Attributes:
+        name: The tool (or ``Toolkit.api``) to call.
+        arguments: What the model wrote for it: a JSON object, text, or None.
+        id: The model's id for the call (native tool calling), when it gave one.
+        kind: Which executor runs it, for agents with more than one (``'plugin'``,
+            ``'interpreter'``).
+    """
+
+    name: str
+    arguments: Any
+    id: NotRequired[str]
+    kind: NotRequired[str]
+
+
+@dataclass
+class RunState:
+    """The state of one tool-loop run between effects.
+
+    Attributes:
+        protocol: The paradigm that owns the run (its protocol's name), checked on resume.
+        turns: Model calls made so far (the budget counts these).
+        forced: Whether the final answer has been asked for (the last call of the budget).
+        steps: The step records of this run, in the paradigm's layout.
+        pending: Tool calls decided but not answered yet (run first on resume).
+        messages: Named message lists the paradigm keeps between turns (the next input,
+            the last reply).
+        scratch: Other JSON values the paradigm keeps (a scratchpad, a plan, evidence).
+    """
+
+    protocol: str
+    turns: int = 0
+    forced: bool = False
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[PlannedCall] = field(default_factory=list)
+    messages: dict[str, list[AgentMessage]] = field(default_factory=dict)
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (messages as `AgentMessage.model_dump()` dicts)."""
+        return {
+            "version": RUN_STATE_VERSION,
+            "protocol": self.protocol,
+            "turns": self.turns,
+            "forced": self.forced,
+            "steps": [dict(step) for step in self.steps],
+            "pending": [dict(call) for call in self.pending],
+            "messages": {name: [m.model_dump() for m in items] for name, items in self.messages.items()},
+            "scratch": dict(self.scratch),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunState:
+        """Rebuild a state from `to_dict` output.
+
+        Raises:
+            StateDictError: Another version, or a malformed state.
+        """
+        if not isinstance(data, Mapping) or data.get("version") != RUN_STATE_VERSION:
+            version = data.get("version") if isinstance(data, Mapping) else None
+            raise StateDictError(f"run state version {version!r} is not supported (this plait reads 1)", [], [])
+        try:
+            messages = {
+                str(name): [AgentMessage.model_validate(m) for m in items]
+                for name, items in dict(data.get("messages") or {}).items()
+            }
+            return cls(
+                protocol=str(data["protocol"]),
+                turns=int(data.get("turns", 0)),
+                forced=bool(data.get("forced", False)),
+                steps=[dict(step) for step in data.get("steps") or []],
+                pending=[_planned(call) for call in data.get("pending") or []],
+                messages=messages,
+                scratch=dict(data.get("scratch") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateDictError(f"malformed run state: {exc}", [], []) from None
+
+
+def _planned(call: Mapping[str, Any]) -> PlannedCall:
+    planned = PlannedCall(name=str(call["name"]), arguments=call.get("arguments"))
+    if call.get("id") is not None:
+        planned["id"] = str(call["id"])
+    if call.get("kind") is not None:
+        planned["kind"] = str(call["kind"])
+    return planned

@@ -1,0 +1,250 @@
+"""`ToolLoop`: the one loop every tool-using paradigm runs on.
+
+A tool-using agent alternates model calls and tool calls until it has an answer. What
+differs between paradigms — how the request is written, how a reply is read, how tool
+results are shown, how the final answer is asked for — lives in a small `LoopProtocol`
+per paradigm. What is the same lives here, once:
+
+* **the budget**: ``max_turn`` (``max_iterations``) is the number of model calls a run
+  may make, fix-up re-asks and the final-answer call included;
+* **running out** (the protocol's ``out_of_budget`` policy): ``'force'`` keeps the last
+  call of the budget for the final answer (`LoopProtocol.final`: a forced prompt, or
+  ReWOO's solver); ``'stop'`` and ``'last'`` make no further call and let
+  `LoopProtocol.stop` answer (a fixed message, or the last reply as it is);
+* **tool calls**: the calls a reply asks for run together (`Gather`: concurrently under an
+  async driver) through `LoopProtocol.tool_effect`;
+* **chunks**: what a protocol `emit`s reaches streaming callers as `Emit` effects;
+* **state**: everything the loop knows between two effects is in a `RunState` (JSON),
+  registered with the agent for the session while the run lasts, so `state_dict` shows an
+  unfinished run and a saved one can go on (`run_tool_loop` with ``state=``).
+
+The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
+`FINAL` (ask for the final answer now) or None (the next model turn).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Union
+
+from ..effects import Effect, Emit, Flow, Gather
+from ..exceptions import UserError
+from ..schema import AgentMessage
+from .run_state import PlannedCall, RunState
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = [
+    "FINAL",
+    "Act",
+    "Ask",
+    "Decision",
+    "Done",
+    "LoopProtocol",
+    "OutOfBudget",
+    "build_executor",
+    "check_budget",
+    "run_tool_loop",
+]
+
+OutOfBudget = Literal["force", "stop", "last"]
+
+
+class Ask(NamedTuple):
+    """Make this model call (`ModelCall`, or an `AgentCall` to an inner agent)."""
+
+    effect: Effect[Any]
+
+
+class Act(NamedTuple):
+    """Run these tool calls (together), then hand their results to `LoopProtocol.on_results`."""
+
+    calls: Sequence[PlannedCall]
+
+
+class Done(NamedTuple):
+    """The run's reply."""
+
+    message: AgentMessage
+
+
+class _Final:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "FINAL"
+
+
+FINAL: Final = _Final()
+"""Decision: ask for the final answer now (`LoopProtocol.final`), whatever budget is left."""
+
+Decision = Union[Act, Done, _Final, None]
+
+
+class LoopProtocol(ABC):
+    """What one paradigm adds to the loop: its requests, its reading of replies, its final answer.
+
+    A protocol is made per run from its agent and reads the agent's settings (prompts,
+    tools, parser) live. Everything it must remember between calls goes into the
+    `RunState` it is handed, never into attributes, so a run can stop and go on.
+
+    Attributes:
+        name: Names the paradigm in the `RunState`.
+        out_of_budget: What happens when the budget is spent (see the module docs).
+    """
+
+    name: ClassVar[str]
+    out_of_budget: OutOfBudget = "force"
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.outbox: list[Any] = []
+
+    def emit(self, chunk: Any) -> None:
+        """Pass `chunk` to streaming callers (the loop yields it as an `Emit` after this hook returns)."""
+        self.outbox.append(chunk)
+
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:  # noqa: B027
+        """Prepare a new run's state (before its first model call); nothing by default."""
+
+    @abstractmethod
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+        """The next model call."""
+
+    @abstractmethod
+    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
+        """Read a model reply (also the final call's): answer, tool calls, or None to ask again."""
+
+    @abstractmethod
+    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> Effect[Any]:
+        """The effect that runs `call`."""
+
+    def on_results(
+        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
+    ) -> Decision:
+        """Take tool results in (observations, step records); None asks the model again."""
+        return None
+
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask | Done:
+        """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
+        return self.ask(state, session_id, kwargs)
+
+    def stop(self, state: RunState, session_id: Hashable) -> Done:
+        """The reply when the budget is spent and no further call is made."""
+        raise UserError(f"{type(self).__name__} has no reply for a spent budget")
+
+
+def check_budget(max_turn: object, what: str = "max_turn") -> int:
+    """`max_turn` as a budget of model calls (an int >= 1).
+
+    Raises:
+        UserError: Anything else.
+    """
+    if isinstance(max_turn, bool) or not isinstance(max_turn, int) or max_turn < 1:
+        raise UserError(f"{what} is the number of model calls a run may make: an int >= 1, got {max_turn!r}")
+    return max_turn
+
+
+def run_tool_loop(
+    protocol: LoopProtocol,
+    budget: int,
+    session_id: Hashable,
+    kwargs: Mapping[str, Any],
+    state: RunState | None = None,
+) -> Flow[AgentMessage]:
+    """Run `protocol` until it answers, within `budget` model calls.
+
+    Args:
+        protocol: The paradigm's protocol (bound to its agent).
+        budget: Model calls the run may make.
+        session_id: The session.
+        kwargs: The caller's keyword arguments (they reach the model).
+        state: A run to go on with (from `RunState.from_dict`); a new run when None.
+
+    While the run lasts its state is the agent's ``run_state`` for the session (in
+    `state_dict`); it is dropped when the run ends, whether it answered or raised.
+    """
+    budget = check_budget(budget)
+    agent = protocol.agent
+    if state is None:
+        state = RunState(protocol.name)
+        protocol.begin(state, session_id, kwargs)
+    elif state.protocol != protocol.name:
+        raise UserError(f"a {state.protocol!r} run cannot go on as {protocol.name!r}")
+    agent.set_run_state(state, session_id)
+    try:
+        return (yield from _loop(protocol, budget, state, session_id, kwargs))
+    finally:
+        agent.set_run_state(None, session_id)
+
+
+def _loop(
+    protocol: LoopProtocol, budget: int, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]
+) -> Flow[AgentMessage]:
+    decision: Decision | Ask = Act(state.pending) if state.pending else None
+    while True:
+        if decision is None or decision is FINAL:
+            decision = _next_call(protocol, budget, state, session_id, kwargs, decision is FINAL)
+        if isinstance(decision, Done):
+            return decision.message
+        if isinstance(decision, Act):
+            calls = list(decision.calls)
+            state.pending = calls
+            results = yield Gather(tuple(protocol.tool_effect(state, call, session_id) for call in calls))
+            state.pending = []
+            decision = protocol.on_results(state, calls, results, session_id)
+            yield from _flush(protocol)
+            continue
+        if isinstance(decision, Ask):
+            state.turns += 1
+            reply = yield decision.effect
+            decision = protocol.on_reply(state, reply, session_id)
+            if state.forced and not isinstance(decision, Done):
+                decision = protocol.stop(state, session_id)
+            yield from _flush(protocol)
+            continue
+        raise TypeError(f"{type(protocol).__name__} returned {decision!r}, not a decision")  # a protocol bug
+
+
+def _flush(protocol: LoopProtocol) -> Flow[None]:
+    if protocol.outbox:
+        chunks, protocol.outbox = protocol.outbox, []
+        for chunk in chunks:
+            yield Emit(chunk)
+
+
+def _next_call(
+    protocol: LoopProtocol,
+    budget: int,
+    state: RunState,
+    session_id: Hashable,
+    kwargs: Mapping[str, Any],
+    final: bool,
+) -> Ask | Done:
+    """The next model call within the budget, the final-answer call, or the out-of-budget reply."""
+    left = budget - state.turns
+    if state.forced or left <= 0:
+        return protocol.stop(state, session_id)
+    if final or (protocol.out_of_budget == "force" and left == 1):
+        state.forced = True
+        return protocol.final(state, session_id, kwargs)
+    return protocol.ask(state, session_id, kwargs)
+
+
+def build_executor(actions: Any, executor_cls: str, hooks: Sequence[Any] | None = None) -> Any:
+    """The executor of an agent's tools: `actions` itself when it is one, else a new `executor_cls`.
+
+    Args:
+        actions: An `ActionExecutor`, or tools (instances, classes, config dicts, functions).
+        executor_cls: ``'ActionExecutor'`` or ``'AsyncActionExecutor'``.
+        hooks: Action hooks; registered on a given executor, or passed to a new one.
+    """
+    from .. import actions as actions_module
+
+    if isinstance(actions, actions_module.ActionExecutor):
+        for hook in hooks or ():
+            actions.register_hook(hook)
+        return actions
+    return getattr(actions_module, executor_cls)(actions=actions, hooks=list(hooks) if hooks else None)
