@@ -9,11 +9,15 @@ names, and a `ChatMessage` is an ordinary ``dict``.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, Union
 
-from typing_extensions import NotRequired, TypeAlias, TypedDict
+from typing_extensions import NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 __all__ = [
+    "Aggregator",
     "ChatInput",
     "ChatMessage",
     "ChatRole",
@@ -30,7 +34,7 @@ SessionId: TypeAlias = Hashable
 SessionIds: TypeAlias = Union[SessionId, Sequence[SessionId], None]
 """The ``session_ids`` a model method accepts: one id, one per prompt, or none."""
 
-JSONValue: TypeAlias = Union[None, bool, int, float, str, Sequence["JSONValue"], Mapping[str, "JSONValue"]]
+JSONValue: TypeAlias = Union[bool, int, float, str, Sequence["JSONValue"], Mapping[str, "JSONValue"], None]
 """A value that survives ``json.dumps`` / ``json.loads`` unchanged in meaning."""
 
 ChatRole: TypeAlias = Literal["system", "user", "assistant", "tool", "environment", "function"]
@@ -67,3 +71,13 @@ class ChatMessage(TypedDict):
 
 ChatInput: TypeAlias = Union[str, Sequence[Mapping[str, object]]]
 """What a model's ``chat`` accepts: a bare prompt, or a list of message mappings."""
+
+
+class Aggregator(Protocol):
+    """Turns a session's memory into the messages a model receives (`DefaultAggregator` and kin)."""
+
+    def aggregate(
+        self, messages: Memory, name: str, parser: Any = None, system_instruction: Any = None
+    ) -> list[dict[str, Any]]:
+        """The chat messages for `messages`, seen by agent `name`, behind `system_instruction`."""
+        ...

@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import difflib
+from abc import ABCMeta
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -42,7 +43,7 @@ from ._schema import openai_name, openai_tool
 from .base_action import BaseAction
 from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
 
-__all__ = ["ActionExecutor", "AsyncActionExecutor"]
+__all__ = ["ActionExecutor", "ActionExecutorCore", "AsyncActionExecutor"]
 
 _UNSET: Any = object()
 
@@ -82,8 +83,12 @@ def _extract_call(content: Any) -> tuple[str, Any, str | None]:
     return name, parameters, None
 
 
-class ActionExecutor:
-    """Dispatches tool calls to a set of actions.
+class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for register(), nothing abstract
+    """Dispatches tool calls to a set of actions: everything but how it is called.
+
+    `ActionExecutor` (sync) and `AsyncActionExecutor` add ``__call__`` and ``forward`` in
+    their mode; the async one is registered as a virtual subclass of the sync one, so
+    ``isinstance(executor, ActionExecutor)`` holds for both.
 
     Args:
         actions: Actions (instances, config dicts ``{'type': ...}``, classes or plain
@@ -234,16 +239,7 @@ class ActionExecutor:
         self._hooks[handle.id] = hook
         return handle
 
-    # -- calling ---------------------------------------------------------------------------------
-    @runs_in_place
-    def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
-        """``executor(name, parameters) -> ActionReturn`` or ``executor(message) -> AgentMessage``."""
-        return run_sync(self.call_flow(message, parameters, session_id))
-
-    def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
-        """Dispatch one tool call by name (no hooks)."""
-        return run_sync(self.dispatch_flow(name, parameters, session_id))
-
+    # -- calling (the flows; `ActionExecutor` / `AsyncActionExecutor` drive them) ------------------
     def call_flow(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Flow[Any]:
         """Both call forms, written once (``call_flow(message, session_id=...)`` for the message form)."""
         if isinstance(message, str):
@@ -319,7 +315,20 @@ class ActionExecutor:
         return result
 
 
-class AsyncActionExecutor(ActionExecutor):
+class ActionExecutor(ActionExecutorCore):
+    """Dispatches tool calls to a set of actions, called synchronously (arguments: `ActionExecutorCore`)."""
+
+    @runs_in_place
+    def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
+        """``executor(name, parameters) -> ActionReturn`` or ``executor(message) -> AgentMessage``."""
+        return run_sync(self.call_flow(message, parameters, session_id))
+
+    def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
+        """Dispatch one tool call by name (no hooks)."""
+        return run_sync(self.dispatch_flow(name, parameters, session_id))
+
+
+class AsyncActionExecutor(ActionExecutorCore):
     """`ActionExecutor` whose calls are awaited; sync tools run in a worker thread, hooks may be async."""
 
     @runs_in_place
@@ -327,8 +336,9 @@ class AsyncActionExecutor(ActionExecutor):
         """``await executor(name, parameters)`` or ``await executor(message, session_id=0)``."""
         return await run_async(self.call_flow(message, parameters, session_id))
 
-    async def forward(  # type: ignore[override]
-        self, name: str, parameters: Any = None, session_id: Hashable = 0
-    ) -> ActionReturn:
+    async def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
         """Dispatch one tool call by name (no hooks)."""
         return await run_async(self.dispatch_flow(name, parameters, session_id))
+
+
+ActionExecutor.register(AsyncActionExecutor)

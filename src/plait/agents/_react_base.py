@@ -19,17 +19,20 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..effects import ToolCall
 from ..exceptions import UserError
 from ..memory import Memory
 from ..prompts.prompt_template import format_placeholders
 from ..schema import ActionReturn, AgentMessage, FunctionCall
-from .agent import Agent
+from .agent import AgentCore
 from .aggregator.default_aggregator import DefaultAggregator, content_to_text
 from .run_state import PlannedCall, RunState
 from .tool_loop import LoopProtocol, build_executor, check_budget
+
+if TYPE_CHECKING:
+    from ..actions.action_executor import ActionExecutorCore
 
 __all__ = [
     "EXECUTOR_SENDER",
@@ -116,17 +119,17 @@ def describe_parameters(api: Mapping[str, Any]) -> str:
     return "; ".join(parts) if parts else "no arguments"
 
 
-def _find_api(executor: Any, name: str) -> Mapping[str, Any] | None:
+def _find_api(executor: ActionExecutorCore, name: str) -> Mapping[str, Any] | None:
     for api in executor.description():
         if api["name"] == name:
-            return api  # type: ignore[no-any-return]
+            return api
     resolved = executor.resolve_name(name)
     if resolved != name:
         return _find_api(executor, resolved)
     return None
 
 
-def tool_parameters(executor: Any, name: str, raw: Any) -> Any:
+def tool_parameters(executor: ActionExecutorCore, name: str, raw: Any) -> Any:
     """The parameters to send for tool `name`, from what the model wrote.
 
     * a mapping is used as is; None or blank text means no arguments;
@@ -182,7 +185,7 @@ def merge_stop_words(llm: Any, kwargs: Mapping[str, Any], extra: Sequence[str]) 
     return {**kwargs, "stop_words": merged}
 
 
-class ToolProtocolAgent(Agent):
+class ToolProtocolAgent(AgentCore):
     """Base of the agents that describe tools in the prompt and parse calls from text.
 
     Args:
@@ -264,7 +267,7 @@ class ToolProtocolAgent(Agent):
         memory = (self.memory.get(session_id) if self.memory is not None else None) or Memory()
         embedded = isinstance(self.template, str) and "output_format" in format_placeholders(self.template)
         parser = None if embedded else self.output_format
-        return self.aggregator.aggregate(memory, self.name, parser, self.system_prompt())  # type: ignore[no-any-return]
+        return self.aggregator.aggregate(memory, self.name, parser, self.system_prompt())
 
     def split_memory(self, session_id: Hashable) -> tuple[list[AgentMessage], list[AgentMessage]]:
         """``(history, pending)``: pending = the messages after this agent's last reply (the new input)."""
@@ -276,7 +279,7 @@ class ToolProtocolAgent(Agent):
         """Chat messages for `messages` (a slice of memory) behind a system instruction."""
         memory = Memory()
         memory.add(list(messages))
-        return self.aggregator.aggregate(memory, self.name, None, system)  # type: ignore[no-any-return]
+        return self.aggregator.aggregate(memory, self.name, None, system)
 
     # -- tool calls --
 

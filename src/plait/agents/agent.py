@@ -25,12 +25,13 @@ from ..hooks.hook import Hook, RemovableHandle
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..schema import AgentMessage, AgentStatusCode
+from ..types import Aggregator
 from ..utils.config import create_object
 from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow
 from .module import AgentModule
 
-__all__ = ["Agent", "AsyncAgent", "AsyncStreamingAgent", "StreamingAgent", "flow_forward"]
+__all__ = ["Agent", "AgentCore", "AsyncAgent", "AsyncStreamingAgent", "StreamingAgent", "flow_forward"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,31 +46,19 @@ _DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": DefaultAggregator})
 
 
-class Agent(AgentModule):
-    """A synchronous agent: messages in, a message out, memory updated in between.
+class AgentCore(AgentModule):
+    """Everything an agent is except how it is called: the base of `Agent` and its mode siblings.
 
-    Args:
-        llm: The model (an instance or a config dict). Needed by the default `forward`.
-        template: The system instruction: a str, a ``{'role', 'content'}`` dict, a list
-            of such dicts, or a `PromptTemplate`.
-        memory: Config of the per-session memory (``dict(type=Memory, recent_n=...)``),
-            or None for an agent that keeps no history (containers).
-        output_format: A parser (e.g. `ToolParser`) whose `parse_response` fills
-            `AgentMessage.formatted` and whose instructions reach the prompt.
-        aggregator: Turns memory into the model's messages (`DefaultAggregator`).
-        name: Sender name of replies; defaults to the class name.
-        description: What the agent does, for other agents and UIs.
-        hooks: `Hook` instances (or config dicts) registered in order.
-
-    Example:
-        ```python
-        agent = Agent(llm, 'Answer in one word.')
-        reply = agent('What colour is the sky?')  # AgentMessage(sender='Agent', ...)
-        agent.state_dict()['memory']              # both messages, as dicts
-        ```
+    `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent` add ``__call__`` and
+    ``forward`` in their mode over this one core, so no async method overrides a sync one;
+    the three are registered as virtual subclasses of `Agent`, so ``isinstance(x, Agent)``
+    holds for every agent as users expect. A paradigm writes its logic once on a core
+    (`forward_flow`) and gets one class per mode from it. The arguments are `Agent`'s.
     """
 
     _stream_forward: ClassVar[bool] = False
+    forward: Callable[..., Any]
+    """What the agent does with its inputs; each mode class defines it (driving `forward_flow`)."""
 
     def __init__(
         self,
@@ -88,22 +77,12 @@ class Agent(AgentModule):
         self.template = template
         self.memory: MemoryManager | None = MemoryManager(memory) if memory is not None else None
         self.output_format = create_object(output_format)
-        self.aggregator = create_object(aggregator)
+        self.aggregator: Aggregator = create_object(aggregator)
         self.description = description
         for hook in hooks or []:
             self.register_hook(create_object(hook))
 
-    # -- the call path --
-
-    @runs_in_place
-    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
-        """Run the call path; keyword arguments (e.g. ``stop_words=``) reach `forward` and the LLM."""
-        return run_sync(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
-
-    @flow_forward
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
-        """What the agent does with its inputs (they are already in memory): `forward_flow`, driven."""
-        return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
+    # -- what the agent does --
 
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
@@ -140,7 +119,7 @@ class Agent(AgentModule):
         if self.memory is None:
             raise UserError(f"{self.name} was built with memory=None, so it has no history to prompt with")
         memory = self.memory.get(session_id) or Memory()
-        return self.aggregator.aggregate(memory, self.name, self.output_format, self.template)  # type: ignore[no-any-return]
+        return self.aggregator.aggregate(memory, self.name, self.output_format, self.template)
 
     def make_response(
         self, raw: Any, stream_state: AgentStatusCode = AgentStatusCode.END, extra_info: Any = None
@@ -179,51 +158,78 @@ class Agent(AgentModule):
         return handle
 
 
-class AsyncAgent(Agent):
+class Agent(AgentCore):
+    """A synchronous agent: messages in, a message out, memory updated in between.
+
+    Args:
+        llm: The model (an instance or a config dict). Needed by the default `forward`.
+        template: The system instruction: a str, a ``{'role', 'content'}`` dict, a list
+            of such dicts, or a `PromptTemplate`.
+        memory: Config of the per-session memory (``dict(type=Memory, recent_n=...)``),
+            or None for an agent that keeps no history (containers).
+        output_format: A parser (e.g. `ToolParser`) whose `parse_response` fills
+            `AgentMessage.formatted` and whose instructions reach the prompt.
+        aggregator: Turns memory into the model's messages (`DefaultAggregator`).
+        name: Sender name of replies; defaults to the class name.
+        description: What the agent does, for other agents and UIs.
+        hooks: `Hook` instances (or config dicts) registered in order.
+
+    Example:
+        ```python
+        agent = Agent(llm, 'Answer in one word.')
+        reply = agent('What colour is the sky?')  # AgentMessage(sender='Agent', ...)
+        agent.state_dict()['memory']              # both messages, as dicts
+        ```
+    """
+
+    @runs_in_place
+    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+        """Run the call path; keyword arguments (e.g. ``stop_words=``) reach `forward` and the LLM."""
+        return run_sync(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
+
+    @flow_forward
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+        """What the agent does with its inputs (they are already in memory): `forward_flow`, driven."""
+        return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
+
+
+class AsyncAgent(AgentCore):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
 
     @runs_in_place
-    async def __call__(  # type: ignore[override]
-        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
-    ) -> AgentMessage:
+    async def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
         """Run the call path on the event loop."""
         return await run_async(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
     @flow_forward
-    async def forward(  # type: ignore[override]
-        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
-    ) -> AgentMessage:
+    async def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
         """`forward_flow`, driven on the event loop."""
         return await run_async(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
 
-class StreamingAgent(Agent):
+class StreamingAgent(AgentCore):
     """`Agent` whose call yields `AgentMessage` chunks (cumulative text) and then the final END message."""
 
     _stream_forward: ClassVar[bool] = True
 
     @runs_in_place
-    def __call__(  # type: ignore[override]
-        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
-    ) -> Iterator[AgentMessage]:
+    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
         """Run the call path, yielding the reply's chunks and then the final END message."""
         yield from run_stream(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
     @flow_forward
-    def forward(  # type: ignore[override]
-        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
-    ) -> Iterator[AgentMessage]:
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
         """Stream `forward_flow`: chunks, then the final message (``stream_state`` END)."""
         yield from run_stream(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
 
-class AsyncStreamingAgent(Agent):
+class AsyncStreamingAgent(AgentCore):
     """Async twin of `StreamingAgent`: ``async for chunk in agent(...)``."""
 
     _stream_forward: ClassVar[bool] = True
 
     @runs_in_place
-    async def __call__(  # type: ignore[override]
+    async def __call__(
         self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
     ) -> AsyncIterator[AgentMessage]:
         """Run the call path on the event loop, yielding chunks and then the final END message."""
@@ -231,9 +237,13 @@ class AsyncStreamingAgent(Agent):
             yield chunk
 
     @flow_forward
-    async def forward(  # type: ignore[override]
+    async def forward(
         self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
     ) -> AsyncIterator[AgentMessage]:
         """Stream `forward_flow` on the event loop."""
         async for chunk in run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors()):
             yield chunk
+
+
+for _sibling in (AsyncAgent, StreamingAgent, AsyncStreamingAgent):
+    Agent.register(_sibling)  # isinstance(x, Agent) holds for agents of every mode, as before the split

@@ -29,7 +29,7 @@ from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
-from .agent import AsyncAgent
+from .agent import Agent, AsyncAgent
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
@@ -82,8 +82,8 @@ def _finish_answer(args: Mapping[str, Any], formatted: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-class AutoGPT(ToolProtocolAgent):
-    """An autonomous agent that runs one schema-checked JSON command per turn.
+class AutoGPTCore(ToolProtocolAgent):
+    """An autonomous agent that runs one schema-checked JSON command per turn (`AutoGPT`, `AsyncAutoGPT`).
 
     Args:
         llm: The model (instance or config dict); its `chat` is used.
@@ -174,7 +174,7 @@ class AutoGPTProtocol(TextToolProtocol):
     """AutoGPT on the tool loop: one command per reply; the last call of the budget says to finish."""
 
     name = "autogpt"
-    agent: AutoGPT
+    agent: AutoGPTCore
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
         """The history, then the `trigger` asking for the next command."""
@@ -230,7 +230,14 @@ class AutoGPTProtocol(TextToolProtocol):
         return None
 
 
-class AsyncAutoGPT(AutoGPT, AsyncAgent):
+class AutoGPT(AutoGPTCore, Agent):
+    """The AutoGPT agent, called synchronously (arguments: `AutoGPTCore`)."""
+
+
+class AsyncAutoGPT(AutoGPTCore, AsyncAgent):
     """Async twin of `AutoGPT`."""
 
     _executor_cls = "AsyncActionExecutor"
+
+
+AutoGPT.register(AsyncAutoGPT)

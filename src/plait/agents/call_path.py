@@ -21,7 +21,7 @@ from ..memory.base_memory import to_message
 from ..schema import AgentMessage
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .agent import AgentCore
 
 __all__ = ["agent_call_flow", "normalize_inputs"]
 
@@ -52,7 +52,7 @@ def _replacement(value: Any) -> list[AgentMessage]:
 
 
 def agent_call_flow(
-    agent: Agent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
+    agent: AgentCore, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
 ) -> Flow[AgentMessage]:
     """One agent call as a flow; the result is the response after the after-hooks ran."""
     inputs = normalize_inputs(messages)

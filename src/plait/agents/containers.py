@@ -13,7 +13,7 @@ from typing import Any, overload
 from ..effects import AgentCall, Flow
 from ..exceptions import UserError
 from ..schema import AgentMessage
-from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from .agent import Agent, AgentCore, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .module import AgentModule, check_name
 
 __all__ = [
@@ -58,8 +58,10 @@ def sequential_flow(
     return result
 
 
-class Sequential(Agent):
+class SequentialCore(AgentCore):
     """Runs its agents one after another; keeps its own memory of inputs and final outputs.
+
+    `Sequential` and its async / streaming siblings call it in their mode.
 
     Args:
         *agents: Agents as positional arguments, one iterable, a ``{name: agent}`` mapping,
@@ -104,15 +106,19 @@ class Sequential(Agent):
         return len(self._agents)
 
 
-class AsyncSequential(Sequential, AsyncAgent):
+class Sequential(SequentialCore, Agent):
+    """`SequentialCore`, called synchronously: ``pipeline(...)``."""
+
+
+class AsyncSequential(SequentialCore, AsyncAgent):
     """`Sequential` of async agents: ``await pipeline(...)``."""
 
 
-class StreamingSequential(Sequential, StreamingAgent):
+class StreamingSequential(SequentialCore, StreamingAgent):
     """`Sequential` of streaming agents: yields every member's chunks, then one final END message."""
 
 
-class AsyncStreamingSequential(Sequential, AsyncStreamingAgent):
+class AsyncStreamingSequential(SequentialCore, AsyncStreamingAgent):
     """`Sequential` of async streaming agents: ``async for chunk in pipeline(...)``."""
 
 
@@ -231,3 +237,7 @@ class AgentDict(Agent):
     def extra_repr(self) -> str:
         """Containers show only their members."""
         return ""
+
+
+for _sibling in (AsyncSequential, StreamingSequential, AsyncStreamingSequential):
+    Sequential.register(_sibling)

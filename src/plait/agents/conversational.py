@@ -38,7 +38,7 @@ from ..prompts.parsers.json_parser import JSONParser
 from ..prompts.prompt_template import format_placeholders
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
-from .agent import AsyncAgent
+from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, OutOfBudget, check_budget, run_tool_loop
@@ -58,8 +58,10 @@ class ConversationalAction(BaseModel):
     action_input: Any = Field(default="", description="the tool's input, or the reply to the user")
 
 
-class ConversationalAgent(ToolProtocolAgent):
+class ConversationalCore(ToolProtocolAgent):
     """A conversational agent that uses tools through JSON blobs and remembers the chat.
+
+    `ConversationalAgent` and `AsyncConversationalAgent` call it in their mode.
 
     Args:
         llm: The model (instance or config dict); its `chat` is used.
@@ -181,9 +183,9 @@ class ConversationalProtocol(TextToolProtocol):
     """
 
     name = "conversational"
-    agent: ConversationalAgent
+    agent: ConversationalCore
 
-    def __init__(self, agent: ConversationalAgent) -> None:
+    def __init__(self, agent: ConversationalCore) -> None:
         super().__init__(agent)
         self.out_of_budget: OutOfBudget = "force" if agent.early_stopping_method == "generate" else "stop"
 
@@ -269,7 +271,14 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
-class AsyncConversationalAgent(ConversationalAgent, AsyncAgent):
+class ConversationalAgent(ConversationalCore, Agent):
+    """The conversational agent, called synchronously (arguments: `ConversationalCore`)."""
+
+
+class AsyncConversationalAgent(ConversationalCore, AsyncAgent):
     """Async twin of `ConversationalAgent`."""
 
     _executor_cls = "AsyncActionExecutor"
+
+
+ConversationalAgent.register(AsyncConversationalAgent)

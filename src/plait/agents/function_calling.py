@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
-from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from .agent import Agent, AgentCore, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget, run_tool_loop
@@ -44,8 +44,10 @@ def _arguments(text: str) -> Any:
         return text
 
 
-class FunctionCallingAgent(Agent):
+class FunctionCallingCore(AgentCore):
     """Answers with the help of tools called through the model's native function calling.
+
+    `FunctionCallingAgent` and its async / streaming siblings call it in their mode.
 
     Args:
         llm: A model with ``complete(messages, tools=...)`` (config dicts accepted).
@@ -115,9 +117,9 @@ class FunctionCallingProtocol(LoopProtocol):
     """
 
     name = "function_calling"
-    agent: FunctionCallingAgent
+    agent: FunctionCallingCore
 
-    def __init__(self, agent: FunctionCallingAgent) -> None:
+    def __init__(self, agent: FunctionCallingCore) -> None:
         super().__init__(agent)
         self._tools: list[dict[str, Any]] | None = None
 
@@ -164,17 +166,21 @@ class FunctionCallingProtocol(LoopProtocol):
         return None
 
 
-class AsyncFunctionCallingAgent(FunctionCallingAgent, AsyncAgent):
+class FunctionCallingAgent(FunctionCallingCore, Agent):
+    """The function-calling agent, called synchronously (arguments: `FunctionCallingCore`)."""
+
+
+class AsyncFunctionCallingAgent(FunctionCallingCore, AsyncAgent):
     """Async twin: ``await agent(...)``; a turn's tool calls run concurrently."""
 
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
 
 
-class StreamingFunctionCallingAgent(FunctionCallingAgent, StreamingAgent):
+class StreamingFunctionCallingAgent(FunctionCallingCore, StreamingAgent):
     """Streams each model turn's text as it arrives (tool rounds included), then the final END message."""
 
 
-class AsyncStreamingFunctionCallingAgent(FunctionCallingAgent, AsyncStreamingAgent):
+class AsyncStreamingFunctionCallingAgent(FunctionCallingCore, AsyncStreamingAgent):
     """Async twin of `StreamingFunctionCallingAgent`: ``async for chunk in agent(...)``."""
 
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
@@ -183,8 +189,10 @@ class AsyncStreamingFunctionCallingAgent(FunctionCallingAgent, AsyncStreamingAge
 def _as_response(result: Any) -> ModelResponse:
     """A turn's result: a `ModelResponse` from ``complete``, or the final chunk of a streamed turn."""
     if isinstance(result, AgentMessage):
-        return result.extra_info["response"]  # type: ignore[no-any-return]
-    return result  # type: ignore[no-any-return]
+        result = result.extra_info["response"]
+    if not isinstance(result, ModelResponse):
+        raise TypeError(f"a function-calling turn must give a ModelResponse, not {type(result).__name__}")
+    return result
 
 
 def _usage(response: ModelResponse) -> dict[str, Any] | None:
@@ -198,3 +206,7 @@ def _usage(response: ModelResponse) -> dict[str, Any] | None:
             "total_tokens": usage.total_tokens,
         }
     }
+
+
+for _sibling in (AsyncFunctionCallingAgent, StreamingFunctionCallingAgent, AsyncStreamingFunctionCallingAgent):
+    FunctionCallingAgent.register(_sibling)

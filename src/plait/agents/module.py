@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+from abc import ABCMeta
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -36,8 +37,12 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
-class AgentModule:
-    """Base of every agent: a tree of named sub-agents with per-session state."""
+class AgentModule(metaclass=ABCMeta):
+    """Base of every agent: a tree of named sub-agents with per-session state.
+
+    Its metaclass is `abc.ABCMeta`, so a class can stand for its mode siblings
+    (``Agent.register(AsyncAgent)``) without one overriding the other's methods.
+    """
 
     memory: Any
     name: str
@@ -128,7 +133,7 @@ class AgentModule:
         """Extra JSON-ready state of this agent for a session (None: nothing); override with `set_extra_state`."""
         return None
 
-    def set_extra_state(self, state: Any, session_id: Hashable = 0) -> None:
+    def set_extra_state(self, state: Any, session_id: Hashable = 0) -> None:  # noqa: B027 - optional, not abstract
         """Restore what `get_extra_state` returned."""
 
     def run_state(self, session_id: Hashable = 0) -> RunState | None:

@@ -35,7 +35,7 @@ from ..prompts.parsers.json_parser import JSONParser
 from ..schema import ActionReturn, AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, merge_stop_words
 from ._react_text import ReActTextParser
-from .agent import AsyncAgent
+from .agent import Agent, AsyncAgent
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
@@ -100,8 +100,8 @@ def _thought(formatted: Any) -> str:
     return str(formatted.get("thought_process") or "") if isinstance(formatted, Mapping) else ""
 
 
-class ReAct(ToolProtocolAgent):
-    """A ReAct agent: Thought / Action / Observation until a Final Answer.
+class ReActCore(ToolProtocolAgent):
+    """A ReAct agent: Thought / Action / Observation until a Final Answer (`ReAct`, `AsyncReAct`).
 
     Args:
         llm: The model (instance or config dict); its `chat` is used.
@@ -222,7 +222,7 @@ class ReActProtocol(TextToolProtocol):
     """
 
     name = "react"
-    agent: ReAct
+    agent: ReActCore
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
         """The trajectory so far, with the protocol's stop words."""
@@ -278,7 +278,14 @@ class ReActProtocol(TextToolProtocol):
         return None
 
 
-class AsyncReAct(ReAct, AsyncAgent):
+class ReAct(ReActCore, Agent):
+    """The ReAct agent, called synchronously (arguments: `ReActCore`)."""
+
+
+class AsyncReAct(ReActCore, AsyncAgent):
     """Async twin of `ReAct`: ``await agent(...)``; async tools are awaited, sync ones run in threads."""
 
     _executor_cls = "AsyncActionExecutor"
+
+
+ReAct.register(AsyncReAct)

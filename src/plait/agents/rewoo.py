@@ -30,7 +30,7 @@ from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
 from ._react_plan import PlanStep, parse_plan, substitute
-from .agent import AsyncAgent
+from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
 from .tool_loop import FINAL, Act, Ask, Decision, Done, run_tool_loop
@@ -40,8 +40,8 @@ __all__ = ["AsyncReWOO", "ReWOO", "ReWOOProtocol"]
 _ANSWER_PREFIX = re.compile(r"^\s*(?:final\s+)?answer\s*:\s*", re.IGNORECASE)
 
 
-class ReWOO(ToolProtocolAgent):
-    """Planner, workers, solver.
+class ReWOOCore(ToolProtocolAgent):
+    """Planner, workers, solver (`ReWOO`, `AsyncReWOO`).
 
     Args:
         llm: The model (instance or config dict); its `chat` is used.
@@ -113,7 +113,7 @@ class ReWOOProtocol(TextToolProtocol):
     """
 
     name = "rewoo"
-    agent: ReWOO
+    agent: ReWOOCore
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
         """The question (the messages after the agent's last reply) and an empty plan."""
@@ -214,7 +214,14 @@ class ReWOOProtocol(TextToolProtocol):
         return AgentMessage(sender=self.agent.name, content=answer, extra_info=extra)
 
 
-class AsyncReWOO(ReWOO, AsyncAgent):
+class ReWOO(ReWOOCore, Agent):
+    """The ReWOO agent, called synchronously (arguments: `ReWOOCore`)."""
+
+
+class AsyncReWOO(ReWOOCore, AsyncAgent):
     """Async twin of `ReWOO`; independent plan steps run concurrently."""
 
     _executor_cls = "AsyncActionExecutor"
+
+
+ReWOO.register(AsyncReWOO)

@@ -40,7 +40,7 @@ from ..memory import Memory
 from ..prompts.parsers.tool_parser import InterpreterParser, MixedToolParser, PluginParser, ToolStatusCode
 from ..schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentMessage, AgentStatusCode
 from ..utils.config import create_object
-from .agent import Agent, AsyncAgent
+from .agent import Agent, AgentCore, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .aggregator.tool_aggregator import InternLMToolAggregator
 from .run_state import PlannedCall, RunState
@@ -265,8 +265,10 @@ def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "t
 # -- the agents -----------------------------------------------------------------------------------
 
 
-class AgentForInternLM(Agent):
+class InternLMAgentCore(AgentCore):
     r"""An agent that calls plugins and a code interpreter through InternLM2's special tokens.
+
+    `AgentForInternLM` and `AsyncAgentForInternLM` call it in their mode.
 
     Args:
         llm: The model (instance or config dict).
@@ -295,7 +297,7 @@ class AgentForInternLM(Agent):
         ```
     """
 
-    _inner_cls: ClassVar[type[Agent]] = Agent
+    _inner_cls: ClassVar[type[AgentCore]] = Agent
     _executor_cls: ClassVar[str] = "ActionExecutor"
 
     def __init__(
@@ -413,9 +415,9 @@ class InternLMProtocol(LoopProtocol):
 
     name = "internlm"
     out_of_budget = "last"
-    agent: AgentForInternLM
+    agent: InternLMAgentCore
 
-    def __init__(self, agent: AgentForInternLM, inputs: Sequence[AgentMessage], turn_agent: Agent) -> None:
+    def __init__(self, agent: InternLMAgentCore, inputs: Sequence[AgentMessage], turn_agent: AgentCore) -> None:
         super().__init__(agent)
         self.inputs = list(inputs)
         self.turn_agent = turn_agent
@@ -467,15 +469,19 @@ class InternLMProtocol(LoopProtocol):
         return Done(reply)
 
 
-class AsyncAgentForInternLM(AgentForInternLM, AsyncAgent):
+class AgentForInternLM(InternLMAgentCore, Agent):
+    """The InternLM tool agent, called synchronously (arguments: `InternLMAgentCore`)."""
+
+
+class AsyncAgentForInternLM(InternLMAgentCore, AsyncAgent):
     """Async twin of `AgentForInternLM`: ``await agent(...)``; async model and executors."""
 
-    _inner_cls: ClassVar[type[Agent]] = AsyncAgent
+    _inner_cls: ClassVar[type[AgentCore]] = AsyncAgent
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
 
 
-class MathCoder(AgentForInternLM):
-    r"""`AgentForInternLM` that solves math problems with a code interpreter only.
+class MathCoderCore(InternLMAgentCore):
+    r"""An InternLM agent that solves math problems with a code interpreter only (`MathCoder`, `AsyncMathCoder`).
 
     Args:
         llm: The model.
@@ -553,10 +559,22 @@ class MathCoder(AgentForInternLM):
                 yield Call(close, (session_id,), offload=True)
 
 
-class AsyncMathCoder(MathCoder, AsyncAgentForInternLM):
+class MathCoder(MathCoderCore, Agent):
+    """The math agent, called synchronously (arguments: `MathCoderCore`)."""
+
+
+class AsyncMathCoder(MathCoderCore, AsyncAgent):
     """Async twin of `MathCoder`; by default each call releases its interpreter session afterwards."""
 
     _default_interpreter: ClassVar[Mapping[str, Any]] = MappingProxyType(
         {"type": "plait.actions.AsyncIPythonInterpreter"}
     )
+    _inner_cls: ClassVar[type[AgentCore]] = AsyncAgent
+    _executor_cls: ClassVar[str] = "AsyncActionExecutor"
     _release_by_default: ClassVar[bool] = True
+
+
+AgentForInternLM.register(AsyncAgentForInternLM)
+AgentForInternLM.register(MathCoder)
+MathCoder.register(AsyncMathCoder)
+AsyncAgentForInternLM.register(AsyncMathCoder)

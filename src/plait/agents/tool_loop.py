@@ -34,7 +34,7 @@ from ..schema import AgentMessage
 from .run_state import PlannedCall, RunState
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .agent import AgentCore
 
 __all__ = [
     "FINAL",
@@ -98,7 +98,7 @@ class LoopProtocol(ABC):
     name: ClassVar[str]
     out_of_budget: OutOfBudget = "force"
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: AgentCore) -> None:
         self.agent = agent
         self.outbox: list[Any] = []
 
