@@ -47,7 +47,7 @@ class SlowAsyncLLM(AsyncBaseLLM):
         super().__init__(path="slow")
         self.delay = delay
 
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:
         await asyncio.sleep(self.delay)
         return "late"
 

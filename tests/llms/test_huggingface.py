@@ -182,8 +182,8 @@ def test_batch_chat(mode: str, model_dir: Path) -> None:
 def test_chat_template_class(mode: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     llm = _make(mode, model_dir, chat=True)
     prompts: list[str] = []
-    original = llm._generate_sync
-    monkeypatch.setattr(llm, "_generate_sync", lambda p, *a: prompts.append(p) or original(p, *a))
+    original = llm._generate_texts
+    monkeypatch.setattr(llm, "_generate_texts", lambda p, *a: prompts.extend(p) or original(p, *a))
     assert isinstance(resolve(llm.chat(HELLO)), str)
     assert prompts == ["<|im_start|>user alpha bravo<|im_end|><|im_start|>assistant "]
 

@@ -8,6 +8,25 @@ from typing import TYPE_CHECKING, Any
 from .base_llm import AsyncBaseLLM, BaseLLM, filter_suffix
 
 if TYPE_CHECKING:
+    from .anthropic_llm import AsyncClaudeAPI, ClaudeAPI
+    from .huggingface import (
+        AsyncHFTransformer,
+        AsyncHFTransformerCasualLM,
+        AsyncHFTransformerChat,
+        HFTransformer,
+        HFTransformerCasualLM,
+        HFTransformerCausalLM,
+        HFTransformerChat,
+    )
+    from .llama_cpp import AsyncLlamaCppModel, LlamaCppModel
+    from .lmdeploy_wrapper import (
+        AsyncLMDeployClient,
+        AsyncLMDeployPipeline,
+        AsyncLMDeployServer,
+        LMDeployClient,
+        LMDeployPipeline,
+        LMDeployServer,
+    )
     from .meta_template import INTERNLM2_META
     from .openai import GPTAPI, AsyncGPTAPI
     from .templates import APITemplateParser, LMTemplateParser

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import UserError
-from ._openai_protocol import normalize_tool
+from ._openai_protocol import ToolChoice, ToolSpec, normalize_tool
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["build_request", "convert_tool", "convert_tool_choice", "parse_message"]
@@ -25,7 +25,7 @@ _DROPPED = frozenset({"repetition_penalty", "session_ids", "max_new_tokens", "st
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
-def convert_tool(tool: Any) -> dict[str, Any]:
+def convert_tool(tool: ToolSpec) -> dict[str, object]:
     """An OpenAI tool schema (or bare function schema) as an Anthropic tool."""
     function = normalize_tool(tool).get("function")
     if not isinstance(function, Mapping) or "name" not in function:
@@ -39,7 +39,7 @@ def convert_tool(tool: Any) -> dict[str, Any]:
     return out
 
 
-def convert_tool_choice(choice: Any) -> dict[str, Any] | None:
+def convert_tool_choice(choice: ToolChoice) -> dict[str, object] | None:
     """OpenAI ``tool_choice`` (``'auto'``, ``'required'``, ``'none'``, a name or a function dict) for Claude."""
     if choice is None:
         return None
@@ -57,14 +57,14 @@ def convert_tool_choice(choice: Any) -> dict[str, Any] | None:
     raise UserError(f"unsupported tool_choice {choice!r}")
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+def _blocks(content: object) -> list[dict[str, object]]:
     if isinstance(content, list):
         return [dict(block) for block in content]
     text = "" if content is None else str(content)
     return [{"type": "text", "text": text}] if text else []
 
 
-def _turn(message: Mapping[str, Any]) -> dict[str, Any]:
+def _turn(message: Mapping[str, Any]) -> dict[str, object]:
     """One OpenAI-style message as a Claude turn (role user or assistant)."""
     role = message.get("role")
     if role == "tool":
@@ -93,9 +93,9 @@ def _turn(message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _merge(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge(turns: list[dict[str, object]]) -> list[dict[str, object]]:
     """Merge consecutive turns of one role (the API wants them alternating)."""
-    merged: list[dict[str, Any]] = []
+    merged: list[dict[str, object]] = []
     for turn in turns:
         if merged and merged[-1]["role"] == turn["role"]:
             last = merged[-1]
@@ -110,10 +110,10 @@ def _merge(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def build_request(
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, object]],
     params: Mapping[str, Any],
-    tools: Sequence[Any] | None = None,
-    tool_choice: Any = None,
+    tools: Sequence[ToolSpec] | None = None,
+    tool_choice: ToolChoice = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.messages.create`` / ``messages.stream``.
 
@@ -149,11 +149,11 @@ def build_request(
     return request
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
+def _get(obj: object, name: str, default: object = None) -> Any:
     return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
 
 
-def parse_message(message: Any) -> ModelResponse:
+def parse_message(message: object) -> ModelResponse:
     """A Claude ``Message`` (SDK object or decoded JSON) as a `ModelResponse`."""
     text: list[str] = []
     calls: list[ToolCall] = []

@@ -12,9 +12,11 @@ import os
 import threading
 from dataclasses import dataclass, field
 from importlib import metadata as _metadata
+from types import ModuleType
 from typing import Any
 
 from ..exceptions import MissingDependencyError, UserError
+from ._optional import import_optional
 
 __all__ = ["default_model_path"]
 
@@ -45,12 +47,8 @@ def default_model_path() -> str:
     raise error
 
 
-def _import_xllamacpp() -> Any:
-    try:
-        import xllamacpp  # type: ignore[import-untyped]
-    except ImportError:
-        raise MissingDependencyError("xllamacpp", extra="local", feature="LlamaCppModel") from None
-    return xllamacpp
+def _import_xllamacpp() -> ModuleType:
+    return import_optional("xllamacpp", "local", "LlamaCppModel")
 
 
 # -- the shared engine ---------------------------------------------------------------------

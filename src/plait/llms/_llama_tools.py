@@ -19,14 +19,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..exceptions import UserError
+from ._openai_protocol import ToolChoice, ToolSpec
 from .response import ToolCall
+from .templates import Dialog, MetaTemplate, _TemplateParser
 
 __all__ = ["InvalidToolReply", "ToolPlan", "answer_so_far", "normalize_messages", "validate"]
 
 _CHAT_ROLES = frozenset({"system", "user", "assistant"})
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     """Message content as text (OpenAI content-part lists are joined)."""
     if content is None:
         return ""
@@ -43,8 +45,9 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _call_json(call: Mapping[str, Any]) -> tuple[str, str]:
+def _call_json(call: Mapping[str, Any] | ToolCall) -> tuple[str, str]:
     """`(name, '{"tool": ..., "arguments": ...}')` for an OpenAI tool call (or `ToolCall`)."""
+    raw: object
     if isinstance(call, ToolCall):
         name, raw = call.name, call.arguments
     else:
@@ -57,7 +60,7 @@ def _call_json(call: Mapping[str, Any]) -> tuple[str, str]:
     return name, json.dumps({"tool": name, "arguments": args}, ensure_ascii=False)
 
 
-def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+def normalize_messages(messages: Sequence[object]) -> list[dict[str, str]]:
     """OpenAI-style messages as plain ``{role, content}`` turns a GGUF chat template renders.
 
     Assistant tool calls become the JSON the model is asked to write (so history looks
@@ -90,14 +93,15 @@ def normalize_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     return out
 
 
-class _ChatTemplate:
+class _ChatTemplate(_TemplateParser):
     """`template_parser` of `LlamaCppModel`: messages stay messages (the GGUF's template renders them)."""
 
-    def __init__(self, meta_template: Any = None) -> None:
-        self.meta_template = meta_template
+    def __init__(self, meta_template: MetaTemplate | None = None) -> None:
+        super().__init__(meta_template)
 
-    def __call__(self, messages: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
-        return normalize_messages(messages)
+    def __call__(self, dialog: Dialog) -> list[dict[str, str]]:
+        """`dialog` as plain ``{role, content}`` turns (see `normalize_messages`)."""
+        return normalize_messages(dialog)
 
 
 # -- schema-constrained tool calls --------------------------------------------------------
@@ -107,7 +111,7 @@ class InvalidToolReply(ValueError):
     """A constrained reply that is not a valid tool call or answer (`reason` says why)."""
 
 
-def _function(tool: Any) -> dict[str, Any]:
+def _function(tool: ToolSpec) -> dict[str, Any]:
     """The ``{name, description, parameters}`` of an OpenAI tool dict or a bare function dict."""
     if not isinstance(tool, Mapping):
         raise UserError(f"a tool must be a dict (OpenAI tool or function schema), not {type(tool).__name__}")
@@ -126,7 +130,7 @@ def _arguments_schema(function: Mapping[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def _chosen_name(tool_choice: Any) -> str | None:
+def _chosen_name(tool_choice: ToolChoice) -> str | None:
     if isinstance(tool_choice, Mapping):
         function = tool_choice.get("function", tool_choice)
         return str(function["name"]) if isinstance(function, Mapping) and "name" in function else None
@@ -146,7 +150,7 @@ class ToolPlan:
             ``{"type": "function", "function": {"name": ...}}`` (call that tool).
     """
 
-    def __init__(self, tools: Sequence[Any], tool_choice: Any = None) -> None:
+    def __init__(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice = None) -> None:
         functions = [_function(tool) for tool in tools]
         self.schemas = {str(f["name"]): _arguments_schema(f) for f in functions}
         self.descriptions = {str(f["name"]): str(f.get("description") or "") for f in functions}
@@ -157,9 +161,9 @@ class ToolPlan:
         self.required = chosen is not None or tool_choice == "required"
         self.loose = False  # set when the engine cannot compile a tool's parameter schema
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> dict[str, object]:
         """The JSON schema the reply is constrained to."""
-        options: list[dict[str, Any]] = []
+        options: list[dict[str, object]] = []
         for name in self.allowed:
             arguments = {"type": "object"} if self.loose else self.schemas[name]
             options.append(
@@ -268,7 +272,7 @@ def answer_so_far(reply: str) -> str | None:
 
 # -- a small JSON-schema validator ---------------------------------------------------------
 
-_TYPES: dict[str, Any] = {
+_TYPES: dict[str, type | tuple[type, ...]] = {
     "string": str,
     "integer": int,
     "number": (int, float),
@@ -279,10 +283,10 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def _type_ok(value: Any, expected: Any) -> bool:
+def _type_ok(value: object, expected: object) -> bool:
     names = expected if isinstance(expected, list) else [expected]
     for name in names:
-        kind = _TYPES.get(name)
+        kind = _TYPES.get(name) if isinstance(name, str) else None
         if kind is None:
             return True  # a type this validator does not know: accept
         if isinstance(value, bool) and name in ("integer", "number"):
@@ -292,7 +296,7 @@ def _type_ok(value: Any, expected: Any) -> bool:
     return False
 
 
-def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], where: str) -> str | None:
+def _validate_object(value: Mapping[str, object], schema: Mapping[str, Any], where: str) -> str | None:
     properties = schema.get("properties") or {}
     for key in schema.get("required") or ():
         if key not in value:
@@ -312,7 +316,7 @@ def _validate_object(value: dict[str, Any], schema: Mapping[str, Any], where: st
     return None
 
 
-def validate(value: Any, schema: Any, where: str = "$") -> str | None:
+def validate(value: object, schema: object, where: str = "$") -> str | None:
     """The first way `value` breaks `schema` (``None`` when it fits).
 
     Covers ``type``, ``enum``, ``const``, ``properties``/``required``/``additionalProperties``,

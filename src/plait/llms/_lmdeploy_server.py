@@ -10,6 +10,7 @@ subprocess and wait, up to ``startup_timeout`` seconds, for it to answer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import shutil
@@ -21,14 +22,14 @@ import time
 import urllib.error
 import urllib.request
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from ..exceptions import LLMConnectionError, LLMError, LLMTimeoutError, MissingDependencyError, UserError
-from ._openai_protocol import chat_completions_url
-from .base_llm import ChatInput, StreamItem
-from .openai import GPTAPI, AsyncGPTAPI
-from .response import ModelResponse
+from ._openai_protocol import ToolChoice, ToolSpec, chat_completions_url
+from .base_llm import ChatInput
+from .openai import GPTAPI, AsyncGPTAPI, _GPTAPICore, _Request
+from .templates import MetaTemplate
 
 __all__ = [
     "AsyncLMDeployClient",
@@ -69,7 +70,7 @@ def serve_command(
     server_port: int = 23333,
     tp: int = 1,
     log_level: str = "WARNING",
-    serve_cfg: Mapping[str, Any] | None = None,
+    serve_cfg: Mapping[str, object] | None = None,
     executable: str | Sequence[str] | None = None,
 ) -> list[str]:
     """The ``lmdeploy serve api_server`` command line.
@@ -159,7 +160,7 @@ class ServerProcess:
         self._log.close()
 
 
-class _LMDeployAPI:
+class _LMDeployAPI(_GPTAPICore):
     """What the LMDeploy clients add to the OpenAI clients: the URL default, model discovery, extra fields.
 
     Args:
@@ -176,18 +177,29 @@ class _LMDeployAPI:
         self,
         url: str = "http://127.0.0.1:23333",
         model_name: str | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         key: str | Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         first_key = key if isinstance(key, str) or key is None else next(iter(key), None)
         model = model_name or served_model(url, first_key)
-        super().__init__(model, meta_template=meta_template, key=key, api_base=url, **kwargs)  # type: ignore[call-arg]
+        super().__init__(model, meta_template=meta_template, key=key, api_base=url, **kwargs)
         self.url = url
         self.model_name = model
 
-    def _request(self, inputs: Any, overrides: Mapping[str, Any], **options: Any) -> Any:
-        payload, params, timeout = super()._request(inputs, overrides, **options)  # type: ignore[misc]
+    def _request(
+        self,
+        inputs: ChatInput,
+        overrides: Mapping[str, Any],
+        *,
+        stream: bool,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        rendered: bool = False,
+    ) -> _Request:
+        payload, params, timeout = super()._request(
+            inputs, overrides, stream=stream, tools=tools, tool_choice=tool_choice, rendered=rendered
+        )
         for name in _EXTRA_FIELDS:
             if params.get(name) is not None:
                 payload.setdefault(name, params[name])
@@ -202,25 +214,7 @@ class AsyncLMDeployClient(_LMDeployAPI, AsyncGPTAPI):
     """Asynchronous client of a running LMDeploy api_server (see `_LMDeployAPI` for the arguments)."""
 
 
-def _launch(
-    path: str,
-    model_name: str | None,
-    server_name: str,
-    server_port: int,
-    tp: int,
-    log_level: str,
-    serve_cfg: Mapping[str, Any] | None,
-    executable: str | Sequence[str] | None,
-    startup_timeout: float,
-) -> tuple[ServerProcess, str, str]:
-    """Start the api_server; returns the process, its URL and the model name it serves."""
-    command = serve_command(path, model_name, server_name, server_port, tp, log_level, serve_cfg, executable)
-    host = "127.0.0.1" if server_name in ("0.0.0.0", "") else server_name
-    url = f"http://{host}:{server_port}"
-    return ServerProcess(command, url, startup_timeout), url, model_name or path.rstrip("/").rsplit("/", 1)[-1]
-
-
-class _ServerMixin:
+class _ServerMixin(_LMDeployAPI):
     """Launch arguments shared by `LMDeployServer` and `AsyncLMDeployServer`.
 
     Args:
@@ -246,7 +240,7 @@ class _ServerMixin:
         server_port: int = 23333,
         tp: int = 1,
         log_level: str = "WARNING",
-        serve_cfg: Mapping[str, Any] | None = None,
+        serve_cfg: Mapping[str, object] | None = None,
         *,
         startup_timeout: float = 600.0,
         executable: str | Sequence[str] | None = None,
@@ -254,12 +248,12 @@ class _ServerMixin:
     ) -> None:
         if "url" in kwargs:
             raise UserError("LMDeployServer chooses its own url; use LMDeployClient for a running server")
-        server, url, name = _launch(
-            path, model_name, server_name, server_port, tp, log_level, serve_cfg, executable, startup_timeout
-        )
-        self.server = server
-        self._stop_server = weakref.finalize(self, server.close)
-        super().__init__(url, name, **kwargs)  # type: ignore[call-arg]
+        command = serve_command(path, model_name, server_name, server_port, tp, log_level, serve_cfg, executable)
+        host = "127.0.0.1" if server_name in ("0.0.0.0", "") else server_name
+        url = f"http://{host}:{server_port}"
+        self.server = ServerProcess(command, url, startup_timeout)
+        self._stop_server = weakref.finalize(self, self.server.close)
+        super().__init__(url, model_name or path.rstrip("/").rsplit("/", 1)[-1], **kwargs)
         self.model_path = path
 
     def stop_server(self) -> None:
@@ -295,48 +289,17 @@ class LMDeployServer(_ServerMixin, LMDeployClient):
 class AsyncLMDeployServer(_ServerMixin, AsyncLMDeployClient):
     """Launches ``lmdeploy serve api_server`` and talks to it asynchronously.
 
-    The constructor only starts the process; the first request (or ``await wait_ready()``)
-    waits for the server in a worker thread, so the event loop never blocks.
+    The constructor only starts the process; every request (or ``await wait_ready()``)
+    first waits for the server in a worker thread, so the event loop never blocks.
     """
+
+    def _setup(self) -> None:
+        # holds the server, not `self`: a bound method would keep `self` alive in a reference cycle
+        self._transport.before_send = functools.partial(asyncio.to_thread, self.server.wait_ready)
 
     async def wait_ready(self) -> None:
         """Wait until the server answers (raises if it exits or ``startup_timeout`` passes)."""
         await asyncio.to_thread(self.server.wait_ready)
-
-    async def complete(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
-        session_ids: Any = None,
-        **gen_params: Any,
-    ) -> ModelResponse:
-        """Like `AsyncGPTAPI.complete`, once the server is up."""
-        await self.wait_ready()
-        return await super().complete(inputs, tools, tool_choice, session_ids, **gen_params)
-
-    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Like `AsyncGPTAPI.chat`, once the server is up."""
-        await self.wait_ready()
-        return await super().chat(inputs, session_ids, **gen_params)
-
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
-        """Like `AsyncGPTAPI.generate`, once the server is up."""
-        await self.wait_ready()
-        return await super().generate(inputs, session_ids, **gen_params)
-
-    async def stream_chat(  # type: ignore[override]
-        self,
-        inputs: ChatInput,
-        session_ids: Any = None,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
-        **gen_params: Any,
-    ) -> AsyncIterator[StreamItem]:
-        """Like `AsyncGPTAPI.stream_chat`, once the server is up."""
-        await self.wait_ready()
-        async for item in super().stream_chat(inputs, session_ids, tools, tool_choice, **gen_params):
-            yield item
 
     async def aclose(self) -> None:
         """Close this loop's connection pool and stop the server."""

@@ -12,14 +12,14 @@ import contextlib
 import itertools
 import json
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import aiohttp
 
 from ..exceptions import LLMConnectionError, LLMError, LLMRateLimitError, LLMResponseError, LLMTimeoutError
 from ..utils._aio import SessionPool
-from ._openai_protocol import StreamAccumulator, build_headers, parse_completion
+from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
 from .response import ModelResponse, Usage
@@ -88,6 +88,14 @@ def _llm_error(exc: BaseException) -> LLMError | None:
     return None
 
 
+@dataclass
+class _Tries:
+    """The tries of one request: those the retry policy counts, and every request sent."""
+
+    counted: int = 0
+    sent: int = 0
+
+
 class ChatTransport:
     """Sends chat-completion requests to one endpoint.
 
@@ -101,6 +109,10 @@ class ChatTransport:
             `trust_env`).
         trust_env: Read proxy settings from the environment.
         max_connections: Pool size per event loop.
+
+    Attributes:
+        before_send: Awaited before each request is first sent (None: nothing to wait
+            for); a launched server sets it to wait until the server is up.
     """
 
     def __init__(
@@ -123,6 +135,7 @@ class ChatTransport:
         self.usage = Usage()
         self._usage_lock = threading.Lock()
         self._timeouts: dict[tuple[float | None, bool], aiohttp.ClientTimeout] = {}
+        self.before_send: Callable[[], Awaitable[None]] | None = None
 
     def _timeout(self, seconds: float | None, stream: bool) -> aiohttp.ClientTimeout:
         cached = self._timeouts.get((seconds, stream))
@@ -139,28 +152,42 @@ class ChatTransport:
             with self._usage_lock:
                 self.usage.add(usage)
 
-    async def _after_failure(self, exc: BaseException, attempts: int, sent: int, key: str | None) -> bool:
-        """Decide what follows a failed attempt (`attempts` counted so far, `sent` requests in all).
+    async def _after_failure(self, exc: BaseException, tries: _Tries, key: str | None) -> None:
+        """Decide what follows a failed try, or raise the plait error.
 
-        Waits and returns True (retry, counted), returns False (retry at once with another
-        key, not counted), or raises the plait error.
+        Waits and returns (retry, counted), returns at once (retry with another key, not
+        counted), or raises.
         """
         err = _llm_error(exc)
         if err is None:
             raise exc
-        err.attempts = sent
+        err.attempts = tries.sent
         if is_quota_error(err):
             if self.keys.retire(key):
-                return False
+                tries.counted -= 1
+                return
             delay = None  # no key left with quota: waiting will not help
         else:
-            delay = self.policy.decide(err, attempts)
+            delay = self.policy.decide(err, tries.counted)
         if delay is None:
             if err is exc:
                 raise err
             raise err from exc
         await asyncio.sleep(delay)
-        return True
+
+    async def _begin(self, payload: Payload, timeout: float | None) -> tuple[bytes, float | None, _Tries]:
+        """The encoded body, the per-attempt timeout and a fresh try count (after `before_send`)."""
+        if self.before_send is not None:
+            await self.before_send()
+        body = json.dumps(payload, ensure_ascii=False).encode()
+        return body, self.timeout if timeout is None else timeout, _Tries()
+
+    def _next_try(self, tries: _Tries) -> tuple[str | None, str | None]:
+        """The key and organization of the next try, counted."""
+        key, org = self.keys.pick()
+        tries.counted += 1
+        tries.sent += 1
+        return key, org
 
     async def _post(
         self, body: bytes, key: str | None, org: str | None, timeout: float | None, stream: bool
@@ -180,29 +207,24 @@ class ChatTransport:
             text = (await resp.read()).decode("utf-8", errors="replace")
             raise error_for_status(resp.status, text, retry_after=parse_retry_after(resp.headers))
 
-    async def complete(self, payload: dict[str, Any], timeout: float | None = None) -> ModelResponse:
+    async def complete(self, payload: Payload, timeout: float | None = None) -> ModelResponse:
         """One chat completion (non-streaming), retried per the policy."""
-        body = json.dumps(payload, ensure_ascii=False).encode()
-        seconds = self.timeout if timeout is None else timeout
-        attempts = sent = 0
+        body, seconds, tries = await self._begin(payload, timeout)
         while True:
-            key, org = self.keys.pick()
-            attempts += 1
-            sent += 1
+            key, org = self._next_try(tries)
             try:
                 async with await self._post(body, key, org, seconds, stream=False) as resp:
                     await self._raise_for_status(resp)
                     raw = await resp.read()
                 response = parse_completion(json.loads(raw))
             except Exception as exc:  # classified in _after_failure
-                if not await self._after_failure(exc, attempts, sent, key):
-                    attempts -= 1
+                await self._after_failure(exc, tries, key)
                 continue
             self._record(response.usage)
             return response
 
     async def stream(
-        self, payload: dict[str, Any], timeout: float | None = None
+        self, payload: Payload, timeout: float | None = None
     ) -> AsyncIterator[tuple[StreamAccumulator, bool]]:
         """Stream one chat completion, retried per the policy.
 
@@ -210,21 +232,16 @@ class ChatTransport:
         once the stream is complete. A retry after a partial stream starts a fresh
         accumulator, so the text restarts from the new response.
         """
-        body = json.dumps(payload, ensure_ascii=False).encode()
-        seconds = self.timeout if timeout is None else timeout
-        attempts = sent = 0
+        body, seconds, tries = await self._begin(payload, timeout)
         while True:
-            key, org = self.keys.pick()
-            attempts += 1
-            sent += 1
+            key, org = self._next_try(tries)
             acc = StreamAccumulator()
             try:
                 async with contextlib.aclosing(self._stream_once(body, key, org, seconds, acc)) as chunks:
                     async for _ in chunks:
                         yield acc, False
             except Exception as exc:  # classified in _after_failure
-                if not await self._after_failure(exc, attempts, sent, key):
-                    attempts -= 1
+                await self._after_failure(exc, tries, key)
                 continue
             self._record(acc.usage)
             yield acc, True

@@ -10,8 +10,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, Union
 from urllib.parse import urlsplit
 
 from ..exceptions import LLMResponseError, UserError
@@ -19,7 +19,11 @@ from .response import ModelResponse, ToolCall, Usage
 
 __all__ = [
     "OPENAI_CHAT_PARAMS",
+    "Payload",
     "StreamAccumulator",
+    "SupportsToOpenAI",
+    "ToolChoice",
+    "ToolSpec",
     "build_headers",
     "build_payload",
     "chat_completions_url",
@@ -58,6 +62,23 @@ OPENAI_CHAT_PARAMS = frozenset(
 _CHAT_PATH = "/chat/completions"
 
 
+class SupportsToOpenAI(Protocol):
+    """A tool object that can describe itself as an OpenAI tool dict."""
+
+    def to_openai(self) -> Mapping[str, object]:
+        """The OpenAI tool dict (``{"type": "function", "function": {...}}``)."""
+
+
+ToolSpec: TypeAlias = Union[Mapping[str, object], SupportsToOpenAI]
+"""A tool offered to a model: an OpenAI tool dict, a bare function schema, or an object with ``to_openai()``."""
+
+ToolChoice: TypeAlias = Union[str, Mapping[str, object], None]
+"""``'auto'``, ``'none'``, ``'required'``, a function name, or ``{"type": "function", "function": {"name": ...}}``."""
+
+Payload: TypeAlias = dict[str, object]
+"""A request body, as sent (JSON-encoded) to the server."""
+
+
 def chat_completions_url(api_base: str) -> str:
     """The chat-completions endpoint for `api_base`.
 
@@ -86,7 +107,7 @@ def build_headers(key: str | None, org: str | None = None) -> dict[str, str]:
     return headers
 
 
-def normalize_tool(tool: Any) -> dict[str, Any]:
+def normalize_tool(tool: ToolSpec) -> dict[str, object]:
     """One entry of ``tools``: OpenAI form as is; a bare function schema gets wrapped."""
     if not isinstance(tool, Mapping):
         to_openai = getattr(tool, "to_openai", None)
@@ -102,18 +123,18 @@ def normalize_tool(tool: Any) -> dict[str, Any]:
 
 def build_payload(
     model: str,
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, object]],
     params: Mapping[str, Any],
     *,
     stream: bool = False,
     json_mode: bool = False,
-    tools: Sequence[Any] | None = None,
-    tool_choice: Any = None,
-) -> dict[str, Any]:
+    tools: Sequence[ToolSpec] | None = None,
+    tool_choice: ToolChoice = None,
+) -> Payload:
     """The request body for one chat completion.
 
     Args:
-        model: Any model name; it is sent as is.
+        model: The model name, sent as is (whatever the server knows).
         messages: OpenAI-style messages (already rendered by the template parser).
         params: plait generation parameters: ``max_new_tokens`` -> ``max_tokens`` (no cap;
             skipped when ``max_completion_tokens`` is set), ``stop_words`` -> ``stop``,
@@ -125,7 +146,7 @@ def build_payload(
         tools: Tool schemas for native tool calling.
         tool_choice: ``'auto'``, ``'none'``, ``'required'`` or a specific function.
     """
-    payload: dict[str, Any] = {"model": model, "messages": list(messages)}
+    payload: Payload = {"model": model, "messages": list(messages)}
     if params.get("max_completion_tokens") is None:
         max_tokens = params.get("max_tokens", params.get("max_new_tokens"))
         if max_tokens is not None:
@@ -155,7 +176,7 @@ def build_payload(
     return payload
 
 
-def parse_usage(data: Any) -> Usage | None:
+def parse_usage(data: object) -> Usage | None:
     """`Usage` from a response's ``usage`` object (None when absent)."""
     if not isinstance(data, Mapping):
         return None
@@ -168,7 +189,7 @@ def parse_usage(data: Any) -> Usage | None:
     return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
@@ -178,18 +199,18 @@ def _text(content: Any) -> str:
     return str(content)
 
 
-def _arguments(value: Any) -> str:
+def _arguments(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def _snippet(body: Any) -> str:
+def _snippet(body: object) -> str:
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
     return text[:300]
 
 
-def parse_completion(body: Any) -> ModelResponse:
+def parse_completion(body: object) -> ModelResponse:
     """A `ModelResponse` from a decoded (non-streaming) chat-completion body.
 
     Raises:
@@ -260,7 +281,7 @@ class StreamAccumulator:
             raise LLMResponseError(f"the stream carried a chunk that is not JSON: {data[:300]!r}") from exc
         return self.feed(chunk)
 
-    def feed(self, chunk: Any) -> bool:
+    def feed(self, chunk: object) -> bool:
         """Consume one decoded chunk; True when the text grew."""
         if not isinstance(chunk, Mapping):
             raise LLMResponseError(f"the stream carried a chunk that is not an object: {_snippet(chunk)}")
@@ -274,7 +295,7 @@ class StreamAccumulator:
         except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
             raise LLMResponseError(f"malformed chunk in the stream: {_snippet(chunk)}") from exc
 
-    def _feed_choices(self, choices: Any) -> bool:
+    def _feed_choices(self, choices: Iterable[Mapping[str, Any]]) -> bool:
         grew = False
         for choice in choices:
             if choice.get("index", 0) != 0:

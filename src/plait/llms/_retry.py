@@ -62,7 +62,7 @@ def error_for_status(status: int, body: str, *, retry_after: float | None = None
     detail = _error_message(body)
     cls = LLMRateLimitError if status == 429 else LLMAPIError
     err = cls(f"the server answered HTTP {status}: {detail}", status=status, body=body, attempts=attempts)
-    err.retry_after = retry_after  # type: ignore[attr-defined]
+    vars(err)["retry_after"] = retry_after  # read by `RetryPolicy.decide` (LLMAPIError declares no such field)
     return err
 
 

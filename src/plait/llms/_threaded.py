@@ -7,7 +7,7 @@ once: ``producer(emit, cancel)`` passes each item to ``emit`` and stops early on
 hand its items to a sync or async consumer; an exception raised by the producer is
 raised to the consumer, and a consumer that stops early (or whose task is cancelled)
 sets ``cancel`` so the engine stops generating. The async driver never blocks the loop.
-`to_thread_cancellable` is the same for one blocking call that takes a ``cancel`` event.
+`to_thread_cancellable` is the same for one blocking call ``fn(cancel)``.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ import asyncio
 import queue
 import threading
 from collections.abc import AsyncGenerator, Callable, Generator
-from typing import Any, TypeVar
+from typing import TypeAlias, TypeVar, Union
 
 __all__ = ["Producer", "aiterate_thread", "iterate_thread", "to_thread_cancellable"]
 
 T = TypeVar("T")
 
-Producer = Callable[[Callable[[Any], None], threading.Event], None]
+Producer: TypeAlias = Callable[[Callable[[T], None], threading.Event], None]
+"""``producer(emit, cancel)``: passes each item to ``emit``; stops early once ``cancel`` is set."""
 
 
 class _Done:
@@ -34,7 +35,11 @@ class _Failed:
         self.error = error
 
 
-def _run(producer: Producer, emit: Callable[[Any], None], cancel: threading.Event) -> None:
+_Item: TypeAlias = Union[T, _Done, _Failed]
+"""What crosses from the worker thread: the items, then `_Done` or `_Failed`."""
+
+
+def _run(producer: Producer[T], emit: Callable[[_Item[T]], None], cancel: threading.Event) -> None:
     try:
         producer(emit, cancel)
     except BaseException as exc:  # handed to the consumer, which raises it
@@ -43,19 +48,19 @@ def _run(producer: Producer, emit: Callable[[Any], None], cancel: threading.Even
         emit(_Done())
 
 
-def _start(producer: Producer, emit: Callable[[Any], None], cancel: threading.Event, name: str) -> None:
+def _start(producer: Producer[T], emit: Callable[[_Item[T]], None], cancel: threading.Event, name: str) -> None:
     threading.Thread(target=_run, args=(producer, emit, cancel), name=name, daemon=True).start()
 
 
-def _unwrap(item: Any) -> Any:
+def _unwrap(item: _Item[T]) -> T | _Done:
     if isinstance(item, _Failed):
         raise item.error
     return item
 
 
-def iterate_thread(producer: Producer, name: str = "plait-producer") -> Generator[Any, None, None]:
+def iterate_thread(producer: Producer[T], name: str = "plait-producer") -> Generator[T, None, None]:
     """The items `producer` emits, produced on a worker thread (closing the iterator cancels it)."""
-    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    items: queue.SimpleQueue[_Item[T]] = queue.SimpleQueue()
     cancel = threading.Event()
     _start(producer, items.put, cancel, name)
     try:
@@ -65,13 +70,13 @@ def iterate_thread(producer: Producer, name: str = "plait-producer") -> Generato
         cancel.set()
 
 
-async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> AsyncGenerator[Any, None]:
+async def aiterate_thread(producer: Producer[T], name: str = "plait-producer") -> AsyncGenerator[T, None]:
     """The items `producer` emits, awaited without blocking the event loop."""
     loop = asyncio.get_running_loop()
-    items: asyncio.Queue[Any] = asyncio.Queue()
+    items: asyncio.Queue[_Item[T]] = asyncio.Queue()
     cancel = threading.Event()
 
-    def emit(item: Any) -> None:
+    def emit(item: _Item[T]) -> None:
         try:
             loop.call_soon_threadsafe(items.put_nowait, item)
         except RuntimeError:  # the loop is closed: nobody is listening any more
@@ -85,14 +90,14 @@ async def aiterate_thread(producer: Producer, name: str = "plait-producer") -> A
         cancel.set()
 
 
-async def to_thread_cancellable(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args, cancel)`` in a worker thread, awaited without blocking the event loop.
+async def to_thread_cancellable(fn: Callable[[threading.Event], T]) -> T:
+    """``fn(cancel)`` in a worker thread, awaited without blocking the event loop.
 
     ``cancel`` is set once the call is over or the awaiting task is cancelled, so an engine
     that watches it stops generating.
     """
     cancel = threading.Event()
     try:
-        return await asyncio.to_thread(fn, *args, cancel)
+        return await asyncio.to_thread(fn, cancel)
     finally:
         cancel.set()

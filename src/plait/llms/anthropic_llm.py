@@ -21,8 +21,9 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from types import ModuleType
+from typing import Any, TypeAlias
 
 from ..driver import run_async, run_sync
 from ..effects import Call, Flow
@@ -32,33 +33,37 @@ from ..exceptions import (
     LLMError,
     LLMRateLimitError,
     LLMTimeoutError,
-    MissingDependencyError,
     UserError,
 )
 from ..schema import ModelStatusCode
+from ..types import SessionIds
 from ..utils._aio import close_with_loop
 from ._anthropic_protocol import build_request, parse_message
 from ._openai_core import KeyRing
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
+from ._openai_protocol import ToolChoice, ToolSpec
+from ._optional import import_optional
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
 from .response import ModelResponse
-from .templates import APITemplateParser
+from .templates import APITemplateParser, MetaTemplate, RoleSpec
 
 __all__ = ["CLAUDE_META", "AsyncClaudeAPI", "ClaudeAPI"]
 
-CLAUDE_META: list[dict[str, Any]] = [
+CLAUDE_META: list[RoleSpec] = [
     {"role": "system", "api_role": "system"},
     {"role": "user", "api_role": "user"},
     {"role": "assistant", "api_role": "assistant"},
     {"role": "environment", "api_role": "user"},
 ]
 
+_Client: TypeAlias = Any
+"""An ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` client (called with request dicts built at run time)."""
 
-def _import_anthropic() -> Any:
-    try:
-        import anthropic
-    except ImportError:
-        raise MissingDependencyError("anthropic", extra="anthropic", feature="ClaudeAPI") from None
-    return anthropic
+_ClientGetter: TypeAlias = Callable[[str], object]
+"""The client for a key, returned (sync) or as an awaitable (async); the driver takes either."""
+
+
+def _import_anthropic() -> ModuleType:
+    return import_optional("anthropic", "anthropic", "ClaudeAPI")
 
 
 def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
@@ -70,14 +75,14 @@ def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
     return [key] if isinstance(key, str) else [k for k in key if k]
 
 
-def _is_key_problem(sdk: Any, exc: BaseException) -> bool:
+def _is_key_problem(sdk: ModuleType, exc: BaseException) -> bool:
     """A rejected key (auth, permission) or one whose credit is exhausted: try the next key."""
     if isinstance(exc, (sdk.AuthenticationError, sdk.PermissionDeniedError)):
         return True
     return isinstance(exc, sdk.BadRequestError) and "credit balance" in str(exc).lower()
 
 
-def _to_plait(sdk: Any, exc: BaseException, attempts: int) -> LLMError | None:
+def _to_plait(sdk: ModuleType, exc: BaseException, attempts: int) -> LLMError | None:
     """The plait error an SDK error stands for (None: not an API failure)."""
     if isinstance(exc, sdk.APITimeoutError):
         return LLMTimeoutError(f"Claude request timed out: {exc}", attempts=attempts)
@@ -92,8 +97,8 @@ def _to_plait(sdk: Any, exc: BaseException, attempts: int) -> LLMError | None:
     return None
 
 
-class _ClaudeCore(BaseLLM):
-    """Configuration shared by `ClaudeAPI` and `AsyncClaudeAPI`.
+class _ClaudeCore(LLMCore):
+    """Configuration, request building, key rotation and error mapping shared by `ClaudeAPI` and `AsyncClaudeAPI`.
 
     Args:
         model_type: The Claude model id (any id the API knows).
@@ -111,7 +116,6 @@ class _ClaudeCore(BaseLLM):
     """
 
     is_api = True
-    _async_client = False
 
     def __init__(
         self,
@@ -119,7 +123,7 @@ class _ClaudeCore(BaseLLM):
         retry: int = 5,
         key: str | Sequence[str] | None = "ENV",
         proxies: str | Mapping[str, str] | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         *,
         base_url: str | None = None,
         timeout: float = 600.0,
@@ -147,8 +151,14 @@ class _ClaudeCore(BaseLLM):
         self.proxy = (
             proxies if isinstance(proxies, str) or proxies is None else proxies.get("https") or proxies.get("http")
         )
-        self._loop_clients: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
-        self._sync_clients: dict[str, Any] = {}
+        # one client per key; per event loop for the async client, whose connections belong to a loop
+        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Client]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._loop_keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[AsyncGenerator[None, None]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sync_clients: dict[str, _Client] = {}
         self._lock = threading.Lock()
         # close pooled connections when this model goes away, before their sockets are collected
         weakref.finalize(self, _close_clients, self._sync_clients)
@@ -157,31 +167,21 @@ class _ClaudeCore(BaseLLM):
         """Close the sync clients' pooled connections (async clients close with their event loop)."""
         _close_clients(self._sync_clients)
 
-    # clients: one per key (per event loop for the async client, whose connections belong to a loop)
-
-    def _client(self, key: str) -> Any:
-        """The sync client for `key` (`AsyncClaudeAPI` overrides this with a coroutine)."""
-        with self._lock:
-            client = self._sync_clients.get(key)
-            if client is None:
-                client = self._sync_clients[key] = self._new_client(key)
-        return client
-
-    def _new_client(self, key: str) -> Any:
-        cls = self.sdk.AsyncAnthropic if self._async_client else self.sdk.Anthropic
-        kwargs: dict[str, Any] = {"api_key": key, "max_retries": self.retry - 1, "timeout": self.timeout}
+    def _new_client(self, key: str, asynchronous: bool) -> _Client:
+        cls = self.sdk.AsyncAnthropic if asynchronous else self.sdk.Anthropic
+        kwargs: dict[str, object] = {"api_key": key, "max_retries": self.retry - 1, "timeout": self.timeout}
         if self.base_url is not None:
             kwargs["base_url"] = self.base_url
         if self.proxy is not None:
-            http = self.sdk.DefaultAsyncHttpxClient if self._async_client else self.sdk.DefaultHttpxClient
+            http = self.sdk.DefaultAsyncHttpxClient if asynchronous else self.sdk.DefaultHttpxClient
             kwargs["http_client"] = http(proxy=self.proxy)
         return cls(**kwargs)
 
     # shared request logic
 
     def _request(
-        self, inputs: ChatInput, overrides: Mapping[str, Any], tools: Sequence[Any] | None, tool_choice: Any
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, inputs: ChatInput, overrides: Mapping[str, Any], tools: Sequence[ToolSpec] | None, tool_choice: ToolChoice
+    ) -> tuple[dict[str, Any], GenParams]:
         messages, params = self._prepare(inputs, overrides)
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
@@ -196,20 +196,19 @@ class _ClaudeCore(BaseLLM):
             raise exc
         raise error from exc
 
-    def _complete_flow(self, request: Mapping[str, Any], params: Mapping[str, Any]) -> Flow[ModelResponse]:
+    def _complete_flow(
+        self, request: Mapping[str, Any], params: Mapping[str, Any], client_for: _ClientGetter
+    ) -> Flow[ModelResponse]:
+        """One reply, trying the next key when one is rejected; `client_for` is the class's client getter."""
         while True:
             key = self.keys.pick()[0] or ""
             try:
-                client = yield Call(self._client, (key,), offload=False)
+                client = yield Call(client_for, (key,), offload=False)
                 message = yield Call(client.messages.create, kwargs=request)
             except self.sdk.APIError as exc:
                 self._after_failure(exc, key)
                 continue
             return self._finish_response(parse_message(message), params)
-
-    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
-        response.content = self._finish(response.content, params)
-        return response
 
     # shared by the sync and async `stream_chat`
 
@@ -222,7 +221,7 @@ class _ClaudeCore(BaseLLM):
             raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
         self._after_failure(exc, key)
 
-    def _stream_end(self, final: Any, params: Mapping[str, Any]) -> StreamItem:
+    def _stream_end(self, final: object, params: Mapping[str, Any]) -> StreamItem:
         """The `END` item for the SDK's final message: the reply text and the `ModelResponse`."""
         response = self._finish_response(parse_message(final), params)
         return ModelStatusCode.END, response.content, response
@@ -231,22 +230,38 @@ class _ClaudeCore(BaseLLM):
         return f"{type(self).__name__}(model_type={self.model_type!r})"
 
 
-class ClaudeAPI(_ClaudeCore):
+class ClaudeAPI(_ClaudeCore, BaseLLM):
     """Synchronous Claude client (see `_ClaudeCore` for the arguments). Thread-safe."""
 
+    def _client(self, key: str) -> _Client:
+        """The sync client for `key`."""
+        with self._lock:
+            client = self._sync_clients.get(key)
+            if client is None:
+                client = self._sync_clients[key] = self._new_client(key, asynchronous=False)
+        return client
+
     def complete(
-        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        inputs: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> ModelResponse:
         """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
         request, params = self._request(inputs, gen_params, tools, tool_choice)
-        return run_sync(self._complete_flow(request, params))
+        return run_sync(self._complete_flow(request, params, self._client))
 
     def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
         """The reply text."""
         return self.complete(inputs, **gen_params).content
 
     def stream_chat(
-        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        inputs: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> Iterator[StreamItem]:
         """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
         request, params = self._request(inputs, gen_params, tools, tool_choice)
@@ -269,40 +284,39 @@ class ClaudeAPI(_ClaudeCore):
 class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
     """Asynchronous Claude client (see `_ClaudeCore` for the arguments). Task-safe."""
 
-    _async_client = True
-
-    async def _client(self, key: str) -> Any:
+    async def _client(self, key: str) -> _Client:
         """The running loop's client for `key`; it is closed when that loop shuts down."""
         loop = asyncio.get_running_loop()
         clients = self._loop_clients.setdefault(loop, {})
         client = clients.get(key)
         if client is None:
-            client = clients[key] = self._new_client(key)
-            clients[f"keeper:{key}"] = await close_with_loop(client)  # the loop holds it only weakly
+            client = clients[key] = self._new_client(key, asynchronous=True)
+            # the loop holds the keeper only weakly: keep it as long as the client
+            self._loop_keepers.setdefault(loop, []).append(await close_with_loop(client))
         return client
 
     async def complete(
         self,
         inputs: ChatInput,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
-        session_ids: Any = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        session_ids: SessionIds = None,
         **gen_params: Any,
     ) -> ModelResponse:
         """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
         request, params = self._request(inputs, gen_params, tools, tool_choice)
-        return await run_async(self._complete_flow(request, params))
+        return await run_async(self._complete_flow(request, params, self._client))
 
-    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """The reply text."""
         return (await self.complete(inputs, **gen_params)).content
 
-    async def stream_chat(  # type: ignore[override]
+    async def stream_chat(
         self,
         inputs: ChatInput,
-        session_ids: Any = None,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
+        session_ids: SessionIds = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
         **gen_params: Any,
     ) -> AsyncIterator[StreamItem]:
         """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
@@ -323,7 +337,7 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
             return
 
 
-def _close_clients(clients: dict[str, Any]) -> None:
+def _close_clients(clients: dict[str, _Client]) -> None:
     for client in list(clients.values()):
         client.close()
     clients.clear()

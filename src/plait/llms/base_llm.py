@@ -12,24 +12,74 @@ one call only. ``stop_words`` is always a list, so ``llm.gen_params['stop_words'
 works. Raw-completion backends implement ``generate(prompt)`` and get a prompt rendered by
 their meta template; chat backends override ``chat`` directly.
 
-`AsyncBaseLLM` has the same surface with coroutines (and an extra ``session_ids`` argument
-agents pass along for engines that route by session). Request preparation and response
-post-processing (`_prepare`, `_finish`) are shared by both.
+The classes are built from one mode-free core and two sibling surfaces:
+
+* `LLMCore` holds everything that does not depend on the mode: configuration, generation
+  parameters, template rendering (`_prepare`) and client-side stop words (`_finish`).
+* `BaseLLM` adds the synchronous methods; `AsyncBaseLLM` adds the same methods as
+  coroutines (with an extra ``session_ids`` argument agents pass along for engines that
+  route by session). Neither overrides the other: `AsyncBaseLLM` is registered as a
+  virtual subclass of `BaseLLM`, so ``isinstance(llm, BaseLLM)`` holds for every model.
+
+Each backend follows the same pattern: a private core (a subclass of `LLMCore`) builds
+requests and parses replies once, and its sync and async classes are siblings that only
+perform the IO.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Union
+import abc
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias, Union, overload
+
+from typing_extensions import TypeIs
 
 from ..exceptions import UserError
 from ..schema import ModelStatusCode
+from ..types import ChatInput, SessionIds
+from .response import ModelResponse
+from .templates import LMTemplateParser, MetaTemplate, TemplateParserClass
 
-__all__ = ["AsyncBaseLLM", "BaseLLM", "ChatInput", "StreamItem", "filter_suffix"]
+__all__ = [
+    "AsyncBaseLLM",
+    "BaseLLM",
+    "ChatBatch",
+    "ChatInput",
+    "GenParams",
+    "LLMCore",
+    "Message",
+    "Prompt",
+    "PromptBatch",
+    "StreamItem",
+    "TemplateParser",
+    "aaccumulate",
+    "accumulate",
+    "engine_fields",
+    "filter_suffix",
+    "is_chat_batch",
+    "is_prompt_batch",
+]
 
-Message = Mapping[str, Any]
-ChatInput = Union[str, Sequence[Message]]
-StreamItem = tuple[ModelStatusCode, str, Any]
+Message: TypeAlias = Mapping[str, object]
+"""One chat message as a model receives it (``role``, ``content`` and optional keys)."""
+
+Prompt: TypeAlias = Union[str, Sequence[Message]]
+"""One rendered prompt: text a raw-completion engine continues, or messages for a chat engine."""
+
+ChatBatch: TypeAlias = Sequence[Sequence[Message]]
+"""Several conversations answered in one ``chat`` call (backends that batch)."""
+
+PromptBatch: TypeAlias = Union[list[str], Sequence[Sequence[Message]]]
+"""Several rendered prompts completed in one ``generate`` call (backends that batch)."""
+
+GenParams: TypeAlias = dict[str, Any]
+"""Generation parameters of one call: plait's own names and any backend field, values as the backend takes them."""
+
+StreamItem: TypeAlias = tuple[ModelStatusCode, str, object]
+"""``(status, text_so_far, extra)``: `extra` is backend-specific (the final `ModelResponse`, or None)."""
+
+TemplateParser: TypeAlias = Callable[[Sequence[Message]], Prompt]
+"""Renders a conversation for a backend: a prompt string, or the API's messages."""
 
 
 def filter_suffix(response: str, suffixes: Iterable[str] | None = None) -> str:
@@ -47,12 +97,57 @@ BASE_GEN_PARAMS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetitio
 """The generation parameters `BaseLLM` takes as keywords (the rest are backend-specific)."""
 
 
-def pop_base_gen_params(gen_params: dict[str, Any]) -> dict[str, Any]:
+def pop_base_gen_params(gen_params: GenParams) -> GenParams:
     """Move the `BASE_GEN_PARAMS` found in `gen_params` out of it, into the returned dict."""
     return {key: gen_params.pop(key) for key in BASE_GEN_PARAMS if key in gen_params}
 
 
-def _stop_list(value: Any) -> list[str]:
+def engine_fields(params: Mapping[str, Any], renamed: Mapping[str, str]) -> dict[str, object]:
+    """Generation parameters under an engine's own field names (`renamed` maps plait's names).
+
+    None values and ``session_ids`` are left out; ``stop_words`` becomes a list.
+    """
+    out: dict[str, object] = {}
+    for key, value in params.items():
+        if value is None or key == "session_ids":
+            continue
+        out[renamed.get(key, key)] = list(value) if key == "stop_words" else value
+    return out
+
+
+def accumulate(deltas: Iterable[str], params: Mapping[str, Any]) -> Iterator[StreamItem]:
+    """Stream items for a reply arriving in pieces: the text so far (stop words applied), then `END`."""
+    stops = params.get("stop_words")
+    text = ""
+    for delta in deltas:
+        text += delta
+        yield ModelStatusCode.STREAM_ING, filter_suffix(text, stops), None
+    yield ModelStatusCode.END, filter_suffix(text, stops), None
+
+
+async def aaccumulate(deltas: AsyncIterable[str], params: Mapping[str, Any]) -> AsyncIterator[StreamItem]:
+    """The asynchronous twin of `accumulate`."""
+    stops = params.get("stop_words")
+    text = ""
+    async for delta in deltas:
+        text += delta
+        yield ModelStatusCode.STREAM_ING, filter_suffix(text, stops), None
+    yield ModelStatusCode.END, filter_suffix(text, stops), None
+
+
+def is_chat_batch(inputs: ChatInput | ChatBatch) -> TypeIs[ChatBatch]:
+    """Whether `inputs` is a batch of conversations (a list of message lists)."""
+    return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
+
+
+def is_prompt_batch(inputs: Prompt | PromptBatch) -> TypeIs[PromptBatch]:
+    """Whether `inputs` is a batch of prompts (a sequence of prompt strings or of message lists)."""
+    if isinstance(inputs, str):
+        return False
+    return not inputs or not isinstance(inputs[0], Mapping)
+
+
+def _stop_list(value: str | Iterable[object] | None) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -60,14 +155,26 @@ def _stop_list(value: Any) -> list[str]:
     return [str(v) for v in value]
 
 
-class BaseLLM:
-    """Base class of synchronous models.
+def _template_parser(
+    template_parser: TemplateParserClass | TemplateParser | None, meta_template: MetaTemplate | None
+) -> TemplateParser:
+    """The parser instance: `template_parser` built with `meta_template` when it is a class."""
+    if template_parser is None:
+        return LMTemplateParser(meta_template)
+    if isinstance(template_parser, type):
+        parser: TemplateParser = template_parser(meta_template)
+        return parser
+    return template_parser
+
+
+class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.register; subclasses add abstract hooks)
+    """What every model has, whatever its mode: configuration, parameters, rendering.
 
     Args:
         path: Model path or name (backend specific).
         tokenizer_only: Load only the tokenizer (backends that have one).
         template_parser: Class that renders messages for this backend (a prompt string
-            for raw-completion models).
+            for raw-completion models), or a ready parser (any callable taking messages).
         meta_template: Role layout for the template parser (e.g. `INTERNLM2_META`).
         max_new_tokens: Longest reply, in tokens.
         top_p: Nucleus sampling mass.
@@ -83,8 +190,8 @@ class BaseLLM:
         self,
         path: str | None = None,
         tokenizer_only: bool = False,
-        template_parser: Any = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        template_parser: TemplateParserClass | TemplateParser | None = None,
+        meta_template: MetaTemplate | None = None,
         *,
         max_new_tokens: int = 512,
         top_p: float = 0.8,
@@ -96,12 +203,8 @@ class BaseLLM:
         self.path = path
         self.tokenizer_only = tokenizer_only
         self.meta_template = meta_template
-        if template_parser is None:
-            from .templates import LMTemplateParser
-
-            template_parser = LMTemplateParser
-        self.template_parser = template_parser(meta_template) if isinstance(template_parser, type) else template_parser
-        self.gen_params: dict[str, Any] = {
+        self.template_parser = _template_parser(template_parser, meta_template)
+        self.gen_params: GenParams = {
             "max_new_tokens": max_new_tokens,
             "top_p": top_p,
             "top_k": top_k,
@@ -110,9 +213,7 @@ class BaseLLM:
             "stop_words": _stop_list(stop_words),
         }
 
-    # -- shared request preparation / post-processing (sync and async use these) --
-
-    def update_gen_params(self, **kwargs: Any) -> dict[str, Any]:
+    def update_gen_params(self, **kwargs: Any) -> GenParams:
         """This call's generation parameters: `gen_params` with `kwargs` applied (a new dict)."""
         params = dict(self.gen_params)
         params["stop_words"] = list(params.get("stop_words") or [])
@@ -120,28 +221,45 @@ class BaseLLM:
             params[key] = _stop_list(value) if key == "stop_words" else value
         return params
 
-    def _prepare(self, inputs: ChatInput, overrides: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    def _prepare(self, inputs: ChatInput, overrides: Mapping[str, Any]) -> tuple[Prompt, GenParams]:
         """Render `inputs` with the template parser and merge `overrides` into the parameters."""
+        if not isinstance(inputs, Sequence):
+            raise UserError(f"chat() takes a list of message dicts or a str, not {type(inputs).__name__}")
+        params = self.update_gen_params(**overrides)
         if isinstance(inputs, str):
-            prompt: Any = inputs
-        else:
-            if not isinstance(inputs, Sequence):
-                raise UserError(f"chat() takes a list of message dicts or a str, not {type(inputs).__name__}")
-            prompt = self.template_parser(inputs)
-        return prompt, self.update_gen_params(**overrides)
+            return inputs, params
+        return self.template_parser(inputs), params
+
+    def _render_batch(self, inputs: ChatBatch, overrides: Mapping[str, Any]) -> tuple[list[Prompt], GenParams]:
+        """Render each conversation of a batch; merge `overrides` into the parameters."""
+        return [self.template_parser(conversation) for conversation in inputs], self.update_gen_params(**overrides)
 
     @staticmethod
     def _finish(text: str, params: Mapping[str, Any]) -> str:
         """Apply client-side stop words to a complete reply."""
         return filter_suffix(text, params.get("stop_words"))
 
-    # -- sync surface --
+    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
+        """Apply client-side stop words to a structured reply's text (in place; returns it)."""
+        response.content = self._finish(response.content, params)
+        return response
 
-    def generate(self, inputs: Any, **gen_params: Any) -> str:
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(path={self.path!r})"
+
+
+class BaseLLM(LLMCore):
+    """Base class of synchronous models (see `LLMCore` for the arguments).
+
+    ``isinstance(llm, BaseLLM)`` is true for every plait model, async ones included
+    (`AsyncBaseLLM` is registered as a virtual subclass).
+    """
+
+    def generate(self, inputs: Prompt, **gen_params: Any) -> str:
         """Complete a rendered prompt. Raw-completion backends implement this."""
         raise TypeError(f"{type(self).__name__} implements neither generate() nor chat()")
 
-    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream a completion; by default one `END` item holding `generate`'s full reply."""
         yield ModelStatusCode.END, self.generate(inputs, **gen_params), None
 
@@ -156,32 +274,111 @@ class BaseLLM:
         for status, text, extra in self.stream_generate(prompt, **params):
             yield status, self._finish(text, params), extra
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={self.path!r})"
 
+class AsyncBaseLLM(LLMCore):
+    """Base class of asynchronous models: `chat`, `generate` and `stream_chat` are coroutines.
 
-class AsyncBaseLLM(BaseLLM):
-    """Base class of asynchronous models: `chat`, `generate` and `stream_chat` are coroutines."""
+    The sibling of `BaseLLM` (same core, same arguments); registered as a virtual subclass
+    of it, so ``isinstance(llm, BaseLLM)`` is true for async models too.
+    """
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """Complete a rendered prompt. Raw-completion backends implement this."""
         raise TypeError(f"{type(self).__name__} implements neither generate() nor chat()")
 
-    async def stream_generate(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream a completion; by default one `END` item holding `generate`'s full reply."""
         yield ModelStatusCode.END, await self.generate(inputs, session_ids, **gen_params), None
 
-    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """Reply to a conversation (or a raw prompt string)."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._finish(await self.generate(prompt, session_ids, **params), params)
 
-    async def stream_chat(  # type: ignore[override]
-        self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any
+    async def stream_chat(
+        self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream a reply as ``(status, text_so_far, extra)``; the last item is `END`."""
         prompt, params = self._prepare(inputs, gen_params)
         async for status, text, extra in self.stream_generate(prompt, session_ids, **params):
             yield status, self._finish(text, params), extra
+
+
+BaseLLM.register(AsyncBaseLLM)
+
+
+class BatchLLM(BaseLLM):
+    """A synchronous model whose engine completes several prompts in one call.
+
+    `generate` takes one prompt or a list of them, and `chat` one conversation or a list
+    of them (a list of replies comes back); both end in `_generate_batch`.
+    """
+
+    @abc.abstractmethod
+    def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
+        """The replies to `prompts`, client-side stop words applied."""
+
+    @overload
+    def generate(self, inputs: Prompt, **gen_params: Any) -> str: ...
+
+    @overload
+    def generate(self, inputs: PromptBatch, **gen_params: Any) -> list[str]: ...
+
+    def generate(self, inputs: Prompt | PromptBatch, **gen_params: Any) -> str | list[str]:
+        """Complete a prompt, or each prompt of a list in one batch (a list of str)."""
+        params = self.update_gen_params(**gen_params)
+        if is_prompt_batch(inputs):
+            return self._generate_batch(list(inputs), params)
+        return self._generate_batch([inputs], params)[0]
+
+    @overload
+    def chat(self, inputs: ChatInput, **gen_params: Any) -> str: ...
+
+    @overload
+    def chat(self, inputs: ChatBatch, **gen_params: Any) -> list[str]: ...
+
+    def chat(self, inputs: ChatInput | ChatBatch, **gen_params: Any) -> str | list[str]:
+        """Reply to a conversation, or to each conversation of a list in one batch."""
+        if is_chat_batch(inputs):
+            return self._generate_batch(*self._render_batch(inputs, gen_params))
+        return super().chat(inputs, **gen_params)
+
+
+class AsyncBatchLLM(AsyncBaseLLM):
+    """The asynchronous sibling of `BatchLLM`: batches are answered concurrently."""
+
+    @abc.abstractmethod
+    async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
+        """The replies to `prompts`, client-side stop words applied."""
+
+    @overload
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+
+    @overload
+    async def generate(self, inputs: PromptBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+
+    async def generate(
+        self, inputs: Prompt | PromptBatch, session_ids: SessionIds = None, **gen_params: Any
+    ) -> str | list[str]:
+        """Complete a prompt, or each prompt of a list concurrently (a list of str)."""
+        params = self.update_gen_params(**gen_params)
+        if is_prompt_batch(inputs):
+            return await self._generate_batch(list(inputs), params, session_ids)
+        return (await self._generate_batch([inputs], params, session_ids))[0]
+
+    @overload
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+
+    @overload
+    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+
+    async def chat(
+        self, inputs: ChatInput | ChatBatch, session_ids: SessionIds = None, **gen_params: Any
+    ) -> str | list[str]:
+        """Reply to a conversation, or to each conversation of a list concurrently."""
+        if is_chat_batch(inputs):
+            prompts, params = self._render_batch(inputs, gen_params)
+            return await self._generate_batch(prompts, params, session_ids)
+        return await super().chat(inputs, session_ids, **gen_params)

@@ -20,15 +20,31 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..exceptions import MissingDependencyError, UserError
-from ..schema import ModelStatusCode
+from ..types import SessionIds
 from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
-from .templates import APITemplateParser
+from .base_llm import (
+    AsyncBatchLLM,
+    BatchLLM,
+    GenParams,
+    LLMCore,
+    Message,
+    Prompt,
+    StreamItem,
+    aaccumulate,
+    accumulate,
+    pop_base_gen_params,
+)
+from .templates import APITemplateParser, MetaTemplate
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "AsyncHFTransformer",
@@ -45,7 +61,7 @@ __all__ = [
 _NOT_PASSED = frozenset({"stop_words", "session_ids"})
 
 
-def _import_hf() -> tuple[Any, Any]:
+def _import_hf() -> tuple[ModuleType, ModuleType]:
     try:
         import torch
         import transformers
@@ -54,7 +70,7 @@ def _import_hf() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def pick_device(torch: Any) -> str:
+def pick_device(torch: ModuleType) -> str:
     """The best device torch can use here: ``cuda``, else ``mps``, else ``cpu``."""
     if torch.cuda.is_available():
         return "cuda"
@@ -64,7 +80,7 @@ def pick_device(torch: Any) -> str:
     return "cpu"
 
 
-def generation_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+def generation_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
     """`GenerationConfig` fields for plait generation parameters.
 
     ``temperature <= 0`` means greedy decoding, and then the sampling fields get their
@@ -80,7 +96,7 @@ def generation_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
     do_sample = params.pop("do_sample", None)
     if do_sample is None:
         do_sample = temperature is not None and float(temperature) > 0
-    out: dict[str, Any] = {"do_sample": bool(do_sample)}
+    out: dict[str, object] = {"do_sample": bool(do_sample)}
     if do_sample:
         out.update(temperature=temperature, top_p=top_p, top_k=top_k)
     else:
@@ -121,15 +137,16 @@ class _Deltas:
         return after[len(before) :] if len(after) > len(before) else ""
 
 
-def _streamer(transformers: Any, decode: Callable[[list[int]], str], emit: Callable[[str], None]) -> Any:
+def _streamer(decode: Callable[[list[int]], str], emit: Callable[[str], None]) -> object:
     """A ``transformers`` streamer passing text deltas to `emit` (the prompt ids it gets first are skipped)."""
+    from transformers.generation.streamers import BaseStreamer
 
-    class _DeltaStreamer(transformers.generation.streamers.BaseStreamer):  # type: ignore[misc]
+    class _DeltaStreamer(BaseStreamer):
         def __init__(self) -> None:
             self.deltas = _Deltas(decode)
             self.prompt_seen = False
 
-        def put(self, value: Any) -> None:
+        def put(self, value: torch.Tensor) -> None:
             if not self.prompt_seen:
                 self.prompt_seen = True
                 return
@@ -145,20 +162,25 @@ def _streamer(transformers: Any, decode: Callable[[list[int]], str], emit: Calla
     return _DeltaStreamer()
 
 
-def _cancel_criteria(transformers: Any, torch: Any, cancel: threading.Event) -> Any:
+def _cancel_criteria(cancel: threading.Event) -> object:
     """A stopping criterion that ends generation once `cancel` is set."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
 
-    class _Cancelled(transformers.StoppingCriteria):  # type: ignore[misc]
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+    class _Cancelled(StoppingCriteria):
+        def __call__(
+            self, input_ids: torch.LongTensor, scores: tuple[torch.Tensor] | None, **kwargs: object
+        ) -> torch.BoolTensor:
+            done = torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device)
+            return cast("torch.BoolTensor", done)
 
-    return transformers.StoppingCriteriaList([_Cancelled()])
+    return StoppingCriteriaList([_Cancelled()])
 
 
 class _ChatTemplate:
     """Renders messages with the tokenizer's chat template (roles mapped by an optional meta template)."""
 
-    def __init__(self, meta_template: Any, tokenizer: Any) -> None:
+    def __init__(self, meta_template: MetaTemplate | None, tokenizer: Any) -> None:
         self.roles = APITemplateParser(meta_template)
         self.tokenizer = tokenizer
         if not getattr(tokenizer, "chat_template", None):
@@ -166,20 +188,17 @@ class _ChatTemplate:
                 "this tokenizer has no chat template; use HFTransformerCasualLM with a meta_template instead"
             )
 
-    def __call__(self, dialog: Any) -> str:
+    def __call__(self, dialog: str | Sequence[Message]) -> str:
         if isinstance(dialog, str):
             return dialog
         messages = self.roles(dialog)
         return str(self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
 
 
-class _HFCore:
-    """Loading, request building and blocking generation; shared by the sync and async classes."""
+class _HFCore(LLMCore):
+    """Loading, request building and blocking generation; shared by the sync and async classes (see `HFTransformer`)."""
 
-    gen_params: dict[str, Any]
-    update_gen_params: Callable[..., dict[str, Any]]
-    template_parser: Any
-    chat_template: bool = False
+    chat_template: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -188,7 +207,7 @@ class _HFCore:
         tokenizer_kwargs: Mapping[str, Any] | None = None,
         tokenizer_only: bool = False,
         model_kwargs: Mapping[str, Any] | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         stop_words_id: int | Sequence[int] | None = None,
         *,
         device: str | None = None,
@@ -196,7 +215,7 @@ class _HFCore:
         **gen_params: Any,
     ) -> None:
         base = pop_base_gen_params(gen_params)
-        super().__init__(path, tokenizer_only, meta_template=meta_template, **base)  # type: ignore[call-arg]
+        super().__init__(path, tokenizer_only, meta_template=meta_template, **base)
         self.gen_params.update(gen_params)
         self.stop_words_id = [stop_words_id] if isinstance(stop_words_id, int) else list(stop_words_id or [])
         self._torch, self._transformers = _import_hf()
@@ -223,10 +242,10 @@ class _HFCore:
 
     # requests
 
-    def _stop_config(self, stop_words: Sequence[str]) -> dict[str, Any]:
+    def _stop_config(self, stop_words: Sequence[str]) -> dict[str, object]:
         """Stop words as eos ids (one-token words and `stop_words_id`) and ``stop_strings`` (the rest)."""
         eos = self.model.generation_config.eos_token_id
-        eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        eos_ids: list[int] = [eos] if isinstance(eos, int) else list(eos or [])
         eos_ids += [i for i in self.stop_words_id if i not in eos_ids]
         strings = []
         for word in stop_words:
@@ -235,12 +254,14 @@ class _HFCore:
                 eos_ids += [ids[0]] if ids[0] not in eos_ids else []
             else:
                 strings.append(word)
-        out: dict[str, Any] = {"eos_token_id": eos_ids or None}
+        out: dict[str, object] = {"eos_token_id": eos_ids or None}
         if strings:
             out["stop_strings"] = strings
         return out
 
-    def _generate_args(self, prompts: list[str], params: Mapping[str, Any], cancel: threading.Event | None) -> Any:
+    def _generate_args(
+        self, prompts: Sequence[Prompt], params: Mapping[str, Any], cancel: threading.Event | None
+    ) -> tuple[Any, dict[str, object]]:
         """``(inputs, kwargs)`` for one ``model.generate`` call."""
         if self.model is None:
             raise UserError(f"{type(self).__name__} was created with tokenizer_only=True and cannot generate")
@@ -250,55 +271,45 @@ class _HFCore:
         inputs = inputs.to(self.model.device)
         config = copy.deepcopy(self.model.generation_config)
         # keys GenerationConfig does not know go to generate(), which rejects the ones the model cannot use
-        unknown: dict[str, Any] = {}
+        unknown: dict[str, object] = {}
         for key, value in {**generation_kwargs(params), **self._stop_config(params.get("stop_words") or [])}.items():
             if hasattr(config, key):
                 setattr(config, key, value)
             else:
                 unknown[key] = value
         config.pad_token_id = self.tokenizer.pad_token_id
-        kwargs: dict[str, Any] = {**unknown, "generation_config": config, "tokenizer": self.tokenizer}
+        kwargs: dict[str, object] = {**unknown, "generation_config": config, "tokenizer": self.tokenizer}
         if cancel is not None:
-            kwargs["stopping_criteria"] = _cancel_criteria(self._transformers, self._torch, cancel)
+            kwargs["stopping_criteria"] = _cancel_criteria(cancel)
         return inputs, kwargs
 
     def _decode(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
-    def _generate_sync(self, inputs: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> Any:
-        """Blocking generation: a str for a prompt, a list of str for a list of prompts."""
-        prompts = [inputs] if isinstance(inputs, str) else list(inputs)
+    def _generate_texts(
+        self, prompts: Sequence[Prompt], params: Mapping[str, Any], cancel: threading.Event | None = None
+    ) -> list[str]:
+        """Blocking generation: the replies to `prompts`, in one padded batch."""
         encoded, kwargs = self._generate_args(prompts, params, cancel)
         output = self.model.generate(**encoded, **kwargs)
         width = encoded["input_ids"].shape[1]
-        texts = [BaseLLM._finish(self._decode(row[width:].tolist()), params) for row in output]
-        return texts[0] if isinstance(inputs, str) else texts
+        return [self._finish(self._decode(row[width:].tolist()), params) for row in output]
 
-    def _producer(self, prompt: str, params: Mapping[str, Any]) -> Producer:
+    def _producer(self, prompt: Prompt, params: Mapping[str, Any]) -> Producer[str]:
         """Streaming generation for `iterate_thread`: emits text deltas."""
 
-        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+        def produce(emit: Callable[[str], None], cancel: threading.Event) -> None:
             encoded, kwargs = self._generate_args([prompt], params, cancel)
-            kwargs["streamer"] = _streamer(self._transformers, self._decode, emit)
+            kwargs["streamer"] = _streamer(self._decode, emit)
             self.model.generate(**encoded, **kwargs)
 
         return produce
 
-    @staticmethod
-    def _stream_item(text: str, params: Mapping[str, Any]) -> StreamItem:
-        return ModelStatusCode.STREAM_ING, BaseLLM._finish(text, params), None
-
-    def _is_batch(self, inputs: Any) -> bool:
-        return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
-
-    def _render_batch(self, inputs: list[Any], overrides: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-        return [self.template_parser(conv) for conv in inputs], self.update_gen_params(**overrides)
-
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={getattr(self, 'path', None)!r}, device={self.device!r})"
+        return f"{type(self).__name__}(path={self.path!r}, device={self.device!r})"
 
 
-class HFTransformer(_HFCore, BaseLLM):
+class HFTransformer(_HFCore, BatchLLM):
     """A transformers causal LM, prompted through a meta template.
 
     Lagent's version loaded ``AutoModel``, which has no language-model head for most
@@ -320,51 +331,28 @@ class HFTransformer(_HFCore, BaseLLM):
             `GenerationConfig` field (``num_beams``, ``do_sample``...).
     """
 
-    def generate(self, inputs: Any, **gen_params: Any) -> Any:
-        """Complete a prompt (a str), or each prompt of a list (a list of str)."""
-        return self._generate_sync(inputs, self.update_gen_params(**gen_params))
+    def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
+        return self._generate_texts(prompts, params)
 
-    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
-        text = ""
-        for delta in iterate_thread(self._producer(inputs, params), name="plait-hf"):
-            text += delta
-            yield self._stream_item(text, params)
-        yield ModelStatusCode.END, BaseLLM._finish(text, params), None
-
-    def chat(self, inputs: Any, **gen_params: Any) -> Any:
-        """Reply to a conversation, or to each conversation of a list (a list of replies)."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return self._generate_sync(prompts, params)
-        return super().chat(inputs, **gen_params)
+        yield from accumulate(iterate_thread(self._producer(inputs, params), name="plait-hf"), params)
 
 
-class AsyncHFTransformer(_HFCore, AsyncBaseLLM):
+class AsyncHFTransformer(_HFCore, AsyncBatchLLM):
     """The asynchronous twin of `HFTransformer`: generation runs in worker threads."""
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Complete a prompt (or a list of prompts) without blocking the event loop."""
-        return await to_thread_cancellable(self._generate_sync, inputs, self.update_gen_params(**gen_params))
+    async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
+        return await to_thread_cancellable(functools.partial(self._generate_texts, prompts, params))
 
-    async def stream_generate(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
-        text = ""
-        async for delta in aiterate_thread(self._producer(inputs, params), name="plait-hf"):
-            text += delta
-            yield self._stream_item(text, params)
-        yield ModelStatusCode.END, BaseLLM._finish(text, params), None
-
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Reply to a conversation, or to each conversation of a list (a list of replies)."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return await self.generate(prompts, **params)
-        return await super().chat(inputs, session_ids, **gen_params)
+        async for item in aaccumulate(aiterate_thread(self._producer(inputs, params), name="plait-hf"), params):
+            yield item
 
 
 class HFTransformerCasualLM(HFTransformer):

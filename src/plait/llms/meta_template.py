@@ -13,15 +13,15 @@ system turn and tool results in an ``environment`` turn, named ``<|interpreter|>
 
 from __future__ import annotations
 
-from typing import Any
+from .templates import RoleBegin, RoleSpec
 
 __all__ = ["INTERNLM2_META"]
 
 _TOOL_NAMES = {"interpreter": "<|interpreter|>", "plugin": "<|plugin|>"}
 
 
-def _chatml_role(role: str, names: dict[str, str] | None = None) -> dict[str, Any]:
-    begin: dict[str, Any] = {
+def _chatml_role(role: str, names: dict[str, str] | None = None) -> RoleSpec:
+    begin: RoleBegin = {
         "with_name": f"<|im_start|>{role} name={{name}}\n",
         "without_name": f"<|im_start|>{role}\n",
     }
@@ -30,7 +30,7 @@ def _chatml_role(role: str, names: dict[str, str] | None = None) -> dict[str, An
     return {"role": role, "begin": begin, "end": "<|im_end|>\n"}
 
 
-INTERNLM2_META: list[dict[str, Any]] = [
+INTERNLM2_META: list[RoleSpec] = [
     _chatml_role("system", _TOOL_NAMES),
     _chatml_role("user"),
     _chatml_role("assistant", _TOOL_NAMES),

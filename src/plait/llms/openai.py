@@ -19,25 +19,39 @@ import asyncio
 import os
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeAlias, overload
 
 from ..schema import ModelStatusCode
+from ..types import SessionIds
 from ..utils._aio import LoopThread
 from ._openai_core import ChatTransport, KeyRing
-from ._openai_protocol import StreamAccumulator, build_payload, chat_completions_url
+from ._openai_protocol import Payload, StreamAccumulator, ToolChoice, ToolSpec, build_payload, chat_completions_url
 from ._retry import RetryPolicy
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem, pop_base_gen_params
+from .base_llm import (
+    AsyncBaseLLM,
+    BaseLLM,
+    ChatBatch,
+    ChatInput,
+    GenParams,
+    LLMCore,
+    StreamItem,
+    is_chat_batch,
+    pop_base_gen_params,
+)
 from .response import ModelResponse, Usage
-from .templates import APITemplateParser
+from .templates import APITemplateParser, MetaTemplate, RoleSpec
 
 __all__ = ["GPTAPI", "OPENAI_META", "AsyncGPTAPI"]
 
-OPENAI_META: list[dict[str, Any]] = [
+OPENAI_META: list[RoleSpec] = [
     {"role": "system", "api_role": "system"},
     {"role": "user", "api_role": "user"},
     {"role": "assistant", "api_role": "assistant"},
     {"role": "environment", "api_role": "system"},
 ]
+
+_Request: TypeAlias = tuple[Payload, GenParams, float | None]
+"""One prepared request: the body, this call's parameters, and its timeout override."""
 
 
 def _as_list(value: str | Sequence[str] | None) -> list[str]:
@@ -62,12 +76,8 @@ def _proxy_url(proxies: str | Mapping[str, str] | None, url: str) -> str | None:
     return proxies.get(scheme) or proxies.get("https") or proxies.get("http")
 
 
-def _is_batch(inputs: Any) -> bool:
-    return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
-
-
-class _OpenAIChat(BaseLLM):
-    """Configuration and request building shared by `GPTAPI` and `AsyncGPTAPI`.
+class _GPTAPICore(LLMCore):
+    """Configuration, request building and reply handling shared by `GPTAPI` and `AsyncGPTAPI`.
 
     Args:
         model_type: Model name, sent as is (any name the server knows).
@@ -107,7 +117,7 @@ class _OpenAIChat(BaseLLM):
         json_mode: bool = False,
         key: str | Sequence[str] | None = "ENV",
         org: str | Sequence[str] | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         api_base: str | None = None,
         proxies: str | Mapping[str, str] | None = None,
         timeout: float | None = 300.0,
@@ -166,13 +176,13 @@ class _OpenAIChat(BaseLLM):
         overrides: Mapping[str, Any],
         *,
         stream: bool,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
         rendered: bool = False,
-    ) -> tuple[dict[str, Any], dict[str, Any], float | None]:
+    ) -> _Request:
         """``(payload, params, timeout)`` for one call: render, merge overrides, build the body."""
         overrides = dict(overrides)
-        timeout = overrides.pop("timeout", None)
+        timeout: float | None = overrides.pop("timeout", None)
         if rendered:
             messages, params = inputs, self.update_gen_params(**overrides)
         else:
@@ -190,11 +200,20 @@ class _OpenAIChat(BaseLLM):
         )
         return payload, params, timeout
 
-    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
-        response.content = self._finish(response.content, params)
-        return response
+    async def _complete(self, request: _Request) -> ModelResponse:
+        """Send one prepared request; the reply with client-side stop words applied."""
+        payload, params, timeout = request
+        return self._finish_response(await self._transport.complete(payload, timeout), params)
 
-    def _stream_items(self, acc: StreamAccumulator, final: bool, params: Mapping[str, Any]) -> StreamItem:
+    def _batch_requests(self, inputs: ChatBatch, gen_params: Mapping[str, Any]) -> list[_Request]:
+        """One request per conversation of a batch."""
+        return [self._request(conversation, gen_params, stream=False) for conversation in inputs]
+
+    async def _complete_texts(self, requests: list[_Request]) -> list[str]:
+        """The reply texts of `requests`, sent concurrently."""
+        return [response.content for response in await asyncio.gather(*map(self._complete, requests))]
+
+    def _stream_item(self, acc: StreamAccumulator, final: bool, params: Mapping[str, Any]) -> StreamItem:
         if final:
             return ModelStatusCode.END, self._finish(acc.text, params), self._finish_response(acc.response(), params)
         return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
@@ -203,8 +222,8 @@ class _OpenAIChat(BaseLLM):
         return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={self.api_base!r})"
 
 
-class GPTAPI(_OpenAIChat):
-    """Synchronous client for OpenAI-compatible servers (see `_OpenAIChat` for the arguments).
+class GPTAPI(_GPTAPICore, BaseLLM):
+    """Synchronous client for OpenAI-compatible servers (see `_GPTAPICore` for the arguments).
 
     Thread-safe: calls from many threads share one private IO loop and its connection
     pool. `close()` (or ``with GPTAPI(...) as llm``) releases them; so does garbage
@@ -216,36 +235,44 @@ class GPTAPI(_OpenAIChat):
         self._finalizer = weakref.finalize(self, self._io.close, self._transport.pool.aclose)
 
     def complete(
-        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        inputs: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> ModelResponse:
         """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
-        return self._finish_response(self._io.run(self._transport.complete(payload, timeout)), params)
+        request = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
+        return self._io.run(self._complete(request))
 
-    def chat(self, inputs: ChatInput, **gen_params: Any) -> Any:
+    @overload
+    def chat(self, inputs: ChatInput, **gen_params: Any) -> str: ...
+
+    @overload
+    def chat(self, inputs: ChatBatch, **gen_params: Any) -> list[str]: ...
+
+    def chat(self, inputs: ChatInput | ChatBatch, **gen_params: Any) -> str | list[str]:
         """The reply text (a list of texts for a batch: a list of conversations)."""
-        if _is_batch(inputs):
-            return self._io.run(
-                _gather_texts(
-                    self._transport,
-                    [self._request(conv, gen_params, stream=False) for conv in cast("list[Any]", inputs)],
-                    self,
-                )
-            )
+        if is_chat_batch(inputs):
+            return self._io.run(self._complete_texts(self._batch_requests(inputs, gen_params)))
         return self.complete(inputs, **gen_params).content
 
-    def generate(self, inputs: Any, **gen_params: Any) -> str:
+    def generate(self, inputs: ChatInput, **gen_params: Any) -> str:
         """Reply to already-rendered API messages (``chat`` renders them for you)."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=False, rendered=True)
-        return self._finish_response(self._io.run(self._transport.complete(payload, timeout)), params).content
+        request = self._request(inputs, gen_params, stream=False, rendered=True)
+        return self._io.run(self._complete(request)).content
 
     def stream_chat(
-        self, inputs: ChatInput, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
+        self,
+        inputs: ChatInput,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        **gen_params: Any,
     ) -> Iterator[StreamItem]:
         """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
         payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
         for acc, final in self._io.iterate(self._transport.stream(payload, timeout)):
-            yield self._stream_items(acc, final, params)
+            yield self._stream_item(acc, final, params)
 
     def close(self) -> None:
         """Close the connection pool and stop the IO thread (a later call starts them again)."""
@@ -258,8 +285,8 @@ class GPTAPI(_OpenAIChat):
         self.close()
 
 
-class AsyncGPTAPI(_OpenAIChat, AsyncBaseLLM):
-    """Asynchronous client for OpenAI-compatible servers (see `_OpenAIChat` for the arguments).
+class AsyncGPTAPI(_GPTAPICore, AsyncBaseLLM):
+    """Asynchronous client for OpenAI-compatible servers (see `_GPTAPICore` for the arguments).
 
     Task-safe: concurrent calls on one event loop share one pooled session; each loop the
     client is used from gets its own, closed when that loop shuts down. ``await aclose()``
@@ -269,42 +296,46 @@ class AsyncGPTAPI(_OpenAIChat, AsyncBaseLLM):
     async def complete(
         self,
         inputs: ChatInput,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
-        session_ids: Any = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
+        session_ids: SessionIds = None,
         **gen_params: Any,
     ) -> ModelResponse:
         """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
-        return self._finish_response(await self._transport.complete(payload, timeout), params)
+        return await self._complete(
+            self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
+        )
 
-    async def chat(self, inputs: ChatInput, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
+    @overload
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+
+    @overload
+    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+
+    async def chat(
+        self, inputs: ChatInput | ChatBatch, session_ids: SessionIds = None, **gen_params: Any
+    ) -> str | list[str]:
         """The reply text (a list of texts for a batch: a list of conversations)."""
-        if _is_batch(inputs):
-            return await _gather_texts(
-                self._transport,
-                [self._request(conv, gen_params, stream=False) for conv in cast("list[Any]", inputs)],
-                self,
-            )
+        if is_chat_batch(inputs):
+            return await self._complete_texts(self._batch_requests(inputs, gen_params))
         return (await self.complete(inputs, **gen_params)).content
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def generate(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """Reply to already-rendered API messages (``chat`` renders them for you)."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=False, rendered=True)
-        return self._finish_response(await self._transport.complete(payload, timeout), params).content
+        return (await self._complete(self._request(inputs, gen_params, stream=False, rendered=True))).content
 
-    async def stream_chat(  # type: ignore[override]
+    async def stream_chat(
         self,
         inputs: ChatInput,
-        session_ids: Any = None,
-        tools: Sequence[Any] | None = None,
-        tool_choice: Any = None,
+        session_ids: SessionIds = None,
+        tools: Sequence[ToolSpec] | None = None,
+        tool_choice: ToolChoice = None,
         **gen_params: Any,
     ) -> AsyncIterator[StreamItem]:
         """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
         payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
         async for acc, final in self._transport.stream(payload, timeout):
-            yield self._stream_items(acc, final, params)
+            yield self._stream_item(acc, final, params)
 
     async def aclose(self) -> None:
         """Close this client's connection pool on the running loop."""
@@ -315,13 +346,6 @@ class AsyncGPTAPI(_OpenAIChat, AsyncBaseLLM):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-async def _gather_texts(
-    transport: ChatTransport, requests: list[tuple[dict[str, Any], dict[str, Any], float | None]], llm: _OpenAIChat
-) -> list[str]:
-    responses = await asyncio.gather(*(transport.complete(payload, timeout) for payload, _, timeout in requests))
-    return [llm._finish_response(r, params).content for r, (_, params, _) in zip(responses, requests, strict=True)]
 
 
 def _default_api_base() -> str:

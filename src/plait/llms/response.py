@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..types import ToolCallRecord
+
 __all__ = ["ModelResponse", "ToolCall", "Usage"]
 
 
@@ -27,7 +29,7 @@ class ToolCall:
         """The arguments decoded from JSON (raises `json.JSONDecodeError` when the model wrote invalid JSON)."""
         return json.loads(self.arguments or "{}")
 
-    def to_openai(self) -> dict[str, Any]:
+    def to_openai(self) -> ToolCallRecord:
         """The OpenAI wire form (an item of an assistant message's ``tool_calls``)."""
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 

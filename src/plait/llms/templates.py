@@ -18,26 +18,65 @@ A meta template is a list of role entries::
 
 from __future__ import annotations
 
+import abc
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import TypeAlias, Union
+
+from typing_extensions import Required, TypedDict
 
 from ..exceptions import UserError
 
-__all__ = ["APITemplateParser", "LMTemplateParser", "MetaTemplate"]
+__all__ = [
+    "APITemplateParser",
+    "LMTemplateParser",
+    "MetaTemplate",
+    "RoleBegin",
+    "RoleConfig",
+    "RoleSpec",
+    "TemplateParserClass",
+]
 
-MetaTemplate = Sequence[Mapping[str, Any]]
-Dialog = Union[str, Sequence[Union[str, Mapping[str, Any]]]]
+
+class RoleBegin(TypedDict, total=False):
+    """A ``begin`` that depends on the message's ``name`` (see the module docstring)."""
+
+    with_name: str
+    without_name: str
+    name: dict[str, str]
 
 
-def _index_roles(meta_template: MetaTemplate | None) -> dict[str, dict[str, Any]]:
-    roles: dict[str, dict[str, Any]] = {}
+class RoleSpec(TypedDict, total=False):
+    """One entry of a meta template, with the keys the parsers read."""
+
+    role: Required[str]
+    begin: str | RoleBegin
+    end: str
+    generate: bool
+    fallback_role: str
+    api_role: str
+
+
+RoleConfig: TypeAlias = Mapping[str, object]
+"""One entry of a meta template as the parsers accept it (a `RoleSpec`, or any dict of that shape)."""
+
+MetaTemplate: TypeAlias = Sequence[RoleConfig]
+"""A meta template: one `RoleConfig` per role."""
+
+Dialog: TypeAlias = Union[str, Sequence[Union[str, Mapping[str, object]]]]
+
+
+def _index_roles(meta_template: MetaTemplate | None) -> dict[str, dict[str, object]]:
+    roles: dict[str, dict[str, object]] = {}
     for item in meta_template or ():
         if not isinstance(item, Mapping) or "role" not in item:
             raise UserError(f"each meta template entry must be a dict with a 'role', not {item!r}")
-        if item["role"] in roles:
-            raise UserError(f"role {item['role']!r} appears twice in the meta template")
-        roles[item["role"]] = dict(item)
+        role = item["role"]
+        if not isinstance(role, str):
+            raise UserError(f"a meta template role must be a str, not {role!r}")
+        if role in roles:
+            raise UserError(f"role {role!r} appears twice in the meta template")
+        roles[role] = dict(item)
     for role, cfg in roles.items():
         fallback = cfg.get("fallback_role")
         if fallback is not None and fallback not in roles:
@@ -45,27 +84,35 @@ def _index_roles(meta_template: MetaTemplate | None) -> dict[str, dict[str, Any]
     return roles
 
 
-class _TemplateParser:
-    """Role lookup shared by both parsers."""
+class _TemplateParser(abc.ABC):
+    """Role lookup shared by the parsers; a parser renders a dialog when called."""
 
     def __init__(self, meta_template: MetaTemplate | None = None) -> None:
         self.meta_template = copy.deepcopy(list(meta_template)) if meta_template else None
         self.roles = _index_roles(self.meta_template)
 
-    def _role_config(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    @abc.abstractmethod
+    def __call__(self, dialog: Dialog) -> str | Sequence[Mapping[str, object]]:
+        """The rendered prompt for `dialog`: a prompt string, or the API's messages."""
+
+    def _role_config(self, message: Mapping[str, object]) -> dict[str, object]:
         role = message.get("role")
         cfg = self.roles.get(role) if isinstance(role, str) else None
         if cfg is None:
             known = ", ".join(repr(r) for r in self.roles)
             raise UserError(f"message role {role!r} is not in the meta template (roles: {known})")
         fallback = cfg.get("fallback_role")
-        return self.roles[fallback] if fallback else cfg
+        return self.roles[str(fallback)] if fallback else cfg
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(roles={list(self.roles)})"
 
 
-def _format_begin(cfg: Mapping[str, Any], name: str | None) -> str:
+TemplateParserClass: TypeAlias = type[_TemplateParser]
+"""A parser class: called with a meta template, it returns the parser."""
+
+
+def _format_begin(cfg: Mapping[str, object], name: object) -> str:
     begin = cfg.get("begin", "")
     if isinstance(begin, str):
         return begin
@@ -77,7 +124,7 @@ def _format_begin(cfg: Mapping[str, Any], name: str | None) -> str:
     return str(begin["with_name"]).format(name=aliases.get(name, name))
 
 
-def _content(message: Mapping[str, Any]) -> str:
+def _content(message: Mapping[str, object]) -> str:
     content = message.get("content", "")
     return content if isinstance(content, str) else str(content if content is not None else "")
 
@@ -117,7 +164,7 @@ class LMTemplateParser(_TemplateParser):
                 text for text in (item if isinstance(item, str) else _content(item) for item in dialog) if text
             )
         parts: list[str] = []
-        last_cfg: dict[str, Any] | None = None
+        last_cfg: dict[str, object] | None = None
         for index, item in enumerate(dialog):
             if isinstance(item, str):
                 parts.append(item)
@@ -134,7 +181,7 @@ class LMTemplateParser(_TemplateParser):
         return "".join(parts)
 
 
-def _is_native(message: Mapping[str, Any]) -> bool:
+def _is_native(message: Mapping[str, object]) -> bool:
     """OpenAI tool-calling messages pass through the API parser untouched."""
     return message.get("role") == "tool" or "tool_calls" in message or "tool_call_id" in message
 
@@ -151,16 +198,16 @@ class APITemplateParser(_TemplateParser):
     template, roles are kept as they are. A bare string becomes a user message.
     """
 
-    def __call__(self, dialog: Dialog) -> list[dict[str, Any]]:
+    def __call__(self, dialog: Dialog) -> list[dict[str, object]]:
         """The API messages for `dialog`."""
         if isinstance(dialog, str):
             return [{"role": "user", "content": dialog}]
         if not isinstance(dialog, Sequence):
             raise UserError(f"expected a list of messages or a str, not {type(dialog).__name__}")
-        out: list[dict[str, Any]] = []
+        out: list[dict[str, object]] = []
         mergeable: list[bool] = []
         for item in dialog:
-            message = {"role": "user", "content": item} if isinstance(item, str) else item
+            message: Mapping[str, object] = {"role": "user", "content": item} if isinstance(item, str) else item
             if _is_native(message) or not isinstance(message.get("content", ""), (str, type(None))):
                 out.append(dict(message))
                 mergeable.append(False)
@@ -173,7 +220,7 @@ class APITemplateParser(_TemplateParser):
             mergeable.append(True)
         return out
 
-    def _to_api(self, message: Mapping[str, Any]) -> dict[str, Any]:
+    def _to_api(self, message: Mapping[str, object]) -> dict[str, object]:
         new = dict(message)
         content = _content(message)
         if not self.roles:

@@ -14,52 +14,56 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
+from types import ModuleType
 from typing import Any
 
-from ..exceptions import LLMError, MissingDependencyError
+from ..exceptions import LLMError
 from ..schema import ModelStatusCode
-from .base_llm import AsyncBaseLLM, BaseLLM, StreamItem, pop_base_gen_params
+from ..types import SessionId, SessionIds
+from ._optional import import_optional
+from .base_llm import (
+    AsyncBatchLLM,
+    BatchLLM,
+    GenParams,
+    LLMCore,
+    Prompt,
+    StreamItem,
+    engine_fields,
+    pop_base_gen_params,
+)
+from .templates import MetaTemplate
 
 __all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs"]
 
 _RENAMED = {"max_new_tokens": "max_tokens", "stop_words": "stop"}
-_NOT_SENT = frozenset({"session_ids"})
 
 
-def _import_vllm() -> Any:
-    try:
-        import vllm  # type: ignore[import-not-found]
-    except ImportError:
-        raise MissingDependencyError("vllm", extra="vllm", feature="VllmModel") from None
-    return vllm
+def _import_vllm() -> ModuleType:
+    return import_optional("vllm", "vllm", "VllmModel")
 
 
-def sampling_kwargs(params: Mapping[str, Any]) -> dict[str, Any]:
+def sampling_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
     """``SamplingParams`` fields for plait generation parameters.
 
     ``max_new_tokens`` becomes ``max_tokens`` and ``stop_words`` becomes ``stop``; vLLM
     takes ``temperature=0`` as greedy. Other keys (``seed``, ``min_p``, ``ignore_eos``...)
     pass through; None values are left out.
     """
-    out: dict[str, Any] = {"n": 1}
-    for key, value in params.items():
-        if value is None or key in _NOT_SENT:
-            continue
-        out[_RENAMED.get(key, key)] = list(value) if key == "stop_words" else value
-    return out
+    return {"n": 1, **engine_fields(params, _RENAMED)}
 
 
-def request_id(session_id: Any = None) -> str:
+def request_id(session_id: SessionId | None = None) -> str:
     """A request id unique to one call; the agent's session id leads it, for tracing."""
     prefix = "plait" if session_id is None else f"session-{session_id}"
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def _text(output: Any) -> str:
+def _text(output: object) -> str:
     """The text of a vLLM ``RequestOutput`` (cumulative for streamed outputs)."""
     completions = getattr(output, "outputs", None)
     if not completions:
@@ -67,53 +71,48 @@ def _text(output: Any) -> str:
     return str(completions[0].text)
 
 
-def _session(session_ids: Any, index: int) -> Any:
+def _session(session_ids: SessionIds, index: int) -> SessionId | None:
     if isinstance(session_ids, (list, tuple)):
         return session_ids[index] if index < len(session_ids) else None
     return session_ids
 
 
-class _VllmCore:
-    """Configuration and request building shared by `VllmModel` and `AsyncVllmModel`."""
+def _prompt_text(prompt: Prompt) -> str:
+    """A prompt as the text vLLM completes (rendered by the meta template already)."""
+    return prompt if isinstance(prompt, str) else str(prompt)
 
-    gen_params: dict[str, Any]
-    update_gen_params: Callable[..., dict[str, Any]]
-    template_parser: Callable[[Any], Any]
-    _build_engine: Callable[[str], Any]  # each driver builds its own kind of engine
+
+class _VllmCore(LLMCore):
+    """Configuration and request building shared by `VllmModel` and `AsyncVllmModel` (see `VllmModel`)."""
 
     def __init__(
         self,
         path: str,
         tp: int = 1,
         vllm_cfg: Mapping[str, Any] | None = None,
-        meta_template: list[dict[str, Any]] | None = None,
+        meta_template: MetaTemplate | None = None,
         **gen_params: Any,
     ) -> None:
         base = pop_base_gen_params(gen_params)
-        super().__init__(path, meta_template=meta_template, **base)  # type: ignore[call-arg]
+        super().__init__(path, meta_template=meta_template, **base)
         self.gen_params.update(gen_params)
         self.tp = tp
         self.vllm_cfg = dict(vllm_cfg or {})
         self._vllm = _import_vllm()
         self.model = self._build_engine(path)
 
-    def _sampling(self, params: Mapping[str, Any]) -> Any:
+    @abc.abstractmethod
+    def _build_engine(self, path: str) -> Any:
+        """The engine this class drives (each builds its own kind), loaded from `path`."""
+
+    def _sampling(self, params: Mapping[str, Any]) -> object:
         return self._vllm.SamplingParams(**sampling_kwargs(params))
 
-    def _prompts(self, inputs: Any) -> list[str]:
-        return [inputs] if isinstance(inputs, str) else [str(p) for p in inputs]
-
-    def _is_batch(self, inputs: Any) -> bool:
-        return isinstance(inputs, list) and bool(inputs) and isinstance(inputs[0], list)
-
-    def _render_batch(self, inputs: Sequence[Any], overrides: Mapping[str, Any]) -> tuple[list[str], dict[str, Any]]:
-        return [self.template_parser(conv) for conv in inputs], self.update_gen_params(**overrides)
-
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(path={getattr(self, 'path', None)!r}, tp={self.tp})"
+        return f"{type(self).__name__}(path={self.path!r}, tp={self.tp})"
 
 
-class VllmModel(_VllmCore, BaseLLM):
+class VllmModel(_VllmCore, BatchLLM):
     """The offline vLLM engine (``vllm.LLM``) prompted through a meta template.
 
     Args:
@@ -132,15 +131,12 @@ class VllmModel(_VllmCore, BaseLLM):
         self._lock = threading.Lock()
         return self._vllm.LLM(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
 
-    def generate(self, inputs: Any, **gen_params: Any) -> Any:
-        """Complete a prompt (a str), or each prompt of a list in one batch (a list of str)."""
-        params = self.update_gen_params(**gen_params)
+    def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
         with self._lock:
-            outputs = self.model.generate(self._prompts(inputs), self._sampling(params), use_tqdm=False)
-        texts = [self._finish(_text(out), params) for out in outputs]
-        return texts[0] if isinstance(inputs, str) else texts
+            outputs = self.model.generate([_prompt_text(p) for p in prompts], self._sampling(params), use_tqdm=False)
+        return [self._finish(_text(out), params) for out in outputs]
 
-    def stream_generate(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
         """Stream one completion by stepping the engine (holds the engine's lock until done)."""
         params = self.update_gen_params(**gen_params)
         engine = self.model.llm_engine
@@ -160,15 +156,8 @@ class VllmModel(_VllmCore, BaseLLM):
                     engine.abort_request([rid])
         yield ModelStatusCode.END, self._finish(text, params), None
 
-    def chat(self, inputs: Any, **gen_params: Any) -> Any:
-        """Reply to a conversation, or to each conversation of a list in one batch."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return self.generate(prompts, **params)
-        return super().chat(inputs, **gen_params)
 
-
-class AsyncVllmModel(_VllmCore, AsyncBaseLLM):
+class AsyncVllmModel(_VllmCore, AsyncBatchLLM):
     """vLLM's ``AsyncLLMEngine``: concurrent requests batched by the engine, streamed as produced.
 
     Takes the arguments of `VllmModel` (``vllm_cfg`` goes to ``AsyncEngineArgs``). Each
@@ -180,7 +169,9 @@ class AsyncVllmModel(_VllmCore, AsyncBaseLLM):
         args = self._vllm.AsyncEngineArgs(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
         return self._vllm.AsyncLLMEngine.from_engine_args(args)
 
-    async def _texts(self, prompt: str, params: Mapping[str, Any], session_id: Any) -> AsyncIterator[str]:
+    async def _texts(
+        self, prompt: Prompt, params: Mapping[str, Any], session_id: SessionId | None
+    ) -> AsyncIterator[str]:
         """Cumulative texts of one request; aborts the request when left early."""
         rid = request_id(session_id)
         finished = False
@@ -192,21 +183,20 @@ class AsyncVllmModel(_VllmCore, AsyncBaseLLM):
             if not finished:
                 await self.model.abort(rid)
 
-    async def _one(self, prompt: str, params: Mapping[str, Any], session_id: Any) -> str:
+    async def _one(self, prompt: Prompt, params: Mapping[str, Any], session_id: SessionId | None) -> str:
         last = ""
         async for text in self._texts(prompt, params, session_id):
             last = text
         return self._finish(last, params)
 
-    async def generate(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Complete a prompt, or each prompt of a list concurrently (a list of str)."""
-        params = self.update_gen_params(**gen_params)
-        prompts = self._prompts(inputs)
-        texts = await asyncio.gather(*(self._one(p, params, _session(session_ids, i)) for i, p in enumerate(prompts)))
-        return texts[0] if isinstance(inputs, str) else list(texts)
+    async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
+        texts = await asyncio.gather(
+            *(self._one(_prompt_text(p), params, _session(session_ids, i)) for i, p in enumerate(prompts))
+        )
+        return list(texts)
 
-    async def stream_generate(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """Stream one completion from the engine's async generator."""
         params = self.update_gen_params(**gen_params)
@@ -216,10 +206,3 @@ class AsyncVllmModel(_VllmCore, AsyncBaseLLM):
                 last = text
                 yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
         yield ModelStatusCode.END, self._finish(last, params), None
-
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> Any:  # type: ignore[override]
-        """Reply to a conversation, or to each conversation of a list concurrently."""
-        if self._is_batch(inputs):
-            prompts, params = self._render_batch(inputs, gen_params)
-            return await self.generate(prompts, session_ids, **params)
-        return await super().chat(inputs, session_ids, **gen_params)

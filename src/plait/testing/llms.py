@@ -19,18 +19,35 @@ from __future__ import annotations
 import inspect
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeAlias, Union
 
 from ..exceptions import ScriptError
-from ..llms.base_llm import AsyncBaseLLM, BaseLLM, StreamItem, filter_suffix
+from ..llms.base_llm import (
+    AsyncBaseLLM,
+    BaseLLM,
+    ChatInput,
+    GenParams,
+    LLMCore,
+    Message,
+    Prompt,
+    StreamItem,
+    filter_suffix,
+)
 from ..llms.response import ModelResponse
 from ..schema import ModelStatusCode
+from ..types import SessionIds
 
-__all__ = ["AsyncFunctionLLM", "AsyncScriptedLLM", "FunctionLLM", "LLMCall", "ScriptedLLM"]
+__all__ = ["AsyncFunctionLLM", "AsyncScriptedLLM", "FunctionLLM", "LLMCall", "ScriptItem", "ScriptedLLM"]
 
 _PIECES = re.compile(r"\s*\S+\s*|\s+")
+
+ReplyFunction: TypeAlias = Callable[[Any, GenParams], object]
+"""``fn(messages, params)`` returning a reply (or an awaitable of one, for the async doubles)."""
+
+ScriptItem: TypeAlias = Union[str, Sequence[str], ModelResponse, BaseException, ReplyFunction]
+"""One scripted reply: text, text pieces, a `ModelResponse`, an exception to raise, or a function."""
 
 
 @dataclass
@@ -38,15 +55,28 @@ class LLMCall:
     """One recorded model call."""
 
     messages: Any
-    params: dict[str, Any]
+    params: GenParams
     method: str
 
 
-def _passthrough(messages: Any) -> Any:
+class _Replies(Protocol):
+    """Where a double takes its replies from: a queue, or an endless supply."""
+
+    def popleft(self) -> ScriptItem:
+        """The next reply."""
+
+    def __len__(self) -> int:
+        """Replies left (0 for an endless supply)."""
+
+    def __iter__(self) -> Iterator[ScriptItem]:
+        """The replies left."""
+
+
+def _passthrough(messages: Sequence[Message]) -> list[dict[str, object]]:
     return [dict(m) for m in messages]
 
 
-def _to_response(item: Any) -> ModelResponse:
+def _to_response(item: object) -> ModelResponse:
     if isinstance(item, ModelResponse):
         return item
     if isinstance(item, str):
@@ -56,23 +86,29 @@ def _to_response(item: Any) -> ModelResponse:
     raise ScriptError(f"script items must be str, list of str, ModelResponse, exception or callable; got {item!r}")
 
 
-def _pieces(item: Any, response: ModelResponse) -> list[str]:
+def _pieces(item: object, response: ModelResponse) -> list[str]:
     if isinstance(item, (list, tuple)):
         return [str(p) for p in item]
     return _PIECES.findall(response.content) or [""]
 
 
-class _ScriptCore:
-    """The shared core: take the next reply, record the call, apply stop words."""
+class _ScriptCore(LLMCore):
+    """The shared core: take the next reply, record the call, apply stop words.
+
+    Args:
+        script: The replies, in order (see the module docstring).
+        **gen_params: Generation parameters (`LLMCore`'s), recorded with each call.
+    """
 
     stream_tools = True  # stream_chat serves ModelResponse replies (tool calls in the END item's extra)
 
-    def _setup(self, script: Iterable[Any] | None) -> None:
-        self.script: deque[Any] = deque(script or [])
+    def __init__(self, script: Iterable[ScriptItem] | None = None, **gen_params: Any) -> None:
+        super().__init__(path=type(self).__name__, template_parser=_passthrough, **gen_params)
+        self.script: _Replies = deque(script or [])
         self.calls: list[LLMCall] = []
         self._served = 0
 
-    def _take(self, messages: Any, params: dict[str, Any], method: str) -> Any:
+    def _take(self, messages: Prompt, params: GenParams, method: str) -> ScriptItem:
         self.calls.append(LLMCall(messages, params, method))
         if not self.script:
             raise ScriptError(
@@ -83,20 +119,20 @@ class _ScriptCore:
         return self.script.popleft()
 
     @staticmethod
-    def _resolve(item: Any, messages: Any, params: dict[str, Any]) -> Any:
+    def _resolve(item: ScriptItem, messages: Prompt, params: GenParams) -> object:
         if isinstance(item, BaseException):
             raise item
         return item(messages, params) if callable(item) else item
 
     @staticmethod
-    def _stopped(response: ModelResponse, params: dict[str, Any]) -> ModelResponse:
+    def _stopped(response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
         text = filter_suffix(response.content, params.get("stop_words"))
         if text == response.content:
             return response
         return ModelResponse(content=text, tool_calls=response.tool_calls, finish_reason="stop", raw=response.raw)
 
     @staticmethod
-    def _stream_items(item: Any, response: ModelResponse, params: dict[str, Any]) -> Iterator[StreamItem]:
+    def _stream_items(item: object, response: ModelResponse, params: Mapping[str, Any]) -> Iterator[StreamItem]:
         stops = params.get("stop_words")
         text = ""
         for piece in _pieces(item, response):
@@ -123,25 +159,21 @@ class _ScriptCore:
 class ScriptedLLM(_ScriptCore, BaseLLM):
     """A synchronous model that replies from a script (see the module docstring)."""
 
-    def __init__(self, script: Iterable[Any] | None = None, **gen_params: Any) -> None:
-        BaseLLM.__init__(self, path=type(self).__name__, template_parser=_passthrough, **gen_params)
-        self._setup(script)
-
-    def _reply(self, messages: Any, params: dict[str, Any], method: str) -> tuple[Any, ModelResponse]:
+    def _reply(self, messages: Prompt, params: GenParams, method: str) -> tuple[object, ModelResponse]:
         item = self._resolve(self._take(messages, params, method), messages, params)
         return item, self._stopped(_to_response(item), params)
 
-    def complete(self, inputs: Any, **gen_params: Any) -> ModelResponse:
+    def complete(self, inputs: ChatInput, **gen_params: Any) -> ModelResponse:
         """The next reply as a structured `ModelResponse`."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._reply(prompt, params, "complete")[1]
 
-    def chat(self, inputs: Any, **gen_params: Any) -> str:
+    def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
         """The next reply's text."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._reply(prompt, params, "chat")[1].content
 
-    def stream_chat(self, inputs: Any, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_chat(self, inputs: ChatInput, **gen_params: Any) -> Iterator[StreamItem]:
         """The next reply, piece by piece."""
         prompt, params = self._prepare(inputs, gen_params)
         item, response = self._reply(prompt, params, "stream_chat")
@@ -151,28 +183,24 @@ class ScriptedLLM(_ScriptCore, BaseLLM):
 class AsyncScriptedLLM(_ScriptCore, AsyncBaseLLM):
     """The async twin of `ScriptedLLM`; callables in the script may be ``async def``."""
 
-    def __init__(self, script: Iterable[Any] | None = None, **gen_params: Any) -> None:
-        AsyncBaseLLM.__init__(self, path=type(self).__name__, template_parser=_passthrough, **gen_params)
-        self._setup(script)
-
-    async def _reply(self, messages: Any, params: dict[str, Any], method: str) -> tuple[Any, ModelResponse]:
+    async def _reply(self, messages: Prompt, params: GenParams, method: str) -> tuple[object, ModelResponse]:
         item = self._resolve(self._take(messages, params, method), messages, params)
         if inspect.isawaitable(item):
             item = await item
         return item, self._stopped(_to_response(item), params)
 
-    async def complete(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> ModelResponse:
+    async def complete(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> ModelResponse:
         """The next reply as a structured `ModelResponse`."""
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "complete"))[1]
 
-    async def chat(self, inputs: Any, session_ids: Any = None, **gen_params: Any) -> str:  # type: ignore[override]
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """The next reply's text."""
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "chat"))[1].content
 
-    async def stream_chat(  # type: ignore[override]
-        self, inputs: Any, session_ids: Any = None, **gen_params: Any
+    async def stream_chat(
+        self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any
     ) -> AsyncIterator[StreamItem]:
         """The next reply, piece by piece."""
         prompt, params = self._prepare(inputs, gen_params)
@@ -184,7 +212,7 @@ class AsyncScriptedLLM(_ScriptCore, AsyncBaseLLM):
 class _Forever:
     """An endless script: every call gets `fn`."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: ReplyFunction) -> None:
         self.fn = fn
 
     def __bool__(self) -> bool:
@@ -193,10 +221,10 @@ class _Forever:
     def __len__(self) -> int:
         return 0
 
-    def popleft(self) -> Callable[..., Any]:
+    def popleft(self) -> ReplyFunction:
         return self.fn
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[ScriptItem]:
         return iter(())
 
 
@@ -209,14 +237,14 @@ class FunctionLLM(ScriptedLLM):
         ```
     """
 
-    def __init__(self, fn: Callable[[Any, dict[str, Any]], Any], **gen_params: Any) -> None:
+    def __init__(self, fn: ReplyFunction, **gen_params: Any) -> None:
         super().__init__(None, **gen_params)
-        self.script = _Forever(fn)  # type: ignore[assignment]
+        self.script = _Forever(fn)
 
 
 class AsyncFunctionLLM(AsyncScriptedLLM):
     """The async twin of `FunctionLLM`; `fn` may be sync or ``async def``."""
 
-    def __init__(self, fn: Callable[[Any, dict[str, Any]], Any], **gen_params: Any) -> None:
+    def __init__(self, fn: ReplyFunction, **gen_params: Any) -> None:
         super().__init__(None, **gen_params)
-        self.script = _Forever(fn)  # type: ignore[assignment]
+        self.script = _Forever(fn)
