@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..exceptions import UserError
+from ..types import JSONValue
 from ._docstring import DocEntry, parse_docstring, parse_entries
-from ._types import describe_annotation, describe_type_string, split_annotated
+from ._types import TypeDescription, describe_annotation, describe_type_string, split_annotated
 
 __all__ = ["SESSION_PARAMETER", "build_api_description", "build_class_description"]
 
@@ -19,7 +20,7 @@ SESSION_PARAMETER = "session_id"
 _EMPTY = inspect.Parameter.empty
 
 
-def _resolve_hint(hint: Any, namespace: dict[str, Any]) -> Any:
+def _resolve_hint(hint: object, namespace: dict[str, Any]) -> object:
     """Evaluate one string annotation; unresolvable ones stay strings (read like docstring types)."""
     if not isinstance(hint, str):
         return hint
@@ -29,7 +30,7 @@ def _resolve_hint(hint: Any, namespace: dict[str, Any]) -> Any:
         return hint
 
 
-def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+def _type_hints(fn: Callable[..., object]) -> dict[str, object]:
     try:
         return typing.get_type_hints(fn, include_extras=True)
     except Exception:  # some string annotation does not resolve: resolve them one by one
@@ -38,27 +39,31 @@ def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
         return {name: _resolve_hint(hint, namespace) for name, hint in hints.items()}
 
 
-def _typed(hint: Any, doc_type: str | None) -> dict[str, Any]:
+def _typed(hint: object, doc_type: str | None) -> TypeDescription:
     typed = describe_annotation(hint) if hint is not _EMPTY else {}
     if not typed and doc_type:
         typed = describe_type_string(doc_type)
     return typed
 
 
-def _parameter(param: inspect.Parameter, hint: Any, entry: DocEntry | None) -> dict[str, Any]:
+def _parameter(param: inspect.Parameter, hint: object, entry: DocEntry | None) -> dict[str, JSONValue]:
     description = entry.description if entry else ""
     if hint is not _EMPTY:
         hint, annotated = split_annotated(hint)
         if annotated:
             description = annotated
     typed = _typed(hint, entry.annotation if entry else None)
-    parameter: dict[str, Any] = {"name": param.name, "type": typed.pop("type", "STRING"), "description": description}
+    parameter: dict[str, JSONValue] = {
+        "name": param.name,
+        "type": typed.pop("type", "STRING"),
+        "description": description,
+    }
     parameter.update(typed)
     return parameter
 
 
-def _return_item(entry: DocEntry, hint: Any = _EMPTY) -> dict[str, Any]:
-    item: dict[str, Any] = {}
+def _return_item(entry: DocEntry, hint: object = _EMPTY) -> dict[str, JSONValue]:
+    item: dict[str, JSONValue] = {}
     if entry.name:
         item["name"] = entry.name
     item["description"] = entry.description
@@ -69,7 +74,7 @@ def _return_item(entry: DocEntry, hint: Any = _EMPTY) -> dict[str, Any]:
     return item
 
 
-def _explode(entry: DocEntry) -> list[dict[str, Any]]:
+def _explode(entry: DocEntry) -> list[dict[str, JSONValue]]:
     lines = ["    " + line.lstrip(" -+*#.") for line in entry.description.split("\n")[1:] if line.strip()]
     return [_return_item(item) for item in parse_entries(lines) if item.name]
 
@@ -119,7 +124,7 @@ def build_api_description(
         description["parameters"].append(_parameter(param, hint, doc.args.get(param.name)))
         if param.default is _EMPTY:
             description["required"].append(param.name)
-    return_data: list[dict[str, Any]] = []
+    return_data: list[dict[str, JSONValue]] = []
     if explode_return and doc.returns:
         return_data = _explode(doc.returns[0])
     elif returns_named_value:
@@ -130,21 +135,28 @@ def build_api_description(
     return description
 
 
-def _own_doc(cls: type) -> str:
+def _own_doc(cls: type, twins: tuple[type, ...]) -> str:
     doc = cls.__dict__.get("__doc__")
     if doc:
         return parse_docstring(doc).description
-    for base in cls.__mro__[1:]:
+    for base in (*cls.__mro__[1:], *twins):
         inherited = base.__dict__.get("__tool_description__")
         if isinstance(inherited, dict) and base.__dict__.get("__doc__") and not base.__dict__.get("_plait_base", False):
             return str(inherited.get("description", ""))
     return ""
 
 
-def _collect_apis(cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> dict[str, Any]:
-    """The tool_api methods of `cls` by name, base classes first, overrides resolved."""
+def _collect_apis(
+    cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]], twins: tuple[type, ...]
+) -> dict[str, Any]:
+    """The tool_api methods of `cls` by name, base classes (then `twins`) first, overrides resolved.
+
+    A method without a docstring that overrides an API of a base class, or has the name of
+    an API of a twin (the sync class of an async sibling), takes that API's description.
+    """
+    lineage = [klass for twin in twins for klass in twin.__mro__] + list(cls.__mro__)
     names: list[str] = []
-    for klass in reversed(cls.__mro__):
+    for klass in reversed(lineage):
         for attr, value in klass.__dict__.items():
             if hasattr(_unwrap(value), "api_description") and attr not in names:
                 names.append(attr)
@@ -152,11 +164,11 @@ def _collect_apis(cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., 
     for attr in names:
         value = _unwrap(inspect.getattr_static(cls, attr, None))
         if not callable(value):
-            continue  # overridden with a non-callable: no longer an API
+            continue  # overridden with a non-callable (or absent from a sibling): no longer an API
         if not hasattr(value, "api_description"):
             base = next(
                 _unwrap(k.__dict__[attr])
-                for k in cls.__mro__
+                for k in (*cls.__mro__, *lineage)
                 if attr in k.__dict__ and hasattr(_unwrap(k.__dict__[attr]), "api_description")
             )
             value = wrap(value) if value.__doc__ else _inherit(value, base)
@@ -174,15 +186,16 @@ def _unwrap(value: Any) -> Any:
 
 
 def build_class_description(
-    cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]
+    cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]], twins: tuple[type, ...] = ()
 ) -> tuple[dict[str, Any], bool]:
     """``(__tool_description__, is_toolkit)`` for an action class.
 
     A class whose only API is ``run`` (decorated or not) is a simple tool; a class with other
-    `tool_api` methods is a toolkit. Having both is an error.
+    `tool_api` methods is a toolkit. Having both is an error. `twins` are classes whose API
+    descriptions the class's undocumented methods of the same names take (see `_collect_apis`).
     """
-    description: dict[str, Any] = {"name": cls.__name__, "description": _own_doc(cls)}
-    apis = _collect_apis(cls, wrap)
+    description: dict[str, Any] = {"name": cls.__name__, "description": _own_doc(cls, twins)}
+    apis = _collect_apis(cls, wrap, twins)
     run = apis.pop("run", None)
     if run is not None and apis:
         raise UserError(

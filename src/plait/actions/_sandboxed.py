@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from ..sandbox import Limits, adrive, drive
-from ..sandbox.sessions import Sessions, lazy_sessions
+from ..sandbox import Limits, Op, adrive, drive
+from ..sandbox.sessions import SessionProcess, Sessions, lazy_sessions
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn
-from .base_action import BaseAction
+from .base_action import ActionCore, BaseAction
 from .parser import BaseParser
 
 __all__ = ["SandboxedTool", "SessionTool"]
 
+H = TypeVar("H", bound=SessionProcess)
 
-class SandboxedTool(BaseAction, abc.ABC, register=False):
-    """A tool whose code runs in sandboxed processes.
+
+class SandboxedTool(ActionCore, Generic[H], register=False):
+    """A tool whose code runs in sandboxed processes (a core: the sync and async tools build on it).
 
     Args:
         description: The tool description.
@@ -45,10 +47,10 @@ class SandboxedTool(BaseAction, abc.ABC, register=False):
     ) -> None:
         super().__init__(description, parser, enable)
         self.limits = (limits or Limits()).replace(timeout=float(timeout))
-        self._sessions: Sessions[Any] | None = None
+        self._sessions: Sessions[H] | None = None
 
     @abc.abstractmethod
-    def _new_sessions(self) -> Sessions[Any]:
+    def _new_sessions(self) -> Sessions[H]:
         """A new `Sessions` for this tool's processes."""
 
     @abc.abstractmethod
@@ -61,7 +63,7 @@ class SandboxedTool(BaseAction, abc.ABC, register=False):
         return self.limits.timeout
 
     @property
-    def sessions(self) -> Sessions[Any]:
+    def sessions(self) -> Sessions[H]:
         """The sandboxed processes of this tool (started on first use)."""
         return lazy_sessions(self, self._new_sessions)
 
@@ -71,11 +73,11 @@ class SandboxedTool(BaseAction, abc.ABC, register=False):
             self._sessions.shutdown()
 
 
-class SessionTool(SandboxedTool, register=False):
+class SessionTool(SandboxedTool[H], register=False):
     """A `SandboxedTool` with one stateful process per session id."""
 
     @abc.abstractmethod
-    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Any:
+    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Op[ExecResult]:
         """The sandbox flow that runs `command` in `session_id` within `timeout` seconds."""
 
     def _timeout(self, timeout: float | None) -> float:

@@ -13,9 +13,13 @@ import enum
 import re
 import types
 import typing
-from typing import Any
 
-__all__ = ["describe_annotation", "describe_type_string", "split_annotated"]
+from ..types import JSONValue
+
+__all__ = ["TypeDescription", "describe_annotation", "describe_type_string", "split_annotated"]
+
+TypeDescription = dict[str, JSONValue]
+"""What a type says in a parameter description: ``{'type': ...}`` plus ``items`` / ``enum``."""
 
 STRING, NUMBER, FLOAT, BOOLEAN, ARRAY, OBJECT = "STRING", "NUMBER", "FLOAT", "BOOLEAN", "Array", "OBJECT"
 
@@ -34,7 +38,7 @@ _ARRAY_ORIGINS = (
 _OBJECT_ORIGINS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
 
 
-def split_annotated(annotation: Any) -> tuple[Any, str | None]:
+def split_annotated(annotation: object) -> tuple[object, str | None]:
     """``Annotated[T, "desc", ...]`` -> ``(T, "desc")``; anything else -> ``(annotation, None)``."""
     if typing.get_origin(annotation) is typing.Annotated:
         inner, *metadata = typing.get_args(annotation)
@@ -43,7 +47,7 @@ def split_annotated(annotation: Any) -> tuple[Any, str | None]:
     return annotation, None
 
 
-def _strip_optional(annotation: Any) -> tuple[Any, list[Any]]:
+def _strip_optional(annotation: object) -> tuple[object, list[object]]:
     """Remove ``None`` from a union; return the remaining annotation and its members."""
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
@@ -54,7 +58,7 @@ def _strip_optional(annotation: Any) -> tuple[Any, list[Any]]:
     return annotation, [annotation]
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     if isinstance(value, bool):
         return BOOLEAN
     if isinstance(value, int):
@@ -64,14 +68,14 @@ def _scalar(value: Any) -> str:
     return STRING
 
 
-def _enum_description(values: list[Any]) -> dict[str, Any]:
+def _enum_description(values: list[JSONValue]) -> TypeDescription:
     kinds = {_scalar(value) for value in values}
     if kinds == {NUMBER, FLOAT}:
         kinds = {FLOAT}
     return {"type": kinds.pop() if len(kinds) == 1 else STRING, "enum": values}
 
 
-def describe_annotation(annotation: Any) -> dict[str, Any]:
+def describe_annotation(annotation: object) -> TypeDescription:
     """The description of a type hint: ``{'type': ...}`` plus ``items``/``enum`` when known.
 
     Returns an empty dict for annotations that say nothing (``Any``, unknown classes), so the
@@ -97,9 +101,9 @@ def describe_annotation(annotation: Any) -> dict[str, Any]:
     return _describe_class(annotation)
 
 
-def _describe_generic(origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+def _describe_generic(origin: object, args: tuple[object, ...]) -> TypeDescription:
     if origin in _ARRAY_ORIGINS:
-        result: dict[str, Any] = {"type": ARRAY}
+        result: TypeDescription = {"type": ARRAY}
         item_args = [arg for arg in args if arg is not Ellipsis]
         if origin is tuple and len(set(map(repr, item_args))) > 1:
             return result
@@ -113,7 +117,7 @@ def _describe_generic(origin: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     return {}
 
 
-def _describe_class(annotation: Any) -> dict[str, Any]:
+def _describe_class(annotation: object) -> TypeDescription:
     if annotation is bool:
         return {"type": BOOLEAN}
     if annotation is int:
@@ -167,7 +171,7 @@ _WORDS = {
 _OPTIONAL_SUFFIX = re.compile(r",?\s*optional\s*$", re.IGNORECASE)
 
 
-def describe_type_string(text: str) -> dict[str, Any]:
+def describe_type_string(text: str) -> TypeDescription:
     """The description of a docstring (or unresolvable string-hint) type such as ``list[str]``.
 
     Understands ``Optional[T]``, ``T | None``, ``T, optional``, ``typing.`` prefixes,
@@ -195,7 +199,7 @@ def describe_type_string(text: str) -> dict[str, Any]:
     kind = _WORDS.get(head)
     if kind is None:
         return {}
-    result: dict[str, Any] = {"type": kind}
+    result: TypeDescription = {"type": kind}
     if kind == ARRAY and inner:
         args = _split_top(inner, ",")
         if len(args) == 1 or (len(args) == 2 and args[1].strip() == "..."):
@@ -205,10 +209,10 @@ def describe_type_string(text: str) -> dict[str, Any]:
     return result
 
 
-def _literal_strings(inner: str) -> dict[str, Any]:
+def _literal_strings(inner: str) -> TypeDescription:
     import ast
 
-    values: list[Any] = []
+    values: list[JSONValue] = []
     for part in _split_top(inner, ","):
         try:
             values.append(ast.literal_eval(part.strip()))

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ToolArgumentError
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from ..schema import ActionReturn
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, as_data
 
@@ -102,21 +103,8 @@ def format_papers(papers: list[ArxivPaper], chars_max: int) -> str:
     )
 
 
-class ArxivSearch(WebToolMixin, BaseAction):
-    """Search information from Arxiv.org. Useful for when you need to answer questions about Physics, Mathematics, Computer Science, Quantitative Biology, Quantitative Finance, Statistics, Electrical Engineering, and Economics from scientific articles on arxiv.org.
-
-    Args:
-        top_k_results: Papers returned per query.
-        max_query_len: The query is cut to this many characters.
-        doc_content_chars_max: Characters of each abstract returned.
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        endpoint: The arXiv API query endpoint.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per query.
-        cache_ttl: Seconds an answer is reused.
-    """  # noqa: E501
+class _ArxivSearchCore(WebToolMixin, ActionCore, register=False):
+    """What `ArxivSearch` and `AsyncArxivSearch` share (the arguments are `ArxivSearch`'s)."""
 
     def __init__(
         self,
@@ -157,8 +145,25 @@ class ArxivSearch(WebToolMixin, BaseAction):
             raise ToolArgumentError("the query is empty")
         return self.parse_response(await self.client.send(self.build_request(query)))
 
+
+class ArxivSearch(_ArxivSearchCore, BaseAction):
+    """Search information from Arxiv.org. Useful for when you need to answer questions about Physics, Mathematics, Computer Science, Quantitative Biology, Quantitative Finance, Statistics, Electrical Engineering, and Economics from scientific articles on arxiv.org.
+
+    Args:
+        top_k_results: Papers returned per query.
+        max_query_len: The query is cut to this many characters.
+        doc_content_chars_max: Characters of each abstract returned.
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        endpoint: The arXiv API query endpoint.
+        timeout: Seconds per attempt.
+        max_retry: Attempts per query.
+        cache_ttl: Seconds an answer is reused.
+    """  # noqa: E501
+
     @tool_api(explode_return=True)
-    def get_arxiv_article_information(self, query: str) -> Any:
+    def get_arxiv_article_information(self, query: str) -> dict[str, str] | ActionReturn:
         """Run Arxiv search and get the article meta information.
 
         Args:
@@ -171,8 +176,8 @@ class ArxivSearch(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._get_information(query)))
 
 
-class AsyncArxivSearch(AsyncActionMixin, ArxivSearch):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncArxivSearch(AsyncActionMixin, _ArxivSearchCore, sibling_of=ArxivSearch):
     """Search information from Arxiv.org. Useful for when you need to answer questions about Physics, Mathematics, Computer Science, Quantitative Biology, Quantitative Finance, Statistics, Electrical Engineering, and Economics from scientific articles on arxiv.org."""  # noqa: E501
 
-    async def get_arxiv_article_information(self, query: str) -> Any:  # noqa: D102
+    async def get_arxiv_article_information(self, query: str) -> dict[str, str] | ActionReturn:  # noqa: D102
         return await as_data(self._get_information(query))

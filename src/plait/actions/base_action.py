@@ -20,6 +20,11 @@ def`` APIs. Calling an ``async def`` API synchronously raises `UserError`: use
 `acall`, an `AsyncActionExecutor`, or mix in `AsyncActionMixin` (whose ``__call__`` is
 async, as in Lagent).
 
+`ActionCore` is everything a tool is except its ``__call__``; `BaseAction` adds the sync
+``__call__``. plait's own async tools are siblings of their sync tools over a shared core
+(``class AsyncX(AsyncActionMixin, _XCore, sibling_of=X)``): no async method overrides a sync
+one, and ``isinstance(AsyncX(), X)`` holds because the sibling is registered on ``X``.
+
 Example:
     ```python
     class PhraseEmphasis(BaseAction):
@@ -36,13 +41,14 @@ Example:
 
 from __future__ import annotations
 
+import abc
 import copy
 import functools
 import inspect
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 from ..driver import run_async, run_sync
 from ..effects import ActionCall, Call, Flow
@@ -53,7 +59,7 @@ from ._registry import register_tool
 from ._schema import openai_tool
 from .parser import BaseParser, JsonParser
 
-__all__ = ["SESSION_PARAMETER", "AsyncActionMixin", "BaseAction", "tool_api"]
+__all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", "tool_api"]
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +121,7 @@ def tool_api(
         target = fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
         if not callable(target):
             raise UserError(f"tool_api decorates functions and methods, not {type(fn).__name__}")
-        target.api_description = build_api_description(  # type: ignore[attr-defined]
+        target.__dict__["api_description"] = build_api_description(
             target,
             explode_return=explode_return,
             returns_named_value=returns_named_value,
@@ -133,13 +139,6 @@ def _accepts_session(fn: Callable[..., Any]) -> bool:
         return SESSION_PARAMETER in inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = inspect.getattr_static(type(fn), "__call__", None)
-    return inspect.iscoroutinefunction(call)
 
 
 def _clean(text: str) -> str:
@@ -173,29 +172,19 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
-class BaseAction:
-    """Base class of every tool.
+class ActionCore(metaclass=abc.ABCMeta):
+    """Everything a tool is except how it is called: `BaseAction` adds the sync ``__call__``.
 
-    Args:
-        description: The tool description; defaults to a copy of the class's
-            ``__tool_description__`` (built from its `tool_api` methods and docstrings).
-        parser: The argument parser class, instantiated with the action; it adds a
-            ``parameter_description`` to each API.
-        enable: Whether executors offer and run this tool.
+    A class is described (``__tool_description__``) and registered when it is defined.
+    ``class X(..., register=False)`` stays out of the registry (shared cores, abstract
+    bases); ``class AsyncX(AsyncActionMixin, _XCore, sibling_of=X)`` makes the async
+    sibling count as an ``X`` (``isinstance``, ``issubclass``) and gives its undocumented
+    APIs the descriptions of ``X``'s APIs of the same name. The constructor's arguments
+    are documented on `BaseAction`.
 
     Attributes:
         run_in_thread: Async callers run this tool's sync APIs in a worker thread so the
             event loop never blocks (set False for trivial, non-blocking tools).
-
-    Example:
-        ```python
-        class Bold(BaseAction):
-            def run(self, text: str):
-                \"\"\"make text bold\"\"\"
-                return '**' + text + '**'
-
-        Bold()('{"text": "hi"}').result  # [{'type': 'text', 'content': '**hi**'}]
-        ```
     """
 
     __tool_description__: ClassVar[dict[str, Any]]
@@ -204,11 +193,28 @@ class BaseAction:
     run_in_thread: ClassVar[bool] = True
     _session_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init_subclass__(cls, register: bool = True, **kwargs: Any) -> None:
-        """Describe the new class and register it (``class X(BaseAction, register=False)`` opts out)."""
+    def __init_subclass__(
+        cls, register: bool = True, sibling_of: type[ActionCore] | None = None, **kwargs: Any
+    ) -> None:
+        """Describe the new class and register it (``class X(BaseAction, register=False)`` opts out).
+
+        Args:
+            register: Record the class in the tool registry.
+            sibling_of: The sync class this one is the async sibling of: the new class is
+                registered as its virtual subclass and inherits its API descriptions.
+            **kwargs: Passed on to the next ``__init_subclass__``.
+
+        Raises:
+            UserError: A registered class is neither a `BaseAction` nor a sibling of one.
+        """
         super().__init_subclass__(**kwargs)
-        cls.__tool_description__, cls._is_toolkit = build_class_description(cls, tool_api)
+        twins = () if sibling_of is None else (sibling_of,)
+        cls.__tool_description__, cls._is_toolkit = build_class_description(cls, tool_api, twins)
+        if sibling_of is not None:
+            sibling_of.register(cls)
         if register:
+            if not issubclass(cls, BaseAction):
+                raise UserError(f"{cls.__name__} is not a BaseAction: subclass it, or declare sibling_of=<sync tool>")
             register_tool(cls)
 
     def __init__(
@@ -224,11 +230,17 @@ class BaseAction:
         self._description: dict[str, Any] = copy.deepcopy(dict(description))
         self._name: str = self._description["name"]
         self._enable = bool(enable)
+        self._parser: BaseParser = self._bind_parser(parser)
+
+    def _bind_parser(self, parser: type[BaseParser] | Callable[[BaseAction], BaseParser]) -> BaseParser:
+        """`parser` built for this tool (it reads the tool's description)."""
         if isinstance(parser, BaseParser):
             raise UserError("pass the parser class (e.g. parser=JsonParser), not an instance")
         if not callable(parser):
             raise UserError(f"parser must be a BaseParser subclass, not {parser!r}")
-        self._parser: BaseParser = parser(self)
+        if not isinstance(self, BaseAction):  # a shared core built directly, not a tool
+            raise UserError(f"{type(self).__name__} is not a tool: build BaseAction subclasses or their siblings")
+        return parser(self)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -275,8 +287,8 @@ class BaseAction:
     def session_state(self, session_id: Hashable = 0) -> dict[str, Any]:
         """A mutable dict private to `session_id`, created on first use (thread-safe)."""
         with self._session_lock:
-            states = self.__dict__.setdefault("_session_states", {})
-            return states.setdefault(session_id, {})  # type: ignore[no-any-return]
+            states: dict[Hashable, dict[str, Any]] = self.__dict__.setdefault("_session_states", {})
+            return states.setdefault(session_id, {})
 
     def clear_session_state(self, session_id: Hashable = _ALL) -> None:
         """Forget the state of `session_id` (of every session when omitted)."""
@@ -298,14 +310,6 @@ class BaseAction:
         return [openai_tool(self._description, self._name)]
 
     # -- calling ------------------------------------------------------------------------------
-    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
-        """Call API `name` with `inputs` (parsed by the action's parser); never raises for bad input.
-
-        Raises:
-            UserError: The API is ``async def`` (use `acall` or an async executor).
-        """
-        return run_sync(_single(ActionCall(self, inputs, name, session_id)))
-
     async def acall(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         """Async `__call__`: awaits async APIs, runs sync ones in a worker thread."""
         return await run_async(_single(ActionCall(self, inputs, name, session_id)))
@@ -404,7 +408,38 @@ class BaseAction:
         return _utf8_safe(ActionReturn(args=args, type=label, result=items))
 
 
-BaseAction.__tool_description__, BaseAction._is_toolkit = build_class_description(BaseAction, tool_api)
+class BaseAction(ActionCore, register=False):
+    """Base class of every tool.
+
+    Args:
+        description: The tool description; defaults to a copy of the class's
+            ``__tool_description__`` (built from its `tool_api` methods and docstrings).
+        parser: The argument parser class, instantiated with the action; it adds a
+            ``parameter_description`` to each API.
+        enable: Whether executors offer and run this tool.
+
+    Example:
+        ```python
+        class Bold(BaseAction):
+            def run(self, text: str):
+                \"\"\"make text bold\"\"\"
+                return '**' + text + '**'
+
+        Bold()('{"text": "hi"}').result  # [{'type': 'text', 'content': '**hi**'}]
+        ```
+    """
+
+    _plait_base: ClassVar[bool] = True  # its docstring is not a tool's description
+
+    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+        """Call API `name` with `inputs` (parsed by the action's parser); never raises for bad input.
+
+        Raises:
+            UserError: The API is ``async def`` (use `acall` or an async executor).
+        """
+        return run_sync(_single(ActionCall(self, inputs, name, session_id)))
+
+
 register_tool(BaseAction)
 
 
@@ -417,7 +452,16 @@ def _error(args: dict[str, Any], label: str, message: str, state: int) -> Action
     return _utf8_safe(ActionReturn(args=args, type=label, errmsg=message, state=state))
 
 
-class AsyncActionMixin:
+if TYPE_CHECKING:
+    # For type checkers the mixin is a BaseAction, so Lagent's spelling ``class AsyncBold(
+    # AsyncActionMixin, BaseAction)`` type-checks (the mixin's ``__call__`` comes first in the
+    # MRO); at run time it is a plain mixin and plait's async tools do not inherit BaseAction.
+    _MixinBase = BaseAction
+else:
+    _MixinBase = object
+
+
+class AsyncActionMixin(_MixinBase):
     """Makes a tool's ``__call__`` async (Lagent's spelling for async tools).
 
     Example:
@@ -431,28 +475,28 @@ class AsyncActionMixin:
         ```
     """
 
-    async def __call__(
-        self: Any, inputs: Any = None, name: str = "run", session_id: Hashable | None = None
+    async def __call__(  # type: ignore[override]  # the one async __call__ over BaseAction's, by Lagent's contract
+        self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None
     ) -> ActionReturn:
         """Await the tool call (same contract as `BaseAction.acall`)."""
-        result: ActionReturn = await self.acall(inputs, name, session_id=session_id)
-        return result
+        return await self.acall(inputs, name, session_id=session_id)
 
 
 _STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
 
 
-def action_flow(action: BaseAction, inputs: Any, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+def action_flow(action: ActionCore, inputs: Any, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
     """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
 
     Tools with plait's own ``__call__`` run `BaseAction.call_flow`; a tool that overrides
     ``__call__`` is called as ``action(inputs, api[, session_id=...])`` and what it returns
     is wrapped the same way (an exception becomes an ``API_ERROR`` return).
     """
-    if type(action).__call__ in _STANDARD_CALLS:
+    call = next((klass.__dict__["__call__"] for klass in type(action).__mro__ if "__call__" in klass.__dict__), None)
+    if call is None or call in _STANDARD_CALLS:
         return (yield from action.call_flow(inputs, api, session_id))
-    fn: Callable[..., Any] = action.__call__
-    accepts = session_id is not None and _accepts_session(type(action).__call__)
+    fn: Callable[..., Any] = call.__get__(action, type(action))  # bound, as ``action.__call__``
+    accepts = session_id is not None and _accepts_session(call)
     kwargs = {"session_id": session_id} if accepts else {}
     args = {"inputs": inputs, "name": api}
     try:

@@ -8,9 +8,11 @@ base URL is configurable.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from ..schema import ActionReturn
+from ..types import JSONValue
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 from .web import APIResponseError, HTTPRequest, WebClient, WebToolMixin, as_data, as_dict, as_list, env_or, require
 
@@ -18,8 +20,11 @@ __all__ = ["AsyncBINGMap", "BINGMap", "first_resource", "parse_places", "parse_r
 
 SERVICE = "Bing Maps"
 
+_Start = Annotated[str, "where the trip starts (a place name or an address)"]
+_End = Annotated[str, "where the trip ends (a place name or an address)"]
 
-def resources(data: Any) -> list[Mapping[str, Any]]:
+
+def resources(data: object) -> list[Mapping[str, Any]]:
     """``resourceSets[0].resources`` of a Bing Maps answer.
 
     Raises:
@@ -34,7 +39,7 @@ def resources(data: Any) -> list[Mapping[str, Any]]:
     return [as_dict(r) for r in as_list(as_dict(sets[0]).get("resources"))] if sets else []
 
 
-def first_resource(data: Any, what: str) -> Mapping[str, Any]:
+def first_resource(data: object, what: str) -> Mapping[str, Any]:
     """The first resource; `what` names the thing looked for in the error when there is none."""
     found = resources(data)
     if not found:
@@ -42,7 +47,7 @@ def first_resource(data: Any, what: str) -> Mapping[str, Any]:
     return found[0]
 
 
-def parse_route(data: Any) -> dict[str, Any]:
+def parse_route(data: object) -> dict[str, JSONValue]:
     """Distance, duration and the instruction texts of the first route."""
     route = first_resource(data, "route between these places")
     steps = [
@@ -60,7 +65,7 @@ def parse_route(data: Any) -> dict[str, Any]:
     }
 
 
-def parse_places(data: Any, limit: int = 5) -> list[dict[str, str]]:
+def parse_places(data: object, limit: int = 5) -> list[dict[str, str]]:
     """Name and address of the first `limit` places of a LocalSearch answer."""
     places = []
     for item in resources(data)[:limit]:
@@ -69,19 +74,8 @@ def parse_places(data: Any, limit: int = 5) -> list[dict[str, str]]:
     return places
 
 
-class BINGMap(WebToolMixin, BaseAction):
-    """Maps: coordinates of places, driving distances and routes, and places nearby (Bing Maps).
-
-    Args:
-        key: The Bing Maps key (else ``$BING_MAP_KEY``).
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        base_url: The REST API base URL.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per request.
-        cache_ttl: Seconds an answer is reused.
-    """
+class _BINGMapCore(WebToolMixin, ActionCore, register=False):
+    """What `BINGMap` and `AsyncBINGMap` share (the arguments are `BINGMap`'s)."""
 
     def __init__(
         self,
@@ -104,7 +98,7 @@ class BINGMap(WebToolMixin, BaseAction):
         """The Bing Maps client."""
         return [self.client]
 
-    def build_request(self, path: str, params: Mapping[str, Any]) -> HTTPRequest:
+    def build_request(self, path: str, params: Mapping[str, object]) -> HTTPRequest:
         """A GET of ``{base_url}/{path}`` with every parameter URL-encoded and the key last."""
         return HTTPRequest.build(
             "GET",
@@ -114,17 +108,17 @@ class BINGMap(WebToolMixin, BaseAction):
             service=SERVICE,
         )
 
-    async def _get(self, path: str, params: Mapping[str, Any]) -> Any:
+    async def _get(self, path: str, params: Mapping[str, object]) -> JSONValue:
         return (await self.client.send(self.build_request(path, params))).json(SERVICE)
 
-    async def _route(self, start: str, end: str) -> dict[str, Any]:
+    async def _route(self, start: str, end: str) -> dict[str, JSONValue]:
         return parse_route(await self._get("Routes/Driving", {"wp.0": start, "wp.1": end, "o": "json"}))
 
-    async def _distance(self, start: str, end: str) -> dict[str, Any]:
+    async def _distance(self, start: str, end: str) -> dict[str, JSONValue]:
         route = await self._route(start, end)
         return {"distance": route["distance"]}
 
-    async def _steps(self, start: str, end: str) -> dict[str, Any]:
+    async def _steps(self, start: str, end: str) -> dict[str, JSONValue]:
         route = await self._route(start, end)
         return {"route": route["route"]}
 
@@ -135,20 +129,33 @@ class BINGMap(WebToolMixin, BaseAction):
             raise APIResponseError(f"Bing Maps returned no coordinates for {location!r}")
         return {"latitude": float(coordinates[0]), "longitude": float(coordinates[1])}
 
-    async def _nearby(self, search_term: str, places: str, latitude: float, longitude: float, radius: int) -> Any:
+    async def _nearby(
+        self, search_term: str, places: str, latitude: float, longitude: float, radius: int
+    ) -> dict[str, list[dict[str, str]]]:
         if places and places != "unknown":
             point = await self._coordinates(places)
             latitude, longitude = point["latitude"], point["longitude"]
         params = {"query": search_term, "userCircularMapView": f"{latitude},{longitude},{int(radius)}", "maxResults": 5}
         return {"places": parse_places(await self._get("LocalSearch/", params))}
 
-    @tool_api(explode_return=True)
-    def get_distance(self, start: str, end: str) -> Any:
-        """Driving distance between two places, in kilometres.
 
-        Args:
-            start (str): where the trip starts (a place name or an address)
-            end (str): where the trip ends (a place name or an address)
+class BINGMap(_BINGMapCore, BaseAction):
+    """Maps: coordinates of places, driving distances and routes, and places nearby (Bing Maps).
+
+    Args:
+        key: The Bing Maps key (else ``$BING_MAP_KEY``).
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        base_url: The REST API base URL.
+        timeout: Seconds per attempt.
+        max_retry: Attempts per request.
+        cache_ttl: Seconds an answer is reused.
+    """
+
+    @tool_api(explode_return=True)
+    def get_distance(self, start: _Start, end: _End) -> dict[str, JSONValue] | ActionReturn:
+        """Driving distance between two places, in kilometres.
 
         Returns:
             dict: the distance
@@ -157,12 +164,8 @@ class BINGMap(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._distance(start, end)))
 
     @tool_api(explode_return=True)
-    def get_route(self, start: str, end: str) -> Any:
+    def get_route(self, start: _Start, end: _End) -> dict[str, JSONValue] | ActionReturn:
         """Turn-by-turn driving directions between two places.
-
-        Args:
-            start (str): where the trip starts (a place name or an address)
-            end (str): where the trip ends (a place name or an address)
 
         Returns:
             dict: the directions
@@ -171,7 +174,7 @@ class BINGMap(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._steps(start, end)))
 
     @tool_api(explode_return=True)
-    def get_coordinates(self, location: str) -> Any:
+    def get_coordinates(self, location: str) -> dict[str, float] | ActionReturn:
         """Latitude and longitude of a place.
 
         Args:
@@ -192,7 +195,7 @@ class BINGMap(WebToolMixin, BaseAction):
         latitude: float = 0.0,
         longitude: float = 0.0,
         radius: int = 5000,
-    ) -> Any:
+    ) -> dict[str, list[dict[str, str]]] | ActionReturn:
         """Find places of some kind (cafes, hotels, museums...) around a named place or around coordinates.
 
         Args:
@@ -209,16 +212,16 @@ class BINGMap(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._nearby(search_term, places, latitude, longitude, radius)))
 
 
-class AsyncBINGMap(AsyncActionMixin, BINGMap):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncBINGMap(AsyncActionMixin, _BINGMapCore, sibling_of=BINGMap):
     """Maps: coordinates of places, driving distances and routes, and places nearby (Bing Maps)."""
 
-    async def get_distance(self, start: str, end: str) -> Any:  # noqa: D102
+    async def get_distance(self, start: str, end: str) -> dict[str, JSONValue] | ActionReturn:  # noqa: D102
         return await as_data(self._distance(start, end))
 
-    async def get_route(self, start: str, end: str) -> Any:  # noqa: D102
+    async def get_route(self, start: str, end: str) -> dict[str, JSONValue] | ActionReturn:  # noqa: D102
         return await as_data(self._steps(start, end))
 
-    async def get_coordinates(self, location: str) -> Any:  # noqa: D102
+    async def get_coordinates(self, location: str) -> dict[str, float] | ActionReturn:  # noqa: D102
         return await as_data(self._coordinates(location))
 
     async def search_nearby(  # noqa: D102
@@ -228,5 +231,5 @@ class AsyncBINGMap(AsyncActionMixin, BINGMap):  # type: ignore[misc]  # mixin __
         latitude: float = 0.0,
         longitude: float = 0.0,
         radius: int = 5000,
-    ) -> Any:
+    ) -> dict[str, list[dict[str, str]]] | ActionReturn:
         return await as_data(self._nearby(search_term, places, latitude, longitude, radius))

@@ -6,14 +6,16 @@ import ast
 import math
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Union
 
 from ..exceptions import ToolArgumentError
 from .base_action import BaseAction, tool_api
 
 __all__ = ["Calculator", "evaluate"]
 
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+Number = Union[int, float]
+
+_BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
@@ -22,8 +24,8 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Mod: operator.mod,
     ast.Pow: operator.pow,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
-_FUNCTIONS: dict[str, Callable[..., Any]] = {
+_UNARY: dict[type[ast.unaryop], Callable[[Number], Number]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_FUNCTIONS: dict[str, Callable[..., Number]] = {
     "abs": abs,
     "round": round,
     "min": min,
@@ -60,18 +62,18 @@ def evaluate(expression: str) -> int | float:
     except SyntaxError:
         raise ToolArgumentError(f"{expression!r} is not an arithmetic expression, e.g. '37 * 91'") from None
     try:
-        return _eval(tree.body)  # type: ignore[no-any-return]
+        return _eval(tree.body)
     except (ArithmeticError, ValueError, TypeError) as exc:
         raise ToolArgumentError(f"cannot compute {expression!r}: {exc}") from None
 
 
-def _too_big(base: Any, exponent: Any) -> bool:
+def _too_big(base: Number, exponent: Number) -> bool:
     if abs(exponent) > _MAX_EXPONENT:
         return True
     return isinstance(base, int) and base.bit_length() * abs(exponent) > _MAX_RESULT_BITS
 
 
-def _eval(node: ast.AST) -> Any:
+def _eval(node: ast.AST) -> Number:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:

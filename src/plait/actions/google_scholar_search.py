@@ -9,23 +9,14 @@ configurable.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
-from typing import Any, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, TypeAlias, Union
 
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from ..schema import ActionReturn
+from ..types import JSONValue
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import (
-    APIResponseError,
-    HTTPRequest,
-    HTTPResponse,
-    WebClient,
-    WebToolMixin,
-    as_data,
-    as_dict,
-    as_list,
-    env_or,
-    require,
-)
+from .web import APIResponseError, HTTPRequest, WebClient, WebToolMixin, as_data, as_dict, as_list, env_or, require
 
 __all__ = [
     "AsyncGoogleScholar",
@@ -38,17 +29,20 @@ __all__ = [
 
 SERVICE = "SerpAPI"
 
+_Param: TypeAlias = Union[str, int, None]
+"""What a Google Scholar API parameter holds."""
 
-def _checked(data: Any) -> Mapping[str, Any]:
+
+def _checked(data: object) -> Mapping[str, Any]:
     body = as_dict(data)
     if body.get("error"):
         raise APIResponseError(f"SerpAPI reported an error: {body['error']}")
     return body
 
 
-def parse_scholar_results(data: Any, top: int = 3) -> dict[str, list[Any]]:
+def parse_scholar_results(data: object, top: int = 3) -> dict[str, list[JSONValue]]:
     """The first `top` organic results as parallel lists (title, cited_by, organic_id, snippets, pub_info)."""
-    out: dict[str, list[Any]] = {"title": [], "cited_by": [], "organic_id": [], "snippets": [], "pub_info": []}
+    out: dict[str, list[JSONValue]] = {"title": [], "cited_by": [], "organic_id": [], "snippets": [], "pub_info": []}
     for item in map(as_dict, as_list(_checked(data).get("organic_results"))[:top]):
         out["title"].append(item.get("title", ""))
         out["cited_by"].append(as_dict(as_dict(item.get("inline_links")).get("cited_by")).get("total", ""))
@@ -58,13 +52,13 @@ def parse_scholar_results(data: Any, top: int = 3) -> dict[str, list[Any]]:
     return out
 
 
-def parse_author(data: Any, top: int = 3) -> dict[str, Any]:
+def parse_author(data: object, top: int = 3) -> dict[str, JSONValue]:
     """Name, affiliations, website, interests, citation metrics and the first `top` articles."""
     body = _checked(data)
     author = as_dict(body.get("author"))
     if not author:
         raise APIResponseError("SerpAPI found no author with that id")
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, JSONValue] = {}
     for row in map(as_dict, as_list(as_dict(body.get("cited_by")).get("table"))):
         for name, values in row.items():
             metrics[name] = as_dict(values).get("all")
@@ -86,7 +80,7 @@ def parse_author(data: Any, top: int = 3) -> dict[str, Any]:
     }
 
 
-def parse_citation(data: Any) -> dict[str, Any]:
+def parse_citation(data: object) -> dict[str, JSONValue]:
     """``{'citation': the MLA text, 'formats': {style: text}}``."""
     citations = [as_dict(c) for c in as_list(_checked(data).get("citations"))]
     if not citations:
@@ -95,7 +89,7 @@ def parse_citation(data: Any) -> dict[str, Any]:
     return {"citation": formats.get("MLA") or citations[0].get("snippet", ""), "formats": formats}
 
 
-def parse_author_id(data: Any) -> dict[str, str]:
+def parse_author_id(data: object) -> dict[str, str]:
     """``{'author_id': ...}`` of the first profile found."""
     profiles = [as_dict(p) for p in as_list(_checked(data).get("profiles"))]
     if not profiles or not profiles[0].get("author_id"):
@@ -103,19 +97,8 @@ def parse_author_id(data: Any) -> dict[str, str]:
     return {"author_id": str(profiles[0]["author_id"]), "name": str(profiles[0].get("name", ""))}
 
 
-class GoogleScholar(WebToolMixin, BaseAction):
-    """Google Scholar through SerpAPI: find papers, their citations and their authors.
-
-    Args:
-        api_key: A SerpAPI key (else ``$SERPAPI_API_KEY``).
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        endpoint: SerpAPI's search endpoint.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per request.
-        cache_ttl: Seconds an answer is reused.
-    """
+class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
+    """What `GoogleScholar` and `AsyncGoogleScholar` share (the arguments are `GoogleScholar`'s)."""
 
     def __init__(
         self,
@@ -140,7 +123,7 @@ class GoogleScholar(WebToolMixin, BaseAction):
         """The SerpAPI client."""
         return [self.client]
 
-    def build_request(self, engine: str, params: Mapping[str, Any]) -> HTTPRequest:
+    def build_request(self, engine: str, params: Mapping[str, _Param]) -> HTTPRequest:
         """A GET of SerpAPI's search endpoint for `engine` (``None`` parameters left out)."""
         return HTTPRequest.build(
             "GET",
@@ -150,21 +133,36 @@ class GoogleScholar(WebToolMixin, BaseAction):
             service=SERVICE,
         )
 
-    async def _get(self, engine: str, params: Mapping[str, Any]) -> Any:
-        response: HTTPResponse = await self.client.send(self.build_request(engine, params))
+    async def _get(self, engine: str, params: Mapping[str, _Param]) -> JSONValue:
+        response = await self.client.send(self.build_request(engine, params))
         return response.json(SERVICE)
 
-    async def _search(self, params: Mapping[str, Any]) -> dict[str, list[Any]]:
+    async def _search(self, params: Mapping[str, _Param]) -> dict[str, list[JSONValue]]:
         return parse_scholar_results(await self._get("google_scholar", params))
 
-    async def _author(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _author(self, params: Mapping[str, _Param]) -> dict[str, JSONValue]:
         return parse_author(await self._get("google_scholar_author", params))
 
-    async def _citation(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _citation(self, params: Mapping[str, _Param]) -> dict[str, JSONValue]:
         return parse_citation(await self._get("google_scholar_cite", params))
 
-    async def _author_id(self, params: Mapping[str, Any]) -> dict[str, str]:
+    async def _author_id(self, params: Mapping[str, _Param]) -> dict[str, str]:
         return parse_author_id(await self._get("google_scholar_profiles", params))
+
+
+class GoogleScholar(_GoogleScholarCore, BaseAction):
+    """Google Scholar through SerpAPI: find papers, their citations and their authors.
+
+    Args:
+        api_key: A SerpAPI key (else ``$SERPAPI_API_KEY``).
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        endpoint: SerpAPI's search endpoint.
+        timeout: Seconds per attempt.
+        max_retry: Attempts per request.
+        cache_ttl: Seconds an answer is reused.
+    """
 
     @tool_api(explode_return=True)
     def search_google_scholar(
@@ -183,7 +181,7 @@ class GoogleScholar(WebToolMixin, BaseAction):
         safe: Optional[str] = None,
         filter: Optional[str] = None,
         as_vis: Optional[str] = None,
-    ) -> Any:
+    ) -> dict[str, list[JSONValue]] | ActionReturn:
         """Search Google Scholar for papers; returns the top 3 with their ids, citation counts and snippets.
 
         Args:
@@ -224,7 +222,7 @@ class GoogleScholar(WebToolMixin, BaseAction):
         citation_id: Optional[str] = None,
         start: Optional[int] = None,
         num: Optional[int] = None,
-    ) -> Any:
+    ) -> dict[str, JSONValue] | ActionReturn:
         """Profile of a Google Scholar author (use get_author_id to find the id).
 
         Args:
@@ -250,7 +248,7 @@ class GoogleScholar(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._author(params)))
 
     @tool_api(explode_return=True)
-    def get_citation_format(self, q: str) -> Any:
+    def get_citation_format(self, q: str) -> dict[str, JSONValue] | ActionReturn:
         """How to cite a paper found by search_google_scholar (MLA, plus every other style offered).
 
         Args:
@@ -270,7 +268,7 @@ class GoogleScholar(WebToolMixin, BaseAction):
         hl: Optional[str] = "en",
         after_author: Optional[str] = None,
         before_author: Optional[str] = None,
-    ) -> Any:
+    ) -> dict[str, str] | ActionReturn:
         """Find the Google Scholar id of an author by name.
 
         Args:
@@ -288,13 +286,13 @@ class GoogleScholar(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._author_id(params)))
 
 
-def _scholar_params(params: dict[str, Any]) -> dict[str, Any]:
+def _scholar_params(params: Mapping[str, _Param]) -> dict[str, _Param]:
     params = dict(params)
     params["q"] = params.pop("query")
     return params
 
 
-def _full_args(method: Any, params: dict[str, Any]) -> dict[str, Any]:
+def _full_args(method: Callable[..., object], params: Mapping[str, _Param]) -> dict[str, _Param]:
     """`params` completed with the defaults of the sync API `method` (so both twins send the same request)."""
     bound = inspect.signature(method).bind(None, **params)
     bound.apply_defaults()
@@ -303,18 +301,18 @@ def _full_args(method: Any, params: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-class AsyncGoogleScholar(AsyncActionMixin, GoogleScholar):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncGoogleScholar(AsyncActionMixin, _GoogleScholarCore, sibling_of=GoogleScholar):
     """Google Scholar through SerpAPI: find papers, their citations and their authors."""
 
-    # The descriptions (and so the accepted arguments) are inherited from the sync APIs.
-    async def search_google_scholar(self, **params: Any) -> Any:  # type: ignore[override]  # noqa: D102
+    # The descriptions (and so the accepted arguments) are those of GoogleScholar's APIs.
+    async def search_google_scholar(self, **params: _Param) -> dict[str, list[JSONValue]] | ActionReturn:  # noqa: D102
         return await as_data(self._search(_scholar_params(_full_args(GoogleScholar.search_google_scholar, params))))
 
-    async def get_author_information(self, **params: Any) -> Any:  # type: ignore[override]  # noqa: D102
+    async def get_author_information(self, **params: _Param) -> dict[str, JSONValue] | ActionReturn:  # noqa: D102
         return await as_data(self._author(_full_args(GoogleScholar.get_author_information, params)))
 
-    async def get_citation_format(self, q: str) -> Any:  # noqa: D102
+    async def get_citation_format(self, q: str) -> dict[str, JSONValue] | ActionReturn:  # noqa: D102
         return await as_data(self._citation({"q": q}))
 
-    async def get_author_id(self, **params: Any) -> Any:  # type: ignore[override]  # noqa: D102
+    async def get_author_id(self, **params: _Param) -> dict[str, str] | ActionReturn:  # noqa: D102
         return await as_data(self._author_id(_full_args(GoogleScholar.get_author_id, params)))

@@ -10,19 +10,11 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..exceptions import UserError
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from ..schema import ActionReturn
+from ..types import JSONValue
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import (
-    APIResponseError,
-    HTTPRequest,
-    HTTPResponse,
-    WebClient,
-    WebToolMixin,
-    as_data,
-    as_dict,
-    env_or,
-    require,
-)
+from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, as_data, as_dict, env_or, require
 from .web.searchers import clean_snippet
 
 __all__ = ["AsyncGoogleSearch", "GoogleSearch", "serper_snippets"]
@@ -30,7 +22,7 @@ __all__ = ["AsyncGoogleSearch", "GoogleSearch", "serper_snippets"]
 NO_RESULT = "No good Google Search Result was found"
 
 
-def serper_snippets(data: Mapping[str, Any], result_key: str, k: int) -> list[str]:
+def serper_snippets(data: Mapping[str, JSONValue], result_key: str, k: int) -> list[str]:
     """Lagent's answer text: the answer box alone if there is one, else knowledge graph + top-`k` snippets."""
     answer_box = as_dict(data.get("answerBox"))
     if answer_box.get("answer"):
@@ -59,20 +51,8 @@ def serper_snippets(data: Mapping[str, Any], result_key: str, k: int) -> list[st
     return snippets or [NO_RESULT]
 
 
-class GoogleSearch(WebToolMixin, BaseAction):
-    """Google search (through serper.dev). Use it to find short, factual answers to a specific question; the input is a search query.
-
-    Args:
-        api_key: The serper.dev key (else ``$SERPER_API_KEY``).
-        timeout: Seconds per attempt.
-        search_type: ``'search'``, ``'news'`` or ``'places'``.
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        endpoint: The serper.dev base URL (``/{search_type}`` is appended).
-        max_retry: Attempts per query.
-        cache_ttl: Seconds an answer is reused.
-    """  # noqa: E501
+class _GoogleSearchCore(WebToolMixin, ActionCore, register=False):
+    """What `GoogleSearch` and `AsyncGoogleSearch` share (the arguments are `GoogleSearch`'s)."""
 
     RESULT_KEYS: ClassVar[dict[str, str]] = {"search": "organic", "news": "news", "places": "places"}
 
@@ -127,8 +107,24 @@ class GoogleSearch(WebToolMixin, BaseAction):
         k = max(1, int(k))
         return self.parse_response(await self.client.send(self.build_request(query, k)), k)
 
+
+class GoogleSearch(_GoogleSearchCore, BaseAction):
+    """Google search (through serper.dev). Use it to find short, factual answers to a specific question; the input is a search query.
+
+    Args:
+        api_key: The serper.dev key (else ``$SERPER_API_KEY``).
+        timeout: Seconds per attempt.
+        search_type: ``'search'``, ``'news'`` or ``'places'``.
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        endpoint: The serper.dev base URL (``/{search_type}`` is appended).
+        max_retry: Attempts per query.
+        cache_ttl: Seconds an answer is reused.
+    """  # noqa: E501
+
     @tool_api
-    def run(self, query: str, k: int = 10) -> Any:
+    def run(self, query: str, k: int = 10) -> list[str] | ActionReturn:
         """Google search (through serper.dev). Use it to find short, factual answers to a specific question; the input is a search query.
 
         Args:
@@ -138,8 +134,8 @@ class GoogleSearch(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._run(query, k)))
 
 
-class AsyncGoogleSearch(AsyncActionMixin, GoogleSearch):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncGoogleSearch(AsyncActionMixin, _GoogleSearchCore, sibling_of=GoogleSearch):
     """Google search (through serper.dev). Use it to find short, factual answers to a specific question; the input is a search query."""  # noqa: E501
 
-    async def run(self, query: str, k: int = 10) -> Any:  # noqa: D102
+    async def run(self, query: str, k: int = 10) -> list[str] | ActionReturn:  # noqa: D102
         return await as_data(self._run(query, k))

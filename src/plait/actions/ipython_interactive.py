@@ -23,34 +23,21 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..sandbox import Limits
+from ..sandbox import Child, Limits, Op
 from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output, truncate
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn, ActionStatusCode
+from ..types import JSONValue
 from ._sandboxed import SessionTool
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 
 __all__ = ["AsyncIPythonInteractive", "IPythonInteractive", "IPythonInteractiveManager"]
 
 
-class IPythonInteractive(SessionTool):
-    """An interactive Python session per session id, each in its own sandboxed process.
-
-    Args:
-        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
-        max_out_len: Characters of output returned (the rest is replaced by a marker);
-            negative: no truncation.
-        use_signals: Accepted for Lagent compatibility; timeouts never use signals in the
-            caller's process.
-        description: The tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
-        pool_size: Started processes kept ready for new sessions.
-        max_sessions: The most sessions with a live process (None: no bound).
-    """
+class _IPythonInteractiveCore(SessionTool[Child], register=False):
+    """What `IPythonInteractive` and `AsyncIPythonInteractive` share (the arguments are `IPythonInteractive`'s)."""
 
     def __init__(
         self,
@@ -69,10 +56,10 @@ class IPythonInteractive(SessionTool):
         self.pool_size = pool_size
         self.max_sessions = max_sessions
 
-    def _new_sessions(self) -> Sessions[Any]:
+    def _new_sessions(self) -> Sessions[Child]:
         return Sessions("worker", self.limits, spares=self.pool_size, max_live=self.max_sessions)
 
-    def _request(self, command: str) -> dict[str, Any]:
+    def _request(self, command: str) -> dict[str, JSONValue]:
         return {"op": "exec", "mode": "interactive", "code": extract_code(command)}
 
     def _to_return(self, outcome: ExecResult) -> ActionReturn:
@@ -82,8 +69,26 @@ class IPythonInteractive(SessionTool):
         message = truncate(join_output(outcome.output, outcome.error), self.max_out_len)
         return ActionReturn(type=self.name, errmsg=message, state=ActionStatusCode.API_ERROR)
 
-    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Any:
+    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Op[ExecResult]:
         return self.sessions.exec_op(session_id, self._request(command), self._timeout(timeout))
+
+
+class IPythonInteractive(_IPythonInteractiveCore, BaseAction):
+    """An interactive Python session per session id, each in its own sandboxed process.
+
+    Args:
+        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
+        max_out_len: Characters of output returned (the rest is replaced by a marker);
+            negative: no truncation.
+        use_signals: Accepted for Lagent compatibility; timeouts never use signals in the
+            caller's process.
+        description: The tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer the tool.
+        limits: Resource limits (``timeout`` overrides its wall clock).
+        pool_size: Started processes kept ready for new sessions.
+        max_sessions: The most sessions with a live process (None: no bound).
+    """
 
     @tool_api
     def run(self, command: str, timeout: int | None = None, session_id: Hashable = 0) -> ActionReturn:
@@ -97,26 +102,16 @@ class IPythonInteractive(SessionTool):
         return self._execute(command, timeout, session_id)
 
 
-class AsyncIPythonInteractive(AsyncActionMixin, IPythonInteractive):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncIPythonInteractive(AsyncActionMixin, _IPythonInteractiveCore, sibling_of=IPythonInteractive):
     """`IPythonInteractive` for async agents: ``await tool(...)`` never blocks the event loop."""
 
     run_in_thread = False
 
-    @tool_api
-    async def run(  # type: ignore[override]
-        self, command: str, timeout: int | None = None, session_id: Hashable = 0
-    ) -> ActionReturn:
-        """Launch an IPython Interactive Shell to execute code.
-
-        Args:
-            command: Python code snippet
-            timeout: timeout for execution in seconds (at most the tool's own limit)
-            session_id: the caller's session (passed by executors, hidden from the model)
-        """
+    async def run(self, command: str, timeout: int | None = None, session_id: Hashable = 0) -> ActionReturn:  # noqa: D102
         return await self._aexecute(command, timeout, session_id)
 
 
-class IPythonInteractiveManager(BaseAction):
+class IPythonInteractiveManager(ActionCore, sibling_of=BaseAction):
     """Runs a batch of code snippets, one per session, concurrently (Lagent's batch interface).
 
     ``manager(commands, session_ids)`` returns one `ActionReturn` per command (a single
@@ -150,7 +145,7 @@ class IPythonInteractiveManager(BaseAction):
             timeout=timeout, max_out_len=max_out_len, limits=limits, max_sessions=None, pool_size=1
         )
 
-    def __call__(  # type: ignore[override]  # Lagent's batch signature
+    def __call__(  # Lagent's batch signature, not BaseAction's
         self, commands: str | Sequence[str], session_ids: Hashable | Sequence[Hashable] | None = None
     ) -> ActionReturn | list[ActionReturn]:
         """Run `commands[i]` in session `session_ids[i]` (default ``0..n-1``), all at once."""

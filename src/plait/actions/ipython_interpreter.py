@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from ..sandbox import Limits
+from ..sandbox import Kernel, Limits, Op
 from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output
 from ..sandbox.worker import ExecResult
@@ -39,22 +39,8 @@ from .parser import BaseParser, JsonParser
 __all__ = ["AsyncIPythonInterpreter", "IPythonInterpreter"]
 
 
-class IPythonInterpreter(SessionTool):
-    """Stateful Python on Jupyter kernels, one sandboxed kernel per session.
-
-    Args:
-        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
-        user_data_dir: A directory of files for the code: its path is in the kernel's
-            ``USER_DATA_DIR`` environment variable (``'ENV'``: take ``$USER_DATA_DIR``).
-            Sandboxed code can read it only if its permissions let other users read it.
-        work_dir: Where displayed images are saved.
-        description: The tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
-        pool_size: Started kernels kept ready for new sessions.
-        max_kernels: The most live kernels (sessions + spares); a new session waits for room.
-    """
+class _IPythonInterpreterCore(SessionTool[Kernel], register=False):
+    """What `IPythonInterpreter` and `AsyncIPythonInterpreter` share (the arguments are `IPythonInterpreter`'s)."""
 
     def __init__(
         self,
@@ -76,7 +62,7 @@ class IPythonInterpreter(SessionTool):
         self.pool_size = pool_size
         self.max_kernels = max_kernels
 
-    def _new_sessions(self) -> Sessions[Any]:
+    def _new_sessions(self) -> Sessions[Kernel]:
         env = {"USER_DATA_DIR": os.path.abspath(self.user_data_dir)} if self.user_data_dir else {}
         return Sessions("kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env)
 
@@ -99,8 +85,30 @@ class IPythonInterpreter(SessionTool):
             result=images or None,
         )
 
-    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Any:
+    def _op(self, command: str, timeout: float | None, session_id: Hashable) -> Op[ExecResult]:
         return self.sessions.execute_op(session_id, extract_code(command), self._timeout(timeout))
+
+    def prewarm(self, wait: bool = False) -> None:
+        """Start the spare kernels now (optionally waiting until they are ready)."""
+        self.sessions.prewarm(wait=wait)
+
+
+class IPythonInterpreter(_IPythonInterpreterCore, BaseAction):
+    """Stateful Python on Jupyter kernels, one sandboxed kernel per session.
+
+    Args:
+        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
+        user_data_dir: A directory of files for the code: its path is in the kernel's
+            ``USER_DATA_DIR`` environment variable (``'ENV'``: take ``$USER_DATA_DIR``).
+            Sandboxed code can read it only if its permissions let other users read it.
+        work_dir: Where displayed images are saved.
+        description: The tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer the tool.
+        limits: Resource limits (``timeout`` overrides its wall clock).
+        pool_size: Started kernels kept ready for new sessions.
+        max_kernels: The most live kernels (sessions + spares); a new session waits for room.
+    """
 
     @tool_api
     def run(self, command: str, timeout: int | None = None, session_id: Hashable = 0) -> ActionReturn:
@@ -113,23 +121,9 @@ class IPythonInterpreter(SessionTool):
         """  # noqa: E501
         return self._execute(command, timeout, session_id)
 
-    def prewarm(self, wait: bool = False) -> None:
-        """Start the spare kernels now (optionally waiting until they are ready)."""
-        self.sessions.prewarm(wait=wait)
 
-
-class AsyncIPythonInterpreter(AsyncActionMixin, IPythonInterpreter):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncIPythonInterpreter(AsyncActionMixin, _IPythonInterpreterCore, sibling_of=IPythonInterpreter):
     """`IPythonInterpreter` for async agents: ``await tool(...)`` never blocks the event loop."""
 
-    @tool_api
-    async def run(  # type: ignore[override]
-        self, command: str, timeout: int | None = None, session_id: Hashable = 0
-    ) -> ActionReturn:
-        """When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook environment. python will respond with the output of the execution or time out. Files written to relative paths are kept in the session's private working directory. Internet access for this session is disabled. Do not make external web requests or API calls as they will fail.
-
-        Args:
-            command: Python code
-            timeout: Upper bound of waiting time for Python script execution.
-            session_id: the caller's session (passed by executors, hidden from the model)
-        """  # noqa: E501
+    async def run(self, command: str, timeout: int | None = None, session_id: Hashable = 0) -> ActionReturn:  # noqa: D102
         return await self._aexecute(command, timeout, session_id)

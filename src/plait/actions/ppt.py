@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import MissingDependencyError, ToolArgumentError, ToolExecutionError
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 
 __all__ = ["PPT", "THEME_MAPPING", "AsyncPPT"]
 
-THEME_MAPPING: dict[str, dict[str, Any]] = {
+THEME_MAPPING: dict[str, dict[str, str | None]] = {
     "Default": {
         "template": None,
         "title": "Title Slide",
@@ -39,7 +39,7 @@ def _presentation(template: str | None) -> Any:
     return Presentation(template)
 
 
-def _bullets(bullet_items: Any) -> list[str]:
+def _bullets(bullet_items: object) -> list[str]:
     if isinstance(bullet_items, str):
         items = bullet_items.splitlines()
     elif isinstance(bullet_items, Iterable):
@@ -68,21 +68,12 @@ def _fill(text_frame: Any, items: list[str]) -> None:
         paragraph.level = 0
 
 
-class PPT(BaseAction):
-    """Build a PowerPoint presentation slide by slide: create the file, add pages, then submit it.
-
-    Args:
-        theme_mapping: Themes by name: ``{'template': path or None, 'title': layout name,
-            'single': layout name, 'two': layout name}``.
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        root_dir: When given, files may only be written inside this directory.
-    """
+class _PPTCore(ActionCore, register=False):
+    """`PPT`'s document work, shared by `PPT` and `AsyncPPT` (the arguments are `PPT`'s)."""
 
     def __init__(
         self,
-        theme_mapping: Mapping[str, dict[str, Any]] | None = None,
+        theme_mapping: Mapping[str, Mapping[str, str | None]] | None = None,
         description: Mapping[str, Any] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
@@ -236,7 +227,20 @@ class PPT(BaseAction):
         return {"status": f"submitted. view ppt at {location}"}
 
 
-class AsyncPPT(AsyncActionMixin, PPT):  # type: ignore[misc]  # mixin __call__ is async by design
+class PPT(_PPTCore, BaseAction):
+    """Build a PowerPoint presentation slide by slide: create the file, add pages, then submit it.
+
+    Args:
+        theme_mapping: Themes by name: ``{'template': path or None, 'title': layout name,
+            'single': layout name, 'two': layout name}``.
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        root_dir: When given, files may only be written inside this directory.
+    """
+
+
+class AsyncPPT(AsyncActionMixin, _PPTCore, sibling_of=PPT):
     """Build a PowerPoint presentation slide by slide: create the file, add pages, then submit it.
 
     The document work is CPU and file bound: the async ``__call__`` runs it in a worker thread.

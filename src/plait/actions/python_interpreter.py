@@ -18,11 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..sandbox import Limits, adrive, drive
+from ..sandbox import Child, Limits, adrive, drive
 from ..sandbox.sessions import Sessions
 from ..sandbox.text import extract_code, join_output
 from ..sandbox.worker import ExecResult
 from ..schema import ActionReturn, ActionStatusCode
+from ..types import JSONValue
 from ._sandboxed import SandboxedTool
 from .base_action import AsyncActionMixin, BaseAction
 from .parser import BaseParser, JsonParser
@@ -41,20 +42,8 @@ DEFAULT_DESCRIPTION: dict[str, Any] = {
 }
 
 
-class PythonInterpreter(SandboxedTool):
-    """Runs a Python snippet in a fresh sandboxed process and returns its answer.
-
-    Args:
-        answer_symbol: Read the answer from this global variable.
-        answer_expr: Evaluate this expression for the answer (default ``'solution()'``).
-        answer_from_stdout: The answer is the last line the code printed.
-        timeout: Wall-clock seconds per call.
-        description: The tool description (default: `DEFAULT_DESCRIPTION`).
-        parser: The argument parser class.
-        enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
-        pool_size: Processes kept started for the next calls.
-    """
+class _PythonInterpreterCore(SandboxedTool[Child], register=False):
+    """What `PythonInterpreter` and `AsyncPythonInterpreter` share (the arguments are `PythonInterpreter`'s)."""
 
     def __init__(
         self,
@@ -74,10 +63,10 @@ class PythonInterpreter(SandboxedTool):
         self.answer_from_stdout = answer_from_stdout
         self.pool_size = pool_size
 
-    def _new_sessions(self) -> Sessions[Any]:
+    def _new_sessions(self) -> Sessions[Child]:
         return Sessions("worker", self.limits, spares=self.pool_size, max_live=None)
 
-    def _request(self, command: str) -> dict[str, Any]:
+    def _request(self, command: str) -> dict[str, JSONValue]:
         answer = {"from_stdout": self.answer_from_stdout, "symbol": self.answer_symbol, "expr": self.answer_expr}
         return {"op": "exec", "mode": "script", "code": extract_code(command), "answer": answer}
 
@@ -93,6 +82,22 @@ class PythonInterpreter(SandboxedTool):
             type=self.name, errmsg=join_output(outcome.output, outcome.error), state=ActionStatusCode.API_ERROR
         )
 
+
+class PythonInterpreter(_PythonInterpreterCore, BaseAction):
+    """Runs a Python snippet in a fresh sandboxed process and returns its answer.
+
+    Args:
+        answer_symbol: Read the answer from this global variable.
+        answer_expr: Evaluate this expression for the answer (default ``'solution()'``).
+        answer_from_stdout: The answer is the last line the code printed.
+        timeout: Wall-clock seconds per call.
+        description: The tool description (default: `DEFAULT_DESCRIPTION`).
+        parser: The argument parser class.
+        enable: Whether executors offer the tool.
+        limits: Resource limits (``timeout`` overrides its wall clock).
+        pool_size: Processes kept started for the next calls.
+    """
+
     def run(self, command: str) -> ActionReturn:
         """Run a Python snippet and return its answer.
 
@@ -102,13 +107,8 @@ class PythonInterpreter(SandboxedTool):
         return self._to_return(drive(self.sessions.once_op(self._request(command))))
 
 
-class AsyncPythonInterpreter(AsyncActionMixin, PythonInterpreter):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncPythonInterpreter(AsyncActionMixin, _PythonInterpreterCore, sibling_of=PythonInterpreter):
     """`PythonInterpreter` for async agents: ``await tool(...)`` never blocks the event loop."""
 
-    async def run(self, command: str) -> ActionReturn:  # type: ignore[override]
-        """Run a Python snippet and return its answer.
-
-        Args:
-            command: Python code snippet
-        """
+    async def run(self, command: str) -> ActionReturn:  # noqa: D102
         return self._to_return(await adrive(self.sessions.once_op(self._request(command))))

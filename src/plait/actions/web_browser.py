@@ -22,7 +22,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from ..schema import ActionReturn, ActionStatusCode
-from .base_action import AsyncActionMixin, BaseAction, tool_api
+from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 from .web import URLGuard, WebClient, WebError, WebToolMixin, as_data
 from .web.fetcher import ContentFetcher
@@ -33,15 +33,19 @@ __all__ = ["AsyncWebBrowser", "WebBrowser"]
 logger = logging.getLogger("plait.actions.web")
 
 _RESULTS = "web_browser.search_results"
+_Results = dict[int, dict[str, str]]
+"""Search results by id: ``{id: {'url', 'title', 'summ'}}``."""
+_Pages = dict[Any, dict[str, str]]
+"""What `select` read, by the ids the model gave (as given when they are not result ids)."""
 
 
-def _as_ids(select_ids: Any) -> list[Any]:
+def _as_ids(select_ids: object) -> list[Any]:
     if isinstance(select_ids, (list, tuple)):
         return list(select_ids)
     return [select_ids]
 
 
-def _as_index(value: Any) -> int | None:
+def _as_index(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -51,27 +55,8 @@ def _as_index(value: Any) -> int | None:
     return None
 
 
-class WebBrowser(WebToolMixin, BaseAction):
-    """Search the web and read pages: search for queries, select results to read, or open a URL.
-
-    Args:
-        searcher_type: The search backend: a registered name (``'DuckDuckGoSearch'``,
-            ``'BingSearch'``, ``'BraveSearch'``, ``'GoogleSearch'``, ``'TencentSearch'``,
-            ``'SearxngSearch'``), a `BaseSearch` subclass, or a ready instance.
-        timeout: Seconds for one search request or page fetch (``search_timeout=`` sets the
-            search's own).
-        black_list: Result URLs containing any of these strings are dropped.
-        topk: Most results per query.
-        description: Overrides the tool description.
-        parser: The argument parser class.
-        enable: Whether executors offer this tool.
-        url_guard: Which URLs `select` and `open_url` may fetch (default: public addresses only).
-        fetch_allow: Shortcut for ``url_guard=URLGuard(fetch_allow)``: hosts or networks
-            allowed although private (``['127.0.0.1']``, ``['10.0.0.0/8']``, ``['wiki.corp']``).
-        max_page_chars: Characters of page text returned per page.
-        max_select: Most pages one `select` call reads.
-        **searcher_kwargs: Passed to the backend (``api_key``, ``region``, ``endpoint``, ...).
-    """
+class _WebBrowserCore(WebToolMixin, ActionCore, register=False):
+    """What `WebBrowser` and `AsyncWebBrowser` share (the arguments are `WebBrowser`'s)."""
 
     def __init__(
         self,
@@ -106,7 +91,7 @@ class WebBrowser(WebToolMixin, BaseAction):
         return [self.searcher.client, self.fetcher.client]
 
     # -- the one implementation of each API (async) ----------------------------------------------
-    async def _search(self, query: Any, session_id: Hashable) -> Any:
+    async def _search(self, query: str | list[str], session_id: Hashable) -> _Results | str | ActionReturn:
         queries = [str(q) for q in (query if isinstance(query, (list, tuple)) else [query]) if str(q).strip()]
         if not queries:
             return _failure("give at least one non-empty query", ActionStatusCode.ARGS_ERROR)
@@ -134,12 +119,12 @@ class WebBrowser(WebToolMixin, BaseAction):
             return f"No results found for {', '.join(map(repr, queries))}."
         return results
 
-    async def _select(self, select_ids: Any, session_id: Hashable) -> Any:
+    async def _select(self, select_ids: list[int], session_id: Hashable) -> _Pages | ActionReturn:
         results: dict[int, dict[str, str]] | None = self.session_state(session_id).get(_RESULTS)
         if not results:
             return _failure("there are no search results to select from in this session; call search first")
         chosen: list[int] = []
-        answer: dict[Any, dict[str, str]] = {}
+        answer: _Pages = {}
         for raw in _as_ids(select_ids):
             index = _as_index(raw)
             if index is None or index not in results:
@@ -172,7 +157,7 @@ class WebBrowser(WebToolMixin, BaseAction):
         numbered = sorted(k for k in answer if isinstance(k, int))
         return {**{k: answer[k] for k in numbered}, **{k: v for k, v in answer.items() if not isinstance(k, int)}}
 
-    async def _open_url(self, url: str) -> Any:
+    async def _open_url(self, url: str) -> dict[str, str]:
         return {"type": "text", "content": await self._read(url)}
 
     async def _read(self, url: str) -> str:
@@ -183,9 +168,36 @@ class WebBrowser(WebToolMixin, BaseAction):
             text = text[: self.max_page_chars] + " ..."
         return text
 
-    # -- tool APIs ------------------------------------------------------------------------------
+    def results(self, session_id: Hashable = 0) -> dict[int, dict[str, str]]:
+        """The latest search results of `session_id` (a copy; empty before the first search)."""
+        stored = self.session_state(session_id).get(_RESULTS) or {}
+        return {i: dict(item) for i, item in stored.items()}
+
+
+class WebBrowser(_WebBrowserCore, BaseAction):
+    """Search the web and read pages: search for queries, select results to read, or open a URL.
+
+    Args:
+        searcher_type: The search backend: a registered name (``'DuckDuckGoSearch'``,
+            ``'BingSearch'``, ``'BraveSearch'``, ``'GoogleSearch'``, ``'TencentSearch'``,
+            ``'SearxngSearch'``), a `BaseSearch` subclass, or a ready instance.
+        timeout: Seconds for one search request or page fetch (``search_timeout=`` sets the
+            search's own).
+        black_list: Result URLs containing any of these strings are dropped.
+        topk: Most results per query.
+        description: Overrides the tool description.
+        parser: The argument parser class.
+        enable: Whether executors offer this tool.
+        url_guard: Which URLs `select` and `open_url` may fetch (default: public addresses only).
+        fetch_allow: Shortcut for ``url_guard=URLGuard(fetch_allow)``: hosts or networks
+            allowed although private (``['127.0.0.1']``, ``['10.0.0.0/8']``, ``['wiki.corp']``).
+        max_page_chars: Characters of page text returned per page.
+        max_select: Most pages one `select` call reads.
+        **searcher_kwargs: Passed to the backend (``api_key``, ``region``, ``endpoint``, ...).
+    """
+
     @tool_api
-    def search(self, query: list[str], session_id: Hashable = 0) -> Any:
+    def search(self, query: list[str], session_id: Hashable = 0) -> _Results | str | ActionReturn:
         """Search the web; returns numbered results, each with url, title and summ (a summary).
 
         Args:
@@ -195,7 +207,7 @@ class WebBrowser(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._search(query, session_id)))
 
     @tool_api
-    def select(self, select_ids: list[int], session_id: Hashable = 0) -> Any:
+    def select(self, select_ids: list[int], session_id: Hashable = 0) -> _Pages | ActionReturn:
         """Read the full text of chosen search results (call search first).
 
         Args:
@@ -205,18 +217,13 @@ class WebBrowser(WebToolMixin, BaseAction):
         return self.run_io(as_data(self._select(select_ids, session_id)))
 
     @tool_api
-    def open_url(self, url: str) -> Any:
+    def open_url(self, url: str) -> dict[str, str] | ActionReturn:
         """Read the text of the web page at a URL.
 
         Args:
             url (str): the http or https URL of the page
         """
         return self.run_io(as_data(self._open_url(url)))
-
-    def results(self, session_id: Hashable = 0) -> dict[int, dict[str, str]]:
-        """The latest search results of `session_id` (a copy; empty before the first search)."""
-        stored = self.session_state(session_id).get(_RESULTS) or {}
-        return {i: dict(item) for i, item in stored.items()}
 
 
 class _NoURL(WebError):
@@ -227,14 +234,14 @@ def _failure(message: str, state: int = ActionStatusCode.API_ERROR) -> ActionRet
     return ActionReturn(errmsg=message, state=state)
 
 
-class AsyncWebBrowser(AsyncActionMixin, WebBrowser):  # type: ignore[misc]  # mixin __call__ is async by design
+class AsyncWebBrowser(AsyncActionMixin, _WebBrowserCore, sibling_of=WebBrowser):
     """Search the web and read pages: search for queries, select results to read, or open a URL."""
 
-    async def search(self, query: list[str], session_id: Hashable = 0) -> Any:  # noqa: D102
+    async def search(self, query: list[str], session_id: Hashable = 0) -> _Results | str | ActionReturn:  # noqa: D102
         return await as_data(self._search(query, session_id))
 
-    async def select(self, select_ids: list[int], session_id: Hashable = 0) -> Any:  # noqa: D102
+    async def select(self, select_ids: list[int], session_id: Hashable = 0) -> _Pages | ActionReturn:  # noqa: D102
         return await as_data(self._select(select_ids, session_id))
 
-    async def open_url(self, url: str) -> Any:  # noqa: D102
+    async def open_url(self, url: str) -> dict[str, str] | ActionReturn:  # noqa: D102
         return await as_data(self._open_url(url))

@@ -8,7 +8,7 @@ It keeps no per-call state: one instance may be rendered from many threads or se
 from __future__ import annotations
 
 import string
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from ..exceptions import MissingDependencyError, UserError
 
@@ -94,7 +94,7 @@ class PromptTemplate:
         """The variable names the template needs (sorted for Jinja, in order of use for str.format)."""
         return list(self._placeholders)
 
-    def format(self, **variables: Any) -> str:
+    def format(self, **variables: object) -> str:
         """Render the template.
 
         Args:
@@ -112,7 +112,7 @@ class PromptTemplate:
         except (AttributeError, IndexError, KeyError, TypeError, ValueError) as exc:
             raise UserError(f"cannot render template: {type(exc).__name__}: {exc}") from exc
 
-    def _check(self, variables: dict[str, Any]) -> None:
+    def _check(self, variables: dict[str, object]) -> None:
         unknown = sorted(set(variables) - set(self._placeholders))
         missing = [name for name in self._placeholders if name not in variables]
         problems = []
@@ -124,7 +124,7 @@ class PromptTemplate:
             raise UserError("PromptTemplate.format: " + "; ".join(problems))
 
     @staticmethod
-    def _render_jinja(compiled: jinja2.Template, variables: dict[str, Any]) -> str:
+    def _render_jinja(compiled: jinja2.Template, variables: dict[str, object]) -> str:
         import jinja2
 
         try:

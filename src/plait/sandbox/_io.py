@@ -25,11 +25,12 @@ separate drivers, written the same way (an op is closed whatever ends the drive)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import select
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Generic, TypeVar, Union
 
 __all__ = ["Op", "Sleep", "Wait", "adrive", "drive"]
 
@@ -52,12 +53,31 @@ class Sleep:
 
 
 Effect = Union[Wait, Sleep]
-Op = Generator[Effect, Any, R]
+Op = Generator[Effect, set[int], R]
+"""An op: yields effects, is sent the ready fds after each (empty after a `Sleep` or a timeout)."""
 
 _READABLE = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
-def _wait_sync(effect: Wait) -> set[int]:
+@dataclass(frozen=True)
+class _Done(Generic[R]):
+    """What an op returned."""
+
+    value: R
+
+
+def _advance(op: Op[R], ready: set[int] | None) -> Effect | _Done[R]:
+    """Start `op` (`ready` None) or resume it with `ready`: its next effect, or what it returned."""
+    try:
+        return next(op) if ready is None else op.send(ready)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def _perform(effect: Effect) -> set[int]:
+    if isinstance(effect, Sleep):
+        time.sleep(max(0.0, effect.seconds))
+        return set()
     poller = select.poll()
     for fd in effect.fds:
         poller.register(fd, select.POLLIN)
@@ -68,23 +88,17 @@ def _wait_sync(effect: Wait) -> set[int]:
 
 def drive(op: Op[R]) -> R:
     """Run `op` in the calling thread."""
-    value: Any = None
-    try:
-        while True:
-            try:
-                effect = op.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(effect, Wait):
-                value = _wait_sync(effect)
-            else:
-                time.sleep(max(0.0, effect.seconds))
-                value = None
-    finally:
-        op.close()
+    with contextlib.closing(op):
+        step = _advance(op, None)
+        while not isinstance(step, _Done):
+            step = _advance(op, _perform(step))
+        return step.value
 
 
-async def _wait_async(effect: Wait) -> set[int]:
+async def _aperform(effect: Effect) -> set[int]:
+    if isinstance(effect, Sleep):
+        await asyncio.sleep(max(0.0, effect.seconds))
+        return set()
     loop = asyncio.get_running_loop()
     future: asyncio.Future[set[int]] = loop.create_future()
 
@@ -110,17 +124,8 @@ async def _wait_async(effect: Wait) -> set[int]:
 
 async def adrive(op: Op[R]) -> R:
     """Run `op` on the running event loop without blocking it."""
-    value: Any = None
-    try:
-        while True:
-            try:
-                effect = op.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(effect, Wait):
-                value = await _wait_async(effect)
-            else:
-                await asyncio.sleep(max(0.0, effect.seconds))
-                value = None
-    finally:
-        op.close()
+    with contextlib.closing(op):
+        step = _advance(op, None)
+        while not isinstance(step, _Done):
+            step = _advance(op, await _aperform(step))
+        return step.value

@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 import traceback
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 # Stdlib-only siblings, loaded as package modules when imported (``plait.sandbox``) and as
@@ -78,11 +79,11 @@ class Worker:
     def reset(self) -> None:
         self.ns = {"__name__": "__main__", "__builtins__": builtins, "__doc__": None}
 
-    def _on_sigint(self, signum: int, frame: Any) -> None:
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.running:
             raise _Interrupted()
 
-    def _on_sigxcpu(self, signum: int, frame: Any) -> None:
+    def _on_sigxcpu(self, signum: int, frame: FrameType | None) -> None:
         if self.running:
             raise CPUTimeExceeded(f"the code used more than {self.spec['limits'].get('cpu_seconds')} s of CPU time")
 
@@ -249,14 +250,14 @@ def kernel_main(spec: dict[str, Any], sock: socket.socket) -> None:
     raw_write = _cap_stream(sys.stdout, cap)
     _cap_stream(sys.stderr, cap)
 
-    def pre_run_cell(*_: Any) -> None:
+    def pre_run_cell(*_: object) -> None:
         cap["left"] = limits.get("max_output_bytes") or 1 << 62
         cap["dropped"] = 0
         cpu = limits.get("cpu_seconds")
         if cpu:
             zos.set_cpu_limit(cpu, limits.get("cpu_seconds_total"))
 
-    def post_run_cell(*_: Any) -> None:
+    def post_run_cell(*_: object) -> None:
         if os.getpid() != me:  # a process forked by the cell: never return into the kernel loop
             os._exit(0)
         if cap["dropped"]:
@@ -269,7 +270,7 @@ def kernel_main(spec: dict[str, Any], sock: socket.socket) -> None:
                 os.kill(-1, signal.SIGKILL)
                 time.sleep(0.001)
 
-    def on_sigxcpu(signum: int, frame: Any) -> None:
+    def on_sigxcpu(signum: int, frame: FrameType | None) -> None:
         raise CPUTimeExceeded(f"the code used more than {limits.get('cpu_seconds')} s of CPU time")
 
     signal.signal(signal.SIGXCPU, on_sigxcpu)
@@ -281,5 +282,5 @@ def kernel_main(spec: dict[str, Any], sock: socket.socket) -> None:
     app.start()
 
 
-def _no_input(*args: Any, **kwargs: Any) -> str:
+def _no_input(*args: object, **kwargs: object) -> str:
     raise NotImplementedError("input() is not available in this interpreter")

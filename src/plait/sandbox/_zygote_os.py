@@ -15,6 +15,7 @@ import signal
 import socket
 import struct
 import time
+from collections.abc import Iterator
 from typing import Any
 
 HEADER = struct.Struct("!I")
@@ -71,17 +72,22 @@ def recv_frame(sock: socket.socket) -> Any:
 
 
 # -- processes of a uid ------------------------------------------------------------------------
+def _proc_files(name: str, size: int = -1) -> Iterator[tuple[int, bytes]]:
+    """``(pid, the first `size` bytes of /proc/<pid>/<name>)`` for every process that can be read."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/{name}", "rb") as fh:
+                yield int(entry), fh.read(size)
+        except OSError:
+            continue
+
+
 def pids_of_uid(uid: int) -> list[int]:
     """Live (non-zombie) processes whose real uid is `uid`."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/status", "rb") as fh:
-                text = fh.read(2048)
-        except OSError:
-            continue
+    for pid, text in _proc_files("status", 2048):
         state = uid_line = b""
         for line in text.split(b"\n"):
             if line.startswith(b"State:"):
@@ -91,23 +97,17 @@ def pids_of_uid(uid: int) -> list[int]:
                 break
         parts = uid_line.split()
         if len(parts) > 1 and int(parts[1]) == uid and b"Z" not in state.split()[1:2]:
-            found.append(int(name))
+            found.append(pid)
     return found
 
 
 def pids_of_session(sid: int) -> list[int]:
     """Live processes whose session id is `sid` (used when no private uid is available)."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
+    for pid, stat in _proc_files("stat"):
+        fields = stat.rsplit(b")", 1)[1].split() if b")" in stat else []
         if len(fields) > 3 and fields[0] != b"Z" and int(fields[3]) == sid:
-            found.append(int(name))
+            found.append(pid)
     return found
 
 

@@ -19,7 +19,7 @@ from ..exceptions import MissingDependencyError
 from ._io import Op, Sleep, Wait
 from .limits import Limits
 from .process import Child, SandboxError, spawn_op
-from .worker import ExecResult, OutputCap, describe_exit, exit_status_op
+from .worker import ExecResult, OutputCap, describe_exit, exit_status_op, killed_result, lost_result
 
 __all__ = ["Kernel", "clean_traceback", "start_kernel_op"]
 
@@ -181,14 +181,7 @@ class Kernel:
             if self.child.dead():
                 status = yield from exit_status_op(self.child)
                 self.release()
-                return ExecResult(
-                    ok=False,
-                    output=collector.cap.text(),
-                    error=f"the kernel {describe_exit(status)} while running the code; its variables are "
-                    "lost and a fresh kernel starts with the next call",
-                    restarted=True,
-                    images=collector.images,
-                )
+                return lost_result("kernel", status, collector.cap.text(), collector.images)
             now = time.monotonic()
             if now >= deadline:
                 if not interrupted:
@@ -197,15 +190,7 @@ class Kernel:
                     deadline = now + limits.grace
                     continue
                 self.release()
-                return ExecResult(
-                    ok=False,
-                    output=collector.cap.text(),
-                    error=f"TimeoutError: the code ran for more than {timeout:g} s and did not stop when "
-                    "interrupted, so the kernel was restarted; its variables are lost",
-                    timed_out=True,
-                    restarted=True,
-                    images=collector.images,
-                )
+                return killed_result("the kernel was restarted", timeout, collector.cap.text(), collector.images)
             wait = deadline - now
             if collector.reply is not None:
                 wait = min(wait, 0.05)

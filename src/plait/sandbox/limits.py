@@ -39,6 +39,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..types import JSONValue
+
 __all__ = ["Limits", "sandbox_capabilities"]
 
 GiB = 1 << 30
@@ -81,7 +83,7 @@ class Limits:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
-    def for_child(self) -> dict[str, Any]:
+    def for_child(self) -> dict[str, JSONValue]:
         """The limits as the child process reads them."""
         return dataclasses.asdict(self)
 

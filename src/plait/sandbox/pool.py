@@ -208,10 +208,10 @@ class Pool(Generic[H]):
             with self._lock:
                 self._warming -= 1
                 self._threads.discard(threading.current_thread())
-                keep = proc is not None and not self._closed
-                if keep:
-                    self._ready.append(proc)  # type: ignore[arg-type]
-        if proc is not None and not keep:
+                kept = proc if proc is not None and not self._closed else None
+                if kept is not None:
+                    self._ready.append(kept)
+        if proc is not None and kept is None:
             proc.release()
 
     # -- shutdown -----------------------------------------------------------------------------------

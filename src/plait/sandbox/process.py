@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -369,7 +369,7 @@ def spawn_op(
                 os.close(out_r)
 
 
-def _deadline(seconds: float) -> Any:
+def _deadline(seconds: float) -> Callable[[], float]:
     import time
 
     end = time.monotonic() + seconds

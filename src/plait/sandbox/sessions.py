@@ -15,24 +15,35 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import Generic, Protocol, TypeVar, cast
 
+from ..types import JSONValue
 from ._io import Op
 from .kernel import Kernel, start_kernel_op
 from .limits import Limits
-from .pool import Pool
+from .pool import Pool, PooledProcess
 from .process import Child, new_session_dir, spawn_op
 from .worker import ExecResult, exec_op
 
-__all__ = ["Sessions", "lazy_sessions"]
+__all__ = ["SessionProcess", "Sessions", "lazy_sessions"]
 
 _CREATE = threading.Lock()
 
-H = TypeVar("H", Child, Kernel)
+
+class SessionProcess(PooledProcess, Protocol):
+    """What a session runs on: a pooled process with a private working directory."""
+
+    @property
+    def dir(self) -> str:
+        """The process's private working directory."""
+        ...
 
 
-def _cleanup(pool: Pool[Any], root: str) -> None:
+H = TypeVar("H", bound=SessionProcess)
+
+
+def _cleanup(pool: Pool[H], root: str) -> None:
     pool.close()
     shutil.rmtree(root, ignore_errors=True)
 
@@ -68,36 +79,32 @@ class Sessions(Generic[H]):
             os.makedirs(root, exist_ok=True)
         os.chmod(root, 0o711)  # session uids may traverse, not list
         self.root = root
-        self.pool: Pool[Any] = Pool(self._start, spares=spares, max_live=max_live, acquire_timeout=limits.start_timeout)
-        self._locks: dict[tuple[str, Hashable], Any] = {}
+        self.pool: Pool[H] = Pool(self._start, spares=spares, max_live=max_live, acquire_timeout=limits.start_timeout)
+        self._locks: dict[Hashable, threading.Lock] = {}
+        self._alocks: dict[Hashable, asyncio.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._finalizer: weakref.finalize[Any, Any] = weakref.finalize(self, _cleanup, self.pool, root)
+        self._finalizer: weakref.finalize[[Pool[H], str], Sessions[H]]
+        self._finalizer = weakref.finalize(self, _cleanup, self.pool, root)
 
-    def _start(self) -> Op[Any]:
+    def _start(self) -> Op[H]:
         directory = new_session_dir(self.root, "s")
-        if self.kind == "kernel":
-            return start_kernel_op(directory, self.limits, self.env)
-        return spawn_op("worker", directory, self.limits, env=self.env)
+        if self.kind == "kernel":  # a kernel tool's sessions are Sessions[Kernel], a worker tool's Sessions[Child]
+            return cast("Op[H]", start_kernel_op(directory, self.limits, self.env))
+        return cast("Op[H]", spawn_op("worker", directory, self.limits, env=self.env))
 
     # -- locks ------------------------------------------------------------------------------
     def lock(self, session_id: Hashable) -> threading.Lock:
         """The lock that serialises sync calls of `session_id`."""
         with self._locks_guard:
-            lock = self._locks.get(("sync", session_id))
-            if lock is None:
-                lock = self._locks[("sync", session_id)] = threading.Lock()
-            return lock
+            return self._locks.setdefault(session_id, threading.Lock())
 
     def alock(self, session_id: Hashable) -> asyncio.Lock:
         """The lock that serialises async calls of `session_id`."""
         with self._locks_guard:
-            lock = self._locks.get(("async", session_id))
-            if lock is None:
-                lock = self._locks[("async", session_id)] = asyncio.Lock()
-            return lock
+            return self._alocks.setdefault(session_id, asyncio.Lock())
 
     # -- calls --------------------------------------------------------------------------------
-    def run_op(self, session_id: Hashable, call: Callable[[Any], Op[ExecResult]]) -> Op[ExecResult]:
+    def run_op(self, session_id: Hashable, call: Callable[[H], Op[ExecResult]]) -> Op[ExecResult]:
         """Run `call` on the process of `session_id` (started or taken from the spares as needed)."""
         proc = yield from self.pool.acquire_op(session_id)
         result = yield from call(proc)
@@ -105,15 +112,21 @@ class Sessions(Generic[H]):
             self.pool.discard(session_id, proc)
         return result
 
-    def exec_op(self, session_id: Hashable, request: dict[str, Any], timeout: float | None = None) -> Op[ExecResult]:
+    def exec_op(
+        self: Sessions[Child], session_id: Hashable, request: Mapping[str, JSONValue], timeout: float | None = None
+    ) -> Op[ExecResult]:
         """Run a worker request for `session_id`."""
         return self.run_op(session_id, lambda child: exec_op(child, request, self.limits, timeout))
 
-    def execute_op(self, session_id: Hashable, code: str, timeout: float | None = None) -> Op[ExecResult]:
+    def execute_op(
+        self: Sessions[Kernel], session_id: Hashable, code: str, timeout: float | None = None
+    ) -> Op[ExecResult]:
         """Execute code on the kernel of `session_id`."""
         return self.run_op(session_id, lambda kernel: kernel.execute_op(code, self.limits, timeout))
 
-    def once_op(self, request: dict[str, Any], timeout: float | None = None) -> Op[ExecResult]:
+    def once_op(
+        self: Sessions[Child], request: Mapping[str, JSONValue], timeout: float | None = None
+    ) -> Op[ExecResult]:
         """Run `request` on a fresh process that is killed afterwards (stateless calls)."""
         token = object()
         try:
@@ -130,8 +143,8 @@ class Sessions(Generic[H]):
     def close_session(self, session_id: Hashable) -> bool:
         """Kill the process of `session_id` and remove its directory; True if it had one."""
         with self._locks_guard:
-            self._locks.pop(("sync", session_id), None)
-            self._locks.pop(("async", session_id), None)
+            self._locks.pop(session_id, None)
+            self._alocks.pop(session_id, None)
         return self.pool.release(session_id)
 
     def reset(self, session_id: Hashable | None = None) -> None:
@@ -154,14 +167,14 @@ class Sessions(Generic[H]):
         return not self._finalizer.alive
 
 
-def lazy_sessions(owner: Any, factory: Callable[[], Sessions[Any]]) -> Sessions[Any]:
+def lazy_sessions(owner: object, factory: Callable[[], Sessions[H]]) -> Sessions[H]:
     """``owner._sessions``, made by `factory` on first use (once, even under concurrent first calls)."""
-    current: Sessions[Any] | None = owner.__dict__.get("_sessions")
+    current: Sessions[H] | None = owner.__dict__.get("_sessions")
     if current is not None and not current.closed:
         return current
     with _CREATE:
         current = owner.__dict__.get("_sessions")
         if current is None or current.closed:
             current = factory()
-            owner._sessions = current
+            owner.__dict__["_sessions"] = current
         return current

@@ -12,9 +12,11 @@ import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..types import JSONValue
 from . import _zygote_child, _zygote_os
 from ._io import Op, Sleep, Wait
 from .limits import Limits
@@ -48,6 +50,32 @@ class ExecResult:
     restarted: bool = False
     images: list[str] = field(default_factory=list)
     dropped: int = 0
+
+
+def lost_result(process: str, status: int | None, output: str, images: list[str] | None = None) -> ExecResult:
+    """The result of a call whose process (``'Python process'``, ``'kernel'``) died while it ran."""
+    noun = process.split()[-1]
+    return ExecResult(
+        ok=False,
+        output=output,
+        error=f"the {process} {describe_exit(status)} while running the code; its variables are lost and a "
+        f"fresh {noun} starts with the next call",
+        restarted=True,
+        images=images or [],
+    )
+
+
+def killed_result(fate: str, timeout: float, output: str, images: list[str] | None = None) -> ExecResult:
+    """The result of a call that outran `timeout` and ignored the interrupt; `fate` says what was done."""
+    return ExecResult(
+        ok=False,
+        output=output,
+        error=f"TimeoutError: the code ran for more than {timeout:g} s and did not stop when interrupted, "
+        f"so {fate}; its variables are lost",
+        timed_out=True,
+        restarted=True,
+        images=images or [],
+    )
 
 
 class OutputCap:
@@ -117,7 +145,9 @@ def exit_status_op(child: Child) -> Op[int | None]:
     return status
 
 
-def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: float | None = None) -> Op[ExecResult]:
+def exec_op(
+    child: Child, request: Mapping[str, JSONValue], limits: Limits, timeout: float | None = None
+) -> Op[ExecResult]:
     """Run one request (``{'op': 'exec', 'code': ..., 'mode': ...}``) in `child`.
 
     On timeout the code is interrupted (KeyboardInterrupt); if it is not back within
@@ -150,13 +180,7 @@ def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: floa
             _drain(child.output, cap)
             status = yield from exit_status_op(child)
             child.release()
-            return ExecResult(
-                ok=False,
-                output=cap.text(),
-                error=f"the Python process {describe_exit(status)} while running the code; "
-                "its variables are lost and a fresh process starts with the next call",
-                restarted=True,
-            )
+            return lost_result("Python process", status, cap.text())
         if time.monotonic() >= deadline:
             if not interrupted:
                 interrupted = True
@@ -165,17 +189,10 @@ def exec_op(child: Child, request: dict[str, Any], limits: Limits, timeout: floa
                 continue
             _drain(child.output, cap)
             child.release()
-            return ExecResult(
-                ok=False,
-                output=cap.text(),
-                error=f"TimeoutError: the code ran for more than {timeout:g} s and did not stop when "
-                "interrupted, so its process was killed; its variables are lost",
-                timed_out=True,
-                restarted=True,
-            )
+            return killed_result("its process was killed", timeout, cap.text())
 
 
-def _frame(obj: Any) -> bytes:
+def _frame(obj: Mapping[str, JSONValue]) -> bytes:
     data = json.dumps(obj).encode()
     return _zygote_os.HEADER.pack(len(data)) + data
 

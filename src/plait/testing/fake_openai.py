@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
 from aiohttp import web
 
 from ..exceptions import ScriptError
+from ..types import JSONValue
 from ._server import BackgroundServer
 
 __all__ = [
@@ -73,7 +73,7 @@ class HTTPFault:
     """An error status with a JSON error body (or `body` as given) and optional ``Retry-After``."""
 
     status: int = 500
-    body: str | Mapping[str, Any] | None = None
+    body: str | Mapping[str, JSONValue] | None = None
     retry_after: float | str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
 
@@ -106,8 +106,8 @@ class RawSSE:
     text: str
 
 
-ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, InvalidJSON, RawSSE, Mapping[str, Any]]
-Handler = Callable[[dict[str, Any]], Any]
+ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, InvalidJSON, RawSSE, Mapping[str, JSONValue]]
+Handler = Callable[[dict[str, Any]], Union[ReplyLike, Awaitable[ReplyLike]]]
 
 
 def _count_tokens(text: str) -> int:
@@ -194,7 +194,9 @@ class _Render:
             "usage": self.usage(reply, calls),
         }
 
-    def chunk(self, delta: Mapping[str, Any] | None, finish: str | None = None, usage: Any = None) -> bytes:
+    def chunk(
+        self, delta: Mapping[str, JSONValue] | None, finish: str | None = None, usage: Mapping[str, int] | None = None
+    ) -> bytes:
         data: dict[str, Any] = {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -321,7 +323,7 @@ class FakeOpenAIServer(BackgroundServer):
             return self.script.popleft()
         if self.handler is not None:
             reply = self.handler(body)
-            return await reply if inspect.isawaitable(reply) else reply  # type: ignore[no-any-return]
+            return await reply if isinstance(reply, Awaitable) else reply
         if self.scripted:
             message = f"script exhausted at request {len(self.requests)}"
             self.errors.append(message)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import aiohttp
 
@@ -28,7 +28,7 @@ T = TypeVar("T")
 class AsyncClosable(Protocol):
     """Anything with an ``async close()`` (an aiohttp session, an SDK's async client)."""
 
-    async def close(self) -> Any:
+    async def close(self) -> object:
         """Release the resource."""
 
 
@@ -162,7 +162,7 @@ class LoopThread:
         loop.call_soon(ready.set)
         loop.run_forever()
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, object, T]) -> T:
         """Run `coro` on the private loop and block until it is done."""
         loop = self.loop
         if threading.current_thread() is self._thread:
@@ -188,7 +188,7 @@ class LoopThread:
             if aclose is not None and self._loop is not None and not self._loop.is_closed():
                 self.run(_await(aclose()))
 
-    def close(self, final: Callable[[], Coroutine[Any, Any, None]] | None = None) -> None:
+    def close(self, final: Callable[[], Coroutine[object, object, None]] | None = None) -> None:
         """Run `final` (cleanup) on the loop, finalize its async generators, then stop it and join the thread.
 
         Finalizing the async generators closes what `close_with_loop` tied to this loop (the

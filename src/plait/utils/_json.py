@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["json_default"]
 
 
-def json_default(value: Any) -> Any:
+def json_default(value: object) -> object:
     """`json.dumps` ``default=``: pydantic models and dataclasses as plain dicts; anything else is an error."""
     if hasattr(value, "model_dump"):
         return value.model_dump(mode="json")

@@ -33,16 +33,16 @@ def load_class_from_string(class_path: str, path: str | None = None) -> Any:
     if "." not in class_path:
         return _resolve_bare_name(class_path)
     module_name, _, attr = class_path.rpartition(".")
-    added = path is not None and path not in sys.path
-    if added:
-        sys.path.insert(0, path)  # type: ignore[arg-type]
+    added = path if path is not None and path not in sys.path else None
+    if added is not None:
+        sys.path.insert(0, added)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UserError(f"cannot import {module_name!r} for {class_path!r}: {exc}") from exc
     finally:
-        if added:
-            sys.path.remove(path)  # type: ignore[arg-type]
+        if added is not None:
+            sys.path.remove(added)
     try:
         return getattr(module, attr)
     except AttributeError:

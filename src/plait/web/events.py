@@ -147,7 +147,7 @@ def tool_kind(name: str) -> str:
     return "interpreter" if name == INTERPRETER_TOOL else "plugin"
 
 
-def tool_result(result: Any, name: str = "") -> ToolResult:
+def tool_result(result: object, name: str = "") -> ToolResult:
     """A `ToolResult` event from what an executor returned (an `ActionReturn` or anything else)."""
     if isinstance(result, ActionReturn):
         items = tuple(dict(item) for item in result.result or ())
@@ -243,7 +243,7 @@ class InternLM2Reader:
         return events
 
     @staticmethod
-    def _call(state: AgentStatusCode, action: Any) -> ToolCall:
+    def _call(state: AgentStatusCode, action: object) -> ToolCall:
         if state == AgentStatusCode.CODE_END:
             code = action.get("parameters", {}).get("command", action) if isinstance(action, Mapping) else action
             return ToolCall(INTERPRETER_TOOL, {"command": content_to_text(code)}, "interpreter")

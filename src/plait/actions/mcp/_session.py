@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..._version import __version__
 from ...exceptions import MCPError
+from ...types import JSONValue
 
 __all__ = ["PROTOCOL_VERSIONS", "ClientSession", "RPCError", "Transport"]
 
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 #: MCP protocol revisions this client speaks, newest first (the first is requested).
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 
-Deliver = Callable[[Any], None]
+Deliver = Callable[[JSONValue], None]
 Closed = Callable[[str], None]
 
 
@@ -36,7 +37,7 @@ class Transport(Protocol):
     async def start(self, deliver: Deliver, closed: Closed) -> None:
         """Connect; hand every message received to `deliver`, and a reason to `closed` when the link ends."""
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Mapping[str, JSONValue]) -> None:
         """Send one message (raises `MCPError` when it cannot be delivered)."""
 
     async def close(self) -> None:
@@ -54,7 +55,7 @@ class RPCError(MCPError):
         data: The error's ``data`` member, if any.
     """
 
-    def __init__(self, message: str, code: int, data: Any = None) -> None:
+    def __init__(self, message: str, code: int, data: JSONValue = None) -> None:
         super().__init__(message)
         self.code = code
         self.data = data
@@ -79,7 +80,7 @@ class ClientSession:
         self.instructions = ""
         self.protocol_version = ""
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._pending: dict[int, asyncio.Future[JSONValue]] = {}
         self._closed_reason: str | None = None
 
     @property
@@ -95,18 +96,19 @@ class ClientSession:
             MCPError: The server could not be reached or refused the handshake.
         """
         await self.transport.start(self._receive, self._lost)
-        params = {
+        params: dict[str, JSONValue] = {
             "protocolVersion": PROTOCOL_VERSIONS[0],
             "capabilities": {},
             "clientInfo": {"name": "plait", "version": __version__},
         }
-        result = await self._request("initialize", params, self.connect_timeout)
+        result = _members("initialize", await self._request("initialize", params, self.connect_timeout))
         version = str(result.get("protocolVersion", ""))
         if version not in PROTOCOL_VERSIONS:
             raise MCPError(f"the MCP server speaks protocol {version!r}; plait supports {', '.join(PROTOCOL_VERSIONS)}")
         self.protocol_version = version
         self.transport.set_protocol_version(version)
-        self.server_info = dict(result.get("serverInfo") or {})
+        server_info = result.get("serverInfo")
+        self.server_info = dict(server_info) if isinstance(server_info, Mapping) else {}
         self.instructions = str(result.get("instructions") or "")
         await self.notify("notifications/initialized")
 
@@ -116,7 +118,7 @@ class ClientSession:
         await self.transport.close()
 
     # -- requests -----------------------------------------------------------------------------
-    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> Any:
+    async def request(self, method: str, params: Mapping[str, JSONValue] | None = None) -> JSONValue:
         """Send a request and wait for its result (at most `timeout` seconds).
 
         Raises:
@@ -125,17 +127,17 @@ class ClientSession:
         """
         return await self._request(method, params, self.timeout)
 
-    async def _request(self, method: str, params: Mapping[str, Any] | None, limit: float | None) -> Any:
+    async def _request(self, method: str, params: Mapping[str, JSONValue] | None, limit: float | None) -> JSONValue:
         if self._closed_reason is not None:
             raise MCPError(self._closed_reason)
         request_id = next(self._ids)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JSONValue] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        message: dict[str, JSONValue] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = dict(params)
 
-        async def exchange() -> Any:
+        async def exchange() -> JSONValue:
             await self.transport.send(message)  # over HTTP the answer may arrive while this runs
             return await future
 
@@ -147,9 +149,9 @@ class ClientSession:
         finally:
             self._pending.pop(request_id, None)
 
-    async def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+    async def notify(self, method: str, params: Mapping[str, JSONValue] | None = None) -> None:
         """Send a notification (no answer expected)."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        message: dict[str, JSONValue] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
         await self.transport.send(message)
@@ -157,16 +159,18 @@ class ClientSession:
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server offers (following ``nextCursor`` pages)."""
         tools: list[dict[str, Any]] = []
-        cursor: str | None = None
+        cursor: JSONValue = None
         for _ in range(1000):  # a server that pages forever is a bug, not a reason to hang
-            result = await self.request("tools/list", {"cursor": cursor} if cursor else None)
-            tools.extend(dict(t) for t in result.get("tools") or [] if isinstance(t, Mapping) and t.get("name"))
+            result = _members("tools/list", await self.request("tools/list", {"cursor": cursor} if cursor else None))
+            listed = result.get("tools")
+            if isinstance(listed, list):
+                tools.extend(dict(t) for t in listed if isinstance(t, Mapping) and t.get("name"))
             cursor = result.get("nextCursor")
             if not cursor:
                 break
         return tools
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
         """The raw ``tools/call`` result (``content``, ``structuredContent``, ``isError``)."""
         result = await self.request("tools/call", {"name": name, "arguments": dict(arguments)})
         return dict(result) if isinstance(result, Mapping) else {"content": []}
@@ -179,7 +183,7 @@ class ClientSession:
                 logger.debug("could not tell the MCP server to cancel request %s", request_id)
 
     # -- incoming -----------------------------------------------------------------------------
-    def _receive(self, message: Any) -> None:
+    def _receive(self, message: JSONValue) -> None:
         """Handle one message from the server (a response, a request, or a notification)."""
         if not isinstance(message, Mapping):
             logger.debug("MCP: ignoring a message that is not an object: %r", message)
@@ -190,20 +194,23 @@ class ClientSession:
             else:
                 logger.debug("MCP notification %s", message.get("method"))
             return
-        future = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+        request_id = message.get("id")
+        future = self._pending.get(request_id) if isinstance(request_id, int) else None  # plait's ids are ints
         if future is None or future.done():
             logger.debug("MCP: a response to no pending request: %r", message.get("id"))
             return
         error = message.get("error")
         if isinstance(error, Mapping):
             text = str(error.get("message") or "error")
-            future.set_exception(RPCError(text, int(error.get("code") or 0), error.get("data")))
+            code = error.get("code") or 0
+            number = int(code) if isinstance(code, (int, float, str)) else 0
+            future.set_exception(RPCError(text, number, error.get("data")))
         else:
             future.set_result(message.get("result") or {})
 
-    async def _answer(self, request: Mapping[str, Any]) -> None:
+    async def _answer(self, request: Mapping[str, JSONValue]) -> None:
         """Answer a request the server sent: ``ping``; every other method is not offered."""
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        reply: dict[str, JSONValue] = {"jsonrpc": "2.0", "id": request["id"]}
         if request.get("method") == "ping":
             reply["result"] = {}
         else:
@@ -220,6 +227,17 @@ class ClientSession:
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(MCPError(reason))
+
+
+def _members(method: str, result: JSONValue) -> Mapping[str, JSONValue]:
+    """The members of a result that must be a JSON object.
+
+    Raises:
+        MCPError: It is something else.
+    """
+    if not isinstance(result, Mapping):
+        raise MCPError(f"the MCP server answered {method} with {type(result).__name__}, not an object")
+    return result
 
 
 async def open_session(

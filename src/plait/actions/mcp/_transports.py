@@ -17,12 +17,12 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import aiohttp
 
 from ...exceptions import MCPError
 from ...llms._sse import SSEDecoder
+from ...types import JSONValue
 from ._session import Closed, Deliver
 
 __all__ = ["HTTPTransport", "StdioTransport", "safe_environment"]
@@ -126,7 +126,7 @@ class StdioTransport:
         tail = self.stderr_tail.decode("utf-8", errors="replace").strip()
         return f"{text}; its stderr ends with:\n{tail[-1000:]}" if tail else text
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Mapping[str, JSONValue]) -> None:
         """Write one JSON line to the server's stdin."""
         process = self.process
         if process is None or process.stdin is None or process.returncode is not None:
@@ -193,7 +193,7 @@ class HTTPTransport:
             headers["MCP-Protocol-Version"] = self.protocol_version
         return headers
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: Mapping[str, JSONValue]) -> None:
         """POST `message`; deliver whatever the answer holds."""
         if self._http is None or self._deliver is None:
             raise MCPError("the MCP HTTP transport is not started (or was closed)")

@@ -40,11 +40,14 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from typing_extensions import Self
+
 from ...exceptions import MCPError, ToolArgumentError, UserError
 from ...schema import ActionReturn, ActionStatusCode
+from ...types import JSONValue
 from ...utils._aio import LoopThread
 from .._types import ARRAY, BOOLEAN, FLOAT, NUMBER, OBJECT, STRING
-from ..base_action import AsyncActionMixin, BaseAction
+from ..base_action import ActionCore, AsyncActionMixin, BaseAction
 from ..parser import BaseParser, JsonParser
 from ._session import ClientSession, RPCError, Transport, open_session
 from ._transports import HTTPTransport, StdioTransport, safe_environment
@@ -62,7 +65,7 @@ _PLAIT_TYPES = {
 _INVALID_PARAMS = -32602
 
 
-def _plait_type(schema: Mapping[str, Any]) -> str:
+def _plait_type(schema: Mapping[str, JSONValue]) -> str:
     kind = schema.get("type")
     if isinstance(kind, list):  # ["string", "null"]: the first real type
         kind = next((k for k in kind if k != "null"), None)
@@ -125,7 +128,7 @@ def result_items(result: Mapping[str, Any], save: Callable[[str, str], str]) -> 
     return items
 
 
-def _toolkit_name(server_info: Mapping[str, Any]) -> str:
+def _toolkit_name(server_info: Mapping[str, object]) -> str:
     name = re.sub(r"\W+", "_", str(server_info.get("name") or "")).strip("_")
     return name or "MCP"
 
@@ -158,7 +161,7 @@ class _Connection:
         session = await self.current()
         return session, await session.list_tools()
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
         return await (await self.current()).call_tool(name, arguments)
 
     async def aclose(self) -> None:
@@ -171,33 +174,8 @@ class _Connection:
         self.loop.close(self.aclose)
 
 
-class MCPToolkit(BaseAction):
-    """The tools of an MCP server (stdio or Streamable HTTP) as one toolkit.
-
-    Args:
-        command: The program that runs a stdio server (``"npx"``, ``sys.executable``...).
-        args: Its arguments.
-        url: The endpoint of a Streamable HTTP server instead (``http://host:port/mcp``).
-        headers: HTTP headers sent with every request (HTTP servers).
-        env: Environment variables for a stdio server, added to a minimal environment
-            (``PATH``, ``HOME``, locale...). Secrets in plait's own environment are not
-            passed on unless ``inherit_env=True``.
-        inherit_env: Give a stdio server plait's whole environment.
-        cwd: Working directory of a stdio server.
-        name: The toolkit name (default: the server's name, e.g. ``weather_server``).
-        tools: Offer only these tools of the server (default: all).
-        timeout: Seconds each request (a tool call, the tool list) may take; a call that
-            takes longer is cancelled and reported to the model.
-        connect_timeout: Seconds the server may take to start and complete the handshake.
-        work_dir: Where images, audio and binary resources from results are saved
-            (default: a new temporary folder).
-        parser: The argument parser class.
-        enable: Whether executors offer this toolkit.
-
-    Raises:
-        UserError: Neither or both of `command` and `url` were given.
-        MCPError: The server could not be started or reached, or failed the handshake.
-    """
+class _MCPToolkitCore(ActionCore, register=False):
+    """What `MCPToolkit` and `AsyncMCPToolkit` share (the arguments are `MCPToolkit`'s)."""
 
     def __init__(
         self,
@@ -248,7 +226,7 @@ class MCPToolkit(BaseAction):
         super().__init__(description, parser, enable)
 
     @classmethod
-    def from_spec(cls, spec: str, **kwargs: Any) -> MCPToolkit:
+    def from_spec(cls, spec: str, **kwargs: Any) -> Self:
         """A toolkit for a server written as one string: an ``http(s)://`` URL, or a command line (stdio).
 
         ``MCPToolkit.from_spec("npx -y @modelcontextprotocol/server-filesystem .")``; other
@@ -286,7 +264,7 @@ class MCPToolkit(BaseAction):
         """List the server's tools again (after it announced a change) and rebuild the description."""
         self._description = self._load_description()
         self._name = self._description["name"]
-        self._parser = self._parser_cls(self)
+        self._parser = self._bind_parser(self._parser_cls)
 
     @property
     def server_info(self) -> dict[str, Any]:
@@ -295,16 +273,7 @@ class MCPToolkit(BaseAction):
         return dict(session.server_info) if session is not None else {}
 
     # -- calling ----------------------------------------------------------------------------
-    def _api_callable(self, api: str) -> Callable[..., Any] | None:
-        if api not in self.api_names:
-            return None
-
-        def call(**arguments: Any) -> ActionReturn:
-            return self._connection.loop.run(self._call(api, arguments))
-
-        return call
-
-    async def _call(self, api: str, arguments: dict[str, Any]) -> ActionReturn:
+    async def _call(self, api: str, arguments: dict[str, JSONValue]) -> ActionReturn:
         """One ``tools/call`` on the connection's loop, as an `ActionReturn`."""
         try:
             result = await self._connection.call_tool(api, arguments)
@@ -338,14 +307,52 @@ class MCPToolkit(BaseAction):
         """Stop the server (stdio) or end the session (HTTP); a later call reconnects."""
         self._connection.close()
 
-    def __enter__(self) -> MCPToolkit:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
-class AsyncMCPToolkit(AsyncActionMixin, MCPToolkit):  # type: ignore[misc]  # mixin __call__ is async by design
+class MCPToolkit(_MCPToolkitCore, BaseAction):
+    """The tools of an MCP server (stdio or Streamable HTTP) as one toolkit.
+
+    Args:
+        command: The program that runs a stdio server (``"npx"``, ``sys.executable``...).
+        args: Its arguments.
+        url: The endpoint of a Streamable HTTP server instead (``http://host:port/mcp``).
+        headers: HTTP headers sent with every request (HTTP servers).
+        env: Environment variables for a stdio server, added to a minimal environment
+            (``PATH``, ``HOME``, locale...). Secrets in plait's own environment are not
+            passed on unless ``inherit_env=True``.
+        inherit_env: Give a stdio server plait's whole environment.
+        cwd: Working directory of a stdio server.
+        name: The toolkit name (default: the server's name, e.g. ``weather_server``).
+        tools: Offer only these tools of the server (default: all).
+        timeout: Seconds each request (a tool call, the tool list) may take; a call that
+            takes longer is cancelled and reported to the model.
+        connect_timeout: Seconds the server may take to start and complete the handshake.
+        work_dir: Where images, audio and binary resources from results are saved
+            (default: a new temporary folder).
+        parser: The argument parser class.
+        enable: Whether executors offer this toolkit.
+
+    Raises:
+        UserError: Neither or both of `command` and `url` were given.
+        MCPError: The server could not be started or reached, or failed the handshake.
+    """
+
+    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+        if api not in self.api_names:
+            return None
+
+        def call(**arguments: JSONValue) -> ActionReturn:
+            return self._connection.loop.run(self._call(api, arguments))
+
+        return call
+
+
+class AsyncMCPToolkit(AsyncActionMixin, _MCPToolkitCore, sibling_of=MCPToolkit):
     """The async twin of `MCPToolkit` (same arguments): ``await toolkit(inputs, name)``.
 
     Building it still waits for the server's tool list (it runs on the toolkit's own
@@ -357,7 +364,7 @@ class AsyncMCPToolkit(AsyncActionMixin, MCPToolkit):  # type: ignore[misc]  # mi
         if api not in self.api_names:
             return None
 
-        async def call(**arguments: Any) -> ActionReturn:
+        async def call(**arguments: JSONValue) -> ActionReturn:
             loop = self._connection.loop.loop
             return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._call(api, arguments), loop))
 
@@ -367,7 +374,7 @@ class AsyncMCPToolkit(AsyncActionMixin, MCPToolkit):  # type: ignore[misc]  # mi
         """`close` without blocking the running loop."""
         await asyncio.to_thread(self.close)
 
-    async def __aenter__(self) -> AsyncMCPToolkit:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -15,10 +15,11 @@ import logging
 import weakref
 from collections.abc import Coroutine, Mapping, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import urljoin
 
 import aiohttp
+from typing_extensions import TypedDict, Unpack
 
 from ...exceptions import UserError
 from ...utils._aio import LoopThread, SessionPool
@@ -76,7 +77,7 @@ def _error_detail(body: bytes) -> str:
     except ValueError:
         return " ".join(text.split())[:300]
     for path in (("error", "message"), ("Response", "Error", "Message"), ("message",), ("error",), ("errorDetails",)):
-        node: Any = data
+        node: object = data
         for key in path:
             node = node.get(key) if isinstance(node, Mapping) else None
         if isinstance(node, str) and node:
@@ -84,6 +85,16 @@ def _error_detail(body: bytes) -> str:
         if isinstance(node, list) and node:
             return "; ".join(map(str, node))[:300]
     return " ".join(text.split())[:300]
+
+
+class ClientOptions(TypedDict, total=False):
+    """The `WebClient` arguments `WebClient.build` passes on."""
+
+    guard: URLGuard | None
+    max_bytes: int
+    max_redirects: int
+    proxy: str | None
+    user_agent: str
 
 
 class WebClient:
@@ -134,7 +145,7 @@ class WebClient:
         backoff: float = 0.5,
         cache_ttl: float = 0.0,
         cache_size: int = 100,
-        **options: Any,
+        **options: Unpack[ClientOptions],
     ) -> WebClient:
         """A client from a tool's usual knobs: retries, and a cache of successful responses.
 
@@ -285,7 +296,7 @@ class SyncBridge:
 
         io.close(close_all)
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[object, object, T]) -> T:
         """Run `coro` on the private loop and block until it is done."""
         return self._io.run(coro)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import quote
 
 from ...exceptions import ToolExecutionError
@@ -50,7 +50,7 @@ class WebError(ToolExecutionError):
 
     state: ClassVar[int] = ActionStatusCode.HTTP_ERROR
 
-    def action_return(self, args: Mapping[str, Any] | None = None, type: str | None = None) -> ActionReturn:
+    def action_return(self, args: Mapping[str, object] | None = None, type: str | None = None) -> ActionReturn:
         """This error as an `ActionReturn` (``errmsg`` = the message, ``state`` = `state`)."""
         return ActionReturn(args=dict(args) if args else None, type=type, errmsg=str(self), state=self.state)
 

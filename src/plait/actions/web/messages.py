@@ -14,12 +14,13 @@ from email.message import Message
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from ...types import JSONValue
 from .errors import APIResponseError, redact
 
 __all__ = ["HTTPRequest", "HTTPResponse", "as_dict", "as_list", "encode_query"]
 
 
-def _param_value(value: Any) -> str:
+def _param_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -58,10 +59,10 @@ class HTTPRequest:
         method: str,
         url: str,
         *,
-        params: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+        params: Mapping[str, object] | Iterable[tuple[str, object]] | None = None,
         headers: Mapping[str, str] | None = None,
-        json_body: Any = None,
-        form: Mapping[str, Any] | None = None,
+        json_body: JSONValue = None,
+        form: Mapping[str, object] | None = None,
         body: bytes | str | None = None,
         secrets: Iterable[str | None] = (),
         service: str = "",
@@ -174,23 +175,24 @@ class HTTPResponse:
         except LookupError:
             return self.body.decode("utf-8", errors="replace")
 
-    def json(self, service: str = "the service") -> Any:
-        """The body parsed as JSON.
+    def json(self, service: str = "the service") -> JSONValue:
+        """The body parsed as JSON (read it with `as_dict` / `as_list`).
 
         Raises:
             APIResponseError: The body is not JSON.
         """
         try:
-            return json.loads(self.text())
+            data: JSONValue = json.loads(self.text())
+            return data
         except ValueError as exc:
             raise APIResponseError(f"{service} answered with a body that is not JSON: {exc}") from None
 
 
-def as_dict(value: Any) -> Mapping[str, Any]:
+def as_dict(value: object) -> Mapping[str, Any]:
     """`value` if it is a mapping, else an empty one (for JSON of unknown shape)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def as_list(value: Any) -> list[Any]:
+def as_list(value: object) -> list[Any]:
     """`value` if it is a list, else an empty one."""
     return value if isinstance(value, list) else []

@@ -24,7 +24,6 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -158,7 +157,7 @@ class URLGuard:
     def blocked_error(self, exc: BaseException, url: str = "") -> BlockedURLError | None:
         """The `BlockedURLError` behind a connection error raised by the guarded resolver, if any."""
         seen: set[int] = set()
-        current: Any = exc
+        current: BaseException | None = exc
         while current is not None and id(current) not in seen:
             seen.add(id(current))
             if isinstance(current, _BlockedAddress):

@@ -1,8 +1,9 @@
 """`WebToolMixin`: how a web tool writes each API once and serves sync and async callers.
 
-Each API's logic is one coroutine (``async def _search(...)``). The sync tool's API
-method runs it on a private loop thread (`run_io`); the async twin (``AsyncX(AsyncActionMixin,
-X)``) overrides the API with ``async def`` that awaits the same coroutine. `as_data` turns a
+Each API's logic is one coroutine (``async def _search(...)``) on the tool's shared core
+(``_XCore(WebToolMixin, ActionCore)``). The sync tool's API method runs it on a private loop
+thread (`run_io`); its async sibling (``AsyncX(AsyncActionMixin, _XCore, sibling_of=X)``)
+declares the same API as ``async def`` that awaits the same coroutine. `as_data` turns a
 `WebError` into the `ActionReturn` the model reads (HTTP_ERROR, API_ERROR or ARGS_ERROR).
 `env_or` / `require` read a credential given as an argument or in the environment.
 """
@@ -13,7 +14,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ...exceptions import UserError
 from ...schema import ActionReturn
@@ -56,7 +57,7 @@ class WebToolMixin(ABC):
     def web_clients(self) -> list[WebClient]:
         """The HTTP clients this tool uses (their sessions are closed with it)."""
 
-    def run_io(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run_io(self, coro: Coroutine[object, object, T]) -> T:
         """Run `coro` on this tool's private IO thread (started on first use) and wait for it."""
         bridge: SyncBridge | None = self.__dict__.get("_web_bridge")
         if bridge is None:

@@ -4,39 +4,50 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Mapping, Sequence
+import itertools
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from ...exceptions import LLMError, ParseError, UserError
+from ...memory.base_memory import MessageLike
+from ...schema import AgentMessage
 
 __all__ = ["agent_chunks", "http_status"]
 
 
-def _is_async_agent(agent: Any) -> bool:
+def _is_async_agent(agent: object) -> bool:
     call = type(agent).__call__
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
-async def _chunks_of(result: Any) -> AsyncIterator[Any]:
-    if inspect.isasyncgen(result):
+async def _chunks_of(
+    result: Iterator[AgentMessage] | AsyncIterator[AgentMessage],
+) -> AsyncIterator[AgentMessage]:
+    if isinstance(result, AsyncIterator):
         async for chunk in result:
             yield chunk
     else:
-        iterator = iter(result)
-        end = object()
-        while (chunk := await asyncio.to_thread(next, iterator, end)) is not end:
-            yield chunk
+        while step := await asyncio.to_thread(_take_one, result):  # a sync generator's step may block
+            yield step[0]
 
 
-async def agent_chunks(agent: Any, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> AsyncIterator[Any]:
+def _take_one(iterator: Iterator[AgentMessage]) -> list[AgentMessage]:
+    """The iterator's next chunk as a one-item list (empty at its end)."""
+    return list(itertools.islice(iterator, 1))
+
+
+async def agent_chunks(
+    agent: Any, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
+) -> AsyncIterator[AgentMessage]:
     """The agent's reply as chunks: a streaming agent's own, or one final message."""
+    result: Any  # an agent's reply: a message, an awaitable of one, or a stream of them
     if _is_async_agent(agent):
         result = agent(*inputs, **kwargs)
     else:
         result = await asyncio.to_thread(agent, *inputs, **kwargs)
     if inspect.isawaitable(result):
         yield await result
-    elif inspect.isgenerator(result) or inspect.isasyncgen(result):
+    elif isinstance(result, (Generator, AsyncGenerator)):
         async for chunk in _chunks_of(result):
             yield chunk
     else:

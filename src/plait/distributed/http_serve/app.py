@@ -26,13 +26,15 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 
 from ...exceptions import PlaitError, UserError
+from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
+from ...types import SessionId
 from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
@@ -44,12 +46,12 @@ __all__ = ["AgentAPIServer", "main", "session_key"]
 logger = logging.getLogger(__name__)
 
 
-def session_key(text: str) -> Hashable:
+def session_key(text: str) -> SessionId:
     """A session id from a URL: digits are an int (as JSON clients send them), anything else a str."""
     return int(text) if text.lstrip("-").isdigit() else text
 
 
-def _dump(value: Any) -> str:
+def _dump(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, default=json_default)
 
 
@@ -58,7 +60,7 @@ def _error(exc: BaseException, status: int) -> web.Response:
     return web.Response(status=status, text=_dump(body), content_type="application/json")
 
 
-def build_agent(config: Mapping[str, Any] | Any) -> Any:
+def build_agent(config: object) -> Any:
     """The agent a config describes (``python_path`` adds a folder to ``sys.path`` first); the dict is not changed."""
     if not isinstance(config, Mapping):
         return config
@@ -78,7 +80,7 @@ class AgentAPIServer:
         port: The port (0: pick a free one; see `port` after `start`).
     """
 
-    def __init__(self, config: Mapping[str, Any] | Any, host: str = "127.0.0.1", port: int = 8090) -> None:
+    def __init__(self, config: object, host: str = "127.0.0.1", port: int = 8090) -> None:
         self.agent = build_agent(config)
         self.host = host
         self.port = port
@@ -128,14 +130,16 @@ class AgentAPIServer:
             return _error(exc, http_status(exc))
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")
 
-    async def _call(self, inputs: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    async def _call(self, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]) -> AgentMessage:
         last = None
         async for chunk in agent_chunks(self.agent, inputs, kwargs):
             last = chunk
+        if last is None:
+            raise RuntimeError(f"{type(self.agent).__name__} replied with no message")
         return last
 
     async def _stream(
-        self, request: web.Request, inputs: Sequence[Any], kwargs: Mapping[str, Any]
+        self, request: web.Request, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)

@@ -31,15 +31,17 @@ import aiohttp
 
 from ...exceptions import RemoteAgentError
 from ...llms._sse import SSEDecoder
+from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
+from ...types import SessionId
 from ...utils._aio import LoopThread, SessionPool
 from ...utils._json import json_default
 
 __all__ = ["AsyncHTTPAgentClient", "AsyncHTTPAgentServer", "HTTPAgentClient", "HTTPAgentServer"]
 
 
-def _json(value: Any) -> str:
-    def default(item: Any) -> Any:
+def _json(value: object) -> str:
+    def default(item: object) -> object:
         if isinstance(item, type):  # a class in a config dict travels as its dotted path
             return f"{item.__module__}.{item.__qualname__}"
         return json_default(item)
@@ -47,7 +49,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=default)
 
 
-def _message(item: Any) -> Any:
+def _message(item: MessageLike) -> object:
     return item.model_dump() if isinstance(item, AgentMessage) else item
 
 
@@ -79,7 +81,7 @@ class _ClientCore:
         except (OSError, ValueError, urllib.error.URLError):
             return False
 
-    async def _request(self, method: str, path: str, body: Any = None) -> str:
+    async def _request(self, method: str, path: str, body: object = None) -> str:
         session = await self._pool.get()
         url = self.url + path
         try:
@@ -98,19 +100,23 @@ class _ClientCore:
             raise RemoteAgentError(f"could not reach the agent at {url}: {exc or type(exc).__name__}") from exc
 
     @staticmethod
-    def _body(messages: tuple[Any, ...], session_id: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    def _body(
+        messages: tuple[MessageLike, ...], session_id: SessionId, kwargs: Mapping[str, object]
+    ) -> dict[str, object]:
         return {"message": [_message(m) for m in messages], "session_id": session_id, **kwargs}
 
-    async def _acall(self, messages: tuple[Any, ...], session_id: Any, kwargs: Mapping[str, Any]) -> AgentMessage:
+    async def _acall(
+        self, messages: tuple[MessageLike, ...], session_id: SessionId, kwargs: Mapping[str, object]
+    ) -> AgentMessage:
         text = await self._request("POST", "/chat_completion", self._body(messages, session_id, kwargs))
         return AgentMessage(**json.loads(text))
 
-    async def _astate_dict(self, session_id: Any) -> dict[str, Any]:
+    async def _astate_dict(self, session_id: SessionId) -> dict[str, Any]:
         data: dict[str, Any] = json.loads(await self._request("GET", f"/memory/{session_id}"))
         return data
 
     async def _astream(
-        self, messages: tuple[Any, ...], session_id: Any, kwargs: Mapping[str, Any]
+        self, messages: tuple[MessageLike, ...], session_id: SessionId, kwargs: Mapping[str, object]
     ) -> AsyncIterator[AgentMessage]:
         session = await self._pool.get()
         url = self.url + "/chat_completion"
@@ -152,15 +158,15 @@ class HTTPAgentClient(_ClientCore):
         self._io = LoopThread(name="plait-agent-client")
         self._finalizer = weakref.finalize(self, self._io.close, self._pool.aclose)  # also at interpreter exit
 
-    def __call__(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> AgentMessage:
+    def __call__(self, *message: MessageLike, session_id: SessionId = 0, **kwargs: object) -> AgentMessage:
         """The agent's reply to `message` in `session_id` (as a local agent call)."""
         return self._io.run(self._acall(message, session_id, kwargs))
 
-    def stream(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> Iterator[AgentMessage]:
+    def stream(self, *message: MessageLike, session_id: SessionId = 0, **kwargs: object) -> Iterator[AgentMessage]:
         """The reply as the agent streams it (a streaming agent's chunks; else one message)."""
         return self._io.iterate(self._astream(message, session_id, kwargs))
 
-    def state_dict(self, session_id: Any = 0) -> dict[str, Any]:
+    def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
         """The served agent's `state_dict` of a session."""
         return self._io.run(self._astate_dict(session_id))
 
@@ -172,15 +178,15 @@ class HTTPAgentClient(_ClientCore):
 class AsyncHTTPAgentClient(_ClientCore):
     """The async twin of `HTTPAgentClient`: ``await client(...)``, ``async for chunk in client.stream(...)``."""
 
-    async def __call__(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> AgentMessage:
+    async def __call__(self, *message: MessageLike, session_id: SessionId = 0, **kwargs: object) -> AgentMessage:
         """The agent's reply to `message` in `session_id`."""
         return await self._acall(message, session_id, kwargs)
 
-    def stream(self, *message: Any, session_id: Any = 0, **kwargs: Any) -> AsyncIterator[AgentMessage]:
+    def stream(self, *message: MessageLike, session_id: SessionId = 0, **kwargs: object) -> AsyncIterator[AgentMessage]:
         """The reply as the agent streams it."""
         return self._astream(message, session_id, kwargs)
 
-    def state_dict(self, session_id: Any = 0) -> dict[str, Any]:
+    def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
         """The served agent's `state_dict` of a session (synchronous, as Lagent's: a short blocking request).
 
         Inside a coroutine, ``await client.astate_dict(...)`` does not block the event loop.
@@ -195,7 +201,7 @@ class AsyncHTTPAgentClient(_ClientCore):
         except (OSError, ValueError) as exc:
             raise RemoteAgentError(f"could not reach the agent at {url}: {exc or type(exc).__name__}") from exc
 
-    async def astate_dict(self, session_id: Any = 0) -> dict[str, Any]:
+    async def astate_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
         """The served agent's `state_dict` of a session, awaited."""
         return await self._astate_dict(session_id)
 
@@ -204,8 +210,10 @@ class AsyncHTTPAgentClient(_ClientCore):
         await self._pool.aclose()
 
 
-class _ServedProcess:
+class _ServedProcess(_ClientCore):
     """An `AgentAPIServer` in a child process (``CUDA_VISIBLE_DEVICES=gpu_id``), waited for with a deadline.
+
+    Mixed in before the sync or async client class, whose constructor ``super()`` reaches.
 
     Args:
         gpu_id: ``CUDA_VISIBLE_DEVICES`` for the server process.
@@ -219,24 +227,19 @@ class _ServedProcess:
         RemoteAgentError: The server exited or did not come up in time (with its output).
     """
 
-    host: str
-    port: int
-    url: str
-    is_alive: bool
-
     def __init__(
         self,
-        gpu_id: Any = "0",
-        config: Mapping[str, Any] | None = None,
+        gpu_id: str | int = "0",
+        config: Mapping[str, object] | None = None,
         host: str = "127.0.0.1",
         port: int = 8090,
         timeout: float | None = None,
         start_timeout: float = 120.0,
     ) -> None:
-        super().__init__(host, port, timeout)  # type: ignore[call-arg]  # the client class that follows in the MRO
+        super().__init__(host, port, timeout)
         self._start_process(gpu_id, config or {}, start_timeout)
 
-    def _start_process(self, gpu_id: Any, config: Mapping[str, Any], start_timeout: float) -> None:
+    def _start_process(self, gpu_id: str | int, config: Mapping[str, object], start_timeout: float) -> None:
         self.gpu_id = gpu_id
         self.config = config
         command = [sys.executable, "-m", "plait.distributed.http_serve.app"]

@@ -25,12 +25,13 @@ from aiohttp import web
 
 from ...exceptions import PlaitError, UserError
 from ...schema import AgentMessage
+from ...types import JSONValue, SessionId
 from ._calls import agent_chunks, http_status
 
 __all__ = ["openai_routes"]
 
 
-def _text(content: Any) -> str:
+def _text(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):  # OpenAI content parts
@@ -38,7 +39,7 @@ def _text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
-def _reply_text(message: Any) -> str:
+def _reply_text(message: object) -> str:
     from ...agents.aggregator.default_aggregator import content_to_text
 
     content = getattr(message, "content", message)
@@ -57,7 +58,7 @@ class _Completion:
         self.created = int(time.time())
         self.model = model
 
-    def whole(self, text: str) -> dict[str, Any]:
+    def whole(self, text: str) -> dict[str, JSONValue]:
         return {
             "id": self.id,
             "object": "chat.completion",
@@ -67,7 +68,7 @@ class _Completion:
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
 
-    def chunk(self, delta: Mapping[str, Any], finish_reason: str | None = None) -> bytes:
+    def chunk(self, delta: Mapping[str, str], finish_reason: str | None = None) -> bytes:
         body = {
             "id": self.id,
             "object": "chat.completion.chunk",
@@ -78,7 +79,7 @@ class _Completion:
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
-def _history(messages: Sequence[Mapping[str, Any]], agent_name: str) -> list[AgentMessage]:
+def _history(messages: Sequence[Mapping[str, JSONValue]], agent_name: str) -> list[AgentMessage]:
     """The earlier user/assistant turns as memory messages (system and tool messages are the agent's own business)."""
     turns = []
     for message in messages:
@@ -135,7 +136,7 @@ def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
 
 
 async def _stream(
-    request: web.Request, agent: Any, question: str, session: Any, completion: _Completion
+    request: web.Request, agent: Any, question: str, session: SessionId, completion: _Completion
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)

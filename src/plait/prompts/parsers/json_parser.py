@@ -13,7 +13,7 @@ import json
 import re
 import types
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeGuard, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -67,7 +67,7 @@ class JSONParser(StrParser):
             found.extend(m for m in candidates if _is_model(m) and m not in found)
         return found
 
-    def format_to_string(self, value: Any) -> str:
+    def format_to_string(self, value: object) -> str:
         """Render a model class (or a list of them) as a JSON skeleton; other values as text."""
         if _is_model(value):
             return _render_skeleton(value)
@@ -106,7 +106,7 @@ class JSONParser(StrParser):
             raise UserError(f"JSONParser.format_response cannot serialise {type(parsed).__name__}: {exc}") from exc
 
 
-def _is_model(value: Any) -> bool:
+def _is_model(value: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 

@@ -42,7 +42,7 @@ class StrParser:
         ```
     """
 
-    def __init__(self, template: str = "", **format_field: Any) -> None:
+    def __init__(self, template: str = "", **format_field: object) -> None:
         if not isinstance(template, str):
             raise UserError(f"{type(self).__name__}: template must be a str, not {type(template).__name__}")
         missing = [name for name in format_placeholders(template) if name not in format_field]
@@ -52,7 +52,7 @@ class StrParser:
                 "pass them as keyword arguments"
             )
         self.template = template
-        self.format_field: dict[str, Any] = dict(format_field)
+        self.format_field: dict[str, object] = dict(format_field)
 
     def format_instruction(self) -> Any:
         """The template with every field rendered by `format_to_string` (``''`` for no template)."""
@@ -61,7 +61,7 @@ class StrParser:
         rendered = {name: self.format_to_string(value) for name, value in self.format_field.items()}
         return self.template.format(**rendered)
 
-    def format_to_string(self, value: Any) -> str:
+    def format_to_string(self, value: object) -> str:
         """Render one field value for the instruction: strings as they are, anything else with `str`."""
         return value if isinstance(value, str) else str(value)
 

@@ -91,7 +91,7 @@ class ToolParser(StrParser):
         begin: str = "<tool>\n",
         end: str = "</tool>\n",
         validate: Validator | str | None = None,
-        **format_field: Any,
+        **format_field: object,
     ) -> None:
         if not isinstance(begin, str) or not begin:
             raise UserError(f"{type(self).__name__}: begin must be a non-empty string, got {begin!r}")
@@ -200,7 +200,7 @@ class InterpreterParser(ToolParser):
         begin: str = "<|action_start|><|interpreter|>\n",
         end: str = "<|action_end|>\n",
         validate: Validator | str | None = None,
-        **format_field: Any,
+        **format_field: object,
     ) -> None:
         super().__init__(tool_type, template, begin, end, validate, **format_field)
 
@@ -223,7 +223,7 @@ class PluginParser(ToolParser):
         begin: str = "<|action_start|><|plugin|>\n",
         end: str = "<|action_end|>\n",
         validate: Validator | str | None = default_plugin_validate,
-        **format_field: Any,
+        **format_field: object,
     ) -> None:
         super().__init__(tool_type, template, begin, end, validate, **format_field)
 
@@ -251,7 +251,7 @@ class MixedToolParser(StrParser):
         tool_type: str | None = None,
         template: str = "",
         parsers: Iterable[ToolParser | Mapping[str, Any]] | None = None,
-        **format_field: Any,
+        **format_field: object,
     ) -> None:
         super().__init__(template, **format_field)
         self.tool_type = tool_type

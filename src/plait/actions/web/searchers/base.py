@@ -15,19 +15,24 @@ import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urlsplit
 
+from typing_extensions import TypedDict
+
 from ....exceptions import UserError
+from ....types import JSONValue
 from ..client import SyncBridge, WebClient
 from ..messages import HTTPRequest, HTTPResponse
 from ..policy import RetryConfig, TTLCache
+from ..tool import env_or, require
 
 __all__ = [
     "DEFAULT_BLACK_LIST",
     "SEARCHERS",
     "BaseSearch",
     "SearchHit",
+    "SearchOptions",
     "clean_snippet",
     "get_searcher",
     "register_searcher",
@@ -67,11 +72,22 @@ def get_searcher(name: str) -> type[BaseSearch]:
     return cls
 
 
-def clean_snippet(text: Any) -> str:
+def clean_snippet(text: object) -> str:
     """A snippet as plain text: tags removed, entities decoded, whitespace collapsed."""
     if not isinstance(text, str):
         return "" if text is None else str(text)
     return _WS.sub(" ", html.unescape(_TAGS.sub("", text))).strip()
+
+
+class SearchOptions(TypedDict, total=False):
+    """The `BaseSearch` options every backend passes on (``**kwargs`` of the backends)."""
+
+    timeout: float
+    max_retry: int
+    backoff: float
+    cache_ttl: float
+    cache_size: int
+    proxy: str | None
 
 
 class BaseSearch(ABC):
@@ -91,7 +107,7 @@ class BaseSearch(ABC):
     service: ClassVar[str] = "search"
     env_key: ClassVar[str | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         register_searcher(cls)
 
@@ -121,6 +137,14 @@ class BaseSearch(ABC):
         )
         self._bridge: SyncBridge | None = None
         self._bridge_lock = threading.Lock()
+
+    def _required_key(self, explicit: str | None) -> str:
+        """The backend's key: `explicit` when given, else ``$<env_key>``.
+
+        Raises:
+            UserError: Neither is set.
+        """
+        return require(env_or(explicit, self.env_key), f"a {self.service} API key (api_key=)", self.env_key)
 
     # -- the two pure halves (per backend) ----------------------------------------------------
     @abstractmethod
@@ -174,7 +198,7 @@ class BaseSearch(ABC):
         """Close the HTTP session of the running loop."""
         await self.client.aclose()
 
-    def _json(self, response: HTTPResponse) -> Any:
+    def _json(self, response: HTTPResponse) -> JSONValue:
         return response.json(self.service)
 
     def __repr__(self) -> str:

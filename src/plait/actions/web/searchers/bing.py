@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from typing_extensions import Unpack
 
 from ....exceptions import UserError
+from ....types import JSONValue
 from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
-from ..tool import env_or, require
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
 class BingSearch(BaseSearch):
@@ -41,12 +43,12 @@ class BingSearch(BaseSearch):
         *,
         search_type: str = "web",
         endpoint: str | None = None,
-        **kwargs: Any,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         if search_type not in self.ENDPOINTS:
             raise UserError(f"BingSearch search_type must be one of {sorted(self.ENDPOINTS)}, got {search_type!r}")
-        self._api_key = require(env_or(api_key, self.env_key), "a Bing Search API key (api_key=)", self.env_key)
+        self._api_key = self._required_key(api_key)
         self.market = region
         self.search_type = search_type
         self.endpoint = endpoint or self.ENDPOINTS[search_type]
@@ -93,10 +95,10 @@ class BingSearch(BaseSearch):
         return hits
 
 
-def _bing_page(page: Mapping[str, Any]) -> SearchHit:
+def _bing_page(page: Mapping[str, JSONValue]) -> SearchHit:
     return (str(page.get("url", "")), clean_snippet(page.get("snippet", "")), clean_snippet(page.get("name", "")))
 
 
-def _bing_news(item: Any) -> SearchHit:
+def _bing_news(item: object) -> SearchHit:
     news = as_dict(item)
     return (str(news.get("url", "")), clean_snippet(news.get("description", "")), clean_snippet(news.get("name", "")))

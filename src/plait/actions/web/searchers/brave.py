@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from typing_extensions import Unpack
 
 from ....exceptions import UserError
 from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
-from ..tool import env_or, require
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
 class BraveSearch(BaseSearch):
@@ -42,13 +42,13 @@ class BraveSearch(BaseSearch):
         *,
         search_type: str = "web",
         endpoint: str = "https://api.search.brave.com/res/v1",
-        params: Mapping[str, Any] | None = None,
-        **kwargs: Any,
+        params: Mapping[str, object] | None = None,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         if search_type not in ("web", "news"):
             raise UserError(f"BraveSearch search_type must be 'web' or 'news', got {search_type!r}")
-        self._api_key = require(env_or(api_key, self.env_key), "a Brave Search API key (api_key=)", self.env_key)
+        self._api_key = self._required_key(api_key)
         self.market = region
         self.language = language
         self.extra_snippets = extra_snippets

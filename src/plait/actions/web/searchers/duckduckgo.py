@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
 from urllib.parse import parse_qs, urljoin, urlsplit
+
+from typing_extensions import Unpack
 
 from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions
+
+
+@dataclass
+class _DDGResult:
+    """One result of the page: its link, whether it is an ad, and its text pieces by field."""
+
+    href: str
+    ad: bool
+    text: dict[str, list[str]] = field(default_factory=lambda: {"title": [], "snippet": []})
 
 
 class _DDGParser(HTMLParser):
@@ -17,7 +28,7 @@ class _DDGParser(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.results: list[dict[str, Any]] = []
+        self.results: list[_DDGResult] = []
         self._field: str | None = None
         self._tag_depth = 0
         self._ad = False
@@ -31,7 +42,7 @@ class _DDGParser(HTMLParser):
             return
         if tag == "a" and "result__a" in classes:
             href = dict(attrs).get("href") or ""
-            self.results.append({"href": href, "title": [], "snippet": [], "ad": self._ad})
+            self.results.append(_DDGResult(href, self._ad))
             self._field, self._tag_depth = "title", 0
         elif "result__snippet" in classes and self.results:
             self._field, self._tag_depth = "snippet", 0
@@ -46,7 +57,7 @@ class _DDGParser(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         if self._field is not None and self.results:
-            self.results[-1][self._field].append(data)
+            self.results[-1].text[self._field].append(data)
 
 
 def _squash(parts: list[str]) -> str:
@@ -85,7 +96,7 @@ class DuckDuckGoSearch(BaseSearch):
         *,
         region: str = "wt-wt",
         endpoint: str = "https://html.duckduckgo.com/html/",
-        **kwargs: Any,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         self.region = region
@@ -110,8 +121,8 @@ class DuckDuckGoSearch(BaseSearch):
         parser.close()
         hits: list[SearchHit] = []
         for item in parser.results:
-            url = _ddg_target(item["href"])
-            if item["ad"] or "duckduckgo.com/y.js" in url:
+            url = _ddg_target(item.href)
+            if item.ad or "duckduckgo.com/y.js" in url:
                 continue
-            hits.append((url, _squash(item["snippet"]), _squash(item["title"])))
+            hits.append((url, _squash(item.text["snippet"]), _squash(item.text["title"])))
         return hits

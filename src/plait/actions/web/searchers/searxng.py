@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+
+from typing_extensions import Unpack
 
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from ..tool import env_or
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
 class SearxngSearch(BaseSearch):
@@ -36,7 +37,7 @@ class SearxngSearch(BaseSearch):
         url: str | None = None,
         topk: int = 3,
         black_list: Iterable[str] | None = DEFAULT_BLACK_LIST,
-        **kwargs: Any,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         self._api_key = api_key or None

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from typing_extensions import Unpack
 
 from ....exceptions import UserError
+from ....types import JSONValue
 from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
-from ..tool import env_or, require
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
-def serper_hits(data: Mapping[str, Any], result_key: str, limit: int) -> list[SearchHit]:
+def serper_hits(data: Mapping[str, JSONValue], result_key: str, limit: int) -> list[SearchHit]:
     """Hits from a serper.dev answer: answer box, knowledge graph, then the `result_key` list."""
     hits: list[SearchHit] = []
     answer_box = as_dict(data.get("answerBox"))
@@ -64,13 +66,13 @@ class GoogleSearch(BaseSearch):
         *,
         search_type: str = "search",
         endpoint: str = "https://google.serper.dev",
-        params: Mapping[str, Any] | None = None,
-        **kwargs: Any,
+        params: Mapping[str, JSONValue] | None = None,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         if search_type not in self.RESULT_KEYS:
             raise UserError(f"GoogleSearch search_type must be one of {sorted(self.RESULT_KEYS)}, got {search_type!r}")
-        self._api_key = require(env_or(api_key, self.env_key), "a serper.dev API key (api_key=)", self.env_key)
+        self._api_key = self._required_key(api_key)
         self.search_type = search_type
         self.endpoint = endpoint.rstrip("/")
         self.params = dict(params or {})

@@ -8,14 +8,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from typing_extensions import Unpack
+
+from ....types import JSONValue
 from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from ..tc3 import sign_request, tc3_headers
 from ..tool import env_or, require
-from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, clean_snippet
+from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
-def _tencent_page(page: Any) -> Mapping[str, Any]:
+def _tencent_page(page: object) -> Mapping[str, Any]:
     if isinstance(page, str):
         try:
             page = json.loads(page)
@@ -75,7 +78,7 @@ class TencentSearch(BaseSearch):
         region: str | None = None,
         endpoint: str | None = None,
         clock: Callable[[], float] = time.time,
-        **kwargs: Any,
+        **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
         self._secret_id = require(
@@ -96,7 +99,7 @@ class TencentSearch(BaseSearch):
 
     def build_request(self, query: str) -> HTTPRequest:
         """A signed POST of ``{"Query": ...}`` (plus the optional filters)."""
-        body: dict[str, Any] = {"Query": query}
+        body: dict[str, JSONValue] = {"Query": query}
         for key, value in (
             ("Tsn", self.tsn),
             ("Insite", self.insite),
