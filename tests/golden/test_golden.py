@@ -38,7 +38,6 @@ files of scenarios that no longer exist.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import difflib
 import enum
@@ -55,6 +54,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import BaseModel
 
+from _support import collect, resolve
 from plait.actions import BaseAction, tool_api
 from plait.agents import (
     Agent,
@@ -281,9 +281,9 @@ class Run:
         else:
             out = agent(*message, **kwargs)
         if inspect.isawaitable(out):
-            out = asyncio.run(_await(out))
+            out = resolve(out)
         elif isinstance(out, (Iterator, AsyncIterator)):
-            items = _collect(out)
+            items = collect(out)
             self.chunks.append([normalise(_chunk(item)) for item in items])
             out = items[-1]
         self.replies.append(normalise(out))
@@ -306,20 +306,6 @@ class Run:
         if self.chunks:
             data["chunks"] = self.chunks
         return normalise(data)  # type: ignore[no-any-return]
-
-
-async def _await(value: Any) -> Any:
-    return await value
-
-
-def _collect(stream: Iterator[Any] | AsyncIterator[Any]) -> list[Any]:
-    if isinstance(stream, AsyncIterator):
-
-        async def _all() -> list[Any]:
-            return [item async for item in stream]
-
-        return asyncio.run(_all())
-    return list(stream)
 
 
 def _chunk(item: Any) -> list[Any]:

@@ -188,13 +188,16 @@ class ConversationalProtocol(TextToolProtocol):
     def __init__(self, agent: ConversationalCore) -> None:
         super().__init__(agent)
         self.out_of_budget: OutOfBudget = "force" if agent.early_stopping_method == "generate" else "stop"
+        self._base: list[dict[str, Any]] | None = None
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
         """An empty scratchpad and no pending fix-up."""
         state.scratch.update(scratchpad=[], fix=None)
 
     def _prompt(self, state: RunState, session_id: Hashable) -> list[dict[str, Any]]:
-        return [*self.agent.get_prompt(session_id), *state.scratch["scratchpad"]]
+        if self._base is None:  # memory does not change during a run: render the history once
+            self._base = self.agent.get_prompt(session_id)
+        return [*self._base, *state.scratch["scratchpad"]]
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
         """System, history, the human message, the scratchpad; and the fix-up request when one is due."""
