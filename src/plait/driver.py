@@ -7,6 +7,8 @@ One loop (`_drive`) owns the mode. It is an async generator parameterised by two
   *sync performer* calls functions directly and rejects awaitables with `ModeError`;
 * ``stream``: streaming drivers pass the non-final chunks of stream effects and every
   `Emit` to their caller, then the flow's result last; the others only return the result.
+  A streaming driver performs each leaf as `Leaf.streamed` says, so a model call that
+  follows the driver (`ModelCall.follow`) streams exactly when the run does.
 
 The sync entry points step that async generator by hand: with the sync performer it never
 suspends, so ``send(None)`` runs it to its next value. The four entry points
@@ -156,6 +158,8 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
                 value, error = None, exc
                 continue
             value = error = None
+            if stream and isinstance(effect, Leaf):
+                effect = effect.streamed()
             while level < count and not isinstance(effect, interceptors[level].effects):
                 level += 1
             if level < count:

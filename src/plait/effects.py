@@ -79,6 +79,10 @@ class Leaf(Effect[R]):
         """The function call that performs this effect."""
         raise NotImplementedError
 
+    def streamed(self) -> Leaf[R]:
+        """This effect as a streaming driver performs it (itself, unless it can stream)."""
+        return self
+
 
 Flow = Generator[Effect[Any], Any, R]
 """A generator that yields effects and returns `R`."""
@@ -164,6 +168,8 @@ class ModelCall(Leaf[R]):
         session_id: The session (passed as ``session_ids=`` to models whose method takes it).
         params: Generation parameters (``max_tokens``, ``tools``, ...).
         each: For ``stream_chat``: maps each ``(status, text, extra)`` item to a chunk.
+        follow: The driver chooses: a streaming driver calls ``stream_chat`` instead of
+            `method` (chunks mapped by `each`, the last one the result), any other `method`.
     """
 
     llm: Any
@@ -172,11 +178,18 @@ class ModelCall(Leaf[R]):
     session_id: Hashable = 0
     params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     each: Callable[[Any], Any] | None = None
+    follow: bool = False
 
     @property
     def stream(self) -> bool:
         """Whether the model's answer streams."""
         return self.method == "stream_chat"
+
+    def streamed(self) -> ModelCall[R]:
+        """With `follow` and a model that streams: the ``stream_chat`` call; else itself."""
+        if self.follow and not self.stream and callable(getattr(self.llm, "stream_chat", None)):
+            return replace(self, method="stream_chat", follow=False)
+        return self
 
     def call(self) -> Call[R]:
         """``llm.<method>(messages, [session_ids=session_id,] **params)``."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, Union
 from typing_extensions import NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from .memory import Memory
+    from .memory.base_memory import Memory
 
 __all__ = [
     "Aggregator",

@@ -15,6 +15,7 @@ from plait.actions import ActionExecutor, BaseAction, tool_api
 from plait.agents.internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
 from plait.agents.stream import API_PREFIX, INTERPRETER_CN, META_CN, META_EN, PLUGIN_CN, get_plugin_prompt
 from plait.exceptions import UserError
+from plait.hooks import Hook
 from plait.schema import ActionReturn, ActionStatusCode, AgentStatusCode
 from plait.testing import ScriptedLLM
 
@@ -112,6 +113,30 @@ def test_seed_001_constructor_and_web_demo_wiring(fake_torch: None) -> None:
         "content": {"name": "EnvChecker.check_torch_env", "parameters": {}},
         "name": "plugin",
     }
+
+
+def test_stream_chat_turns_are_the_inner_agents_own() -> None:
+    """`stream_chat` streams the inner agent's turns (no copy of it): its hooks see every turn, as in `chat`."""
+
+    class Count(Hook):
+        def __init__(self) -> None:
+            self.replies: list[str] = []
+
+        def after_agent(self, agent: Any, message: Any, session_id: Any) -> Any:
+            self.replies.append(message.content)
+            return message
+
+    replies = [f"Let me search. {PLUGIN}" + '{"name": "ArxivSearch.get_arxiv_article_information", '
+               '"parameters": {"query": "agents"}}' + END, "One paper."]  # fmt: skip
+    for method in ("chat", "stream_chat"):
+        llm = ScriptedLLM(list(replies))
+        agent = Internlm2Agent(llm, ActionExecutor([ArxivSearch()]))
+        count = Count()
+        agent.agent.register_hook(count)
+        result = agent.chat("papers?") if method == "chat" else list(agent.stream_chat("papers?"))[-1]
+        assert result.response == "One paper."
+        assert count.replies == replies, method
+        assert [call.method for call in llm.calls] == [method] * 2
 
 
 def test_stream_chat_status_progression() -> None:

@@ -256,6 +256,16 @@ def test_a_streaming_tree_streams_through_interceptors() -> None:
     assert len(chunks) > 1 and log.seen == ["AgentCall", "ModelCall"]
 
 
+def test_the_driver_chooses_whether_a_plain_agent_streams() -> None:
+    """A plain `Agent` asks with ``chat``, but streams when the run streams (the driver owns the mode)."""
+    llm = ScriptedLLM(["a b c", "d e f"])
+    chunks = list(StreamingSequential(Agent(llm, name="plain"))("hi"))
+    assert len(chunks) > 1 and chunks[-1].content == "a b c" and chunks[-1].stream_state == AgentStatusCode.END
+    assert [call.method for call in llm.calls] == ["stream_chat"]
+    assert Sequential(Agent(llm, name="plain"))("hi").content == "d e f"
+    assert [call.method for call in llm.calls] == ["stream_chat", "chat"]
+
+
 def test_an_interceptor_may_change_the_model_call(mode: str) -> None:
     class Louder(Interceptor):
         effects = (ModelCall,)

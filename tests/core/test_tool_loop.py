@@ -31,10 +31,10 @@ from plait.agents import (
 from plait.agents.autogpt import AutoGPTProtocol
 from plait.agents.conversational import ConversationalProtocol
 from plait.agents.function_calling import FunctionCallingProtocol
+from plait.agents.internlm_loop import InternLMProtocol
 from plait.agents.react import ReActProtocol
 from plait.agents.rewoo import ReWOOProtocol
 from plait.agents.run_state import RunState
-from plait.agents.stream import InternLMProtocol
 from plait.agents.tool_loop import LoopProtocol, run_tool_loop
 from plait.driver import run_async, run_sync
 from plait.effects import Effect, Flow, ToolCall
@@ -55,7 +55,7 @@ class Paradigm:
     classes: tuple[type[Any], type[Any]]
     call: Any  # a reply that calls Doubler(x=21)
     answer: Any  # a reply that ends the run with "42"
-    protocol: Callable[[Any], LoopProtocol]
+    protocol: Callable[[Any], LoopProtocol[Any]]
     options: tuple[tuple[str, Any], ...] = ()
 
     def build(self, mode: str, script: list[Any], **kwargs: Any) -> Any:
@@ -115,7 +115,7 @@ PARADIGMS = [
         (AgentForInternLM, AsyncAgentForInternLM),
         "Let me double it." + PLUGIN + json.dumps({"name": "Doubler", "parameters": {"x": 21}}) + END,
         "42",
-        lambda agent: InternLMProtocol(agent, [AgentMessage(sender="user", content="Double 21.")], agent.agent),
+        lambda agent: InternLMProtocol(agent, [AgentMessage(sender="user", content="Double 21.")]),
     ),
 ]
 

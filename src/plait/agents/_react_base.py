@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..effects import ToolCall
 from ..exceptions import UserError
@@ -308,10 +308,11 @@ class ToolProtocolAgent(AgentCore):
         return int(state) if state is not None else None
 
 
-class TextToolProtocol(LoopProtocol):
-    """Base of the text protocols' loops: a planned call runs through `ToolProtocolAgent.tool_call`."""
+T = TypeVar("T", bound=ToolProtocolAgent)
 
-    agent: ToolProtocolAgent
+
+class TextToolProtocol(LoopProtocol[T]):
+    """Base of the text protocols' loops: a planned call runs through `ToolProtocolAgent.tool_call`."""
 
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The call through the agent's executor, with the model's input turned into parameters."""

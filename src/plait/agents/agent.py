@@ -90,14 +90,19 @@ class AgentCore(AgentModule):
         """`forward` as a flow, the same in every mode: aggregate memory into a prompt, ask the LLM, parse.
 
         Streaming agents stream the reply (``stream_chat``); the final chunk is the result.
-        Subclasses override this (not `forward`) to define what the agent does.
+        The others ask with ``chat``, unless the run is streamed (an agent inside a streaming
+        container, the turns of `Internlm2Agent.stream_chat`): then the driver streams the
+        reply too. Subclasses override this (not `forward`) to define what the agent does.
         """
         prompt = self.get_prompt(session_id)
         if self._stream_forward:
             final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, kwargs, self._stream_chunk)
             return final
-        raw = yield self.model_call("chat", prompt, session_id, kwargs)
-        return self.make_response(raw)
+        call: ModelCall[str | AgentMessage] = ModelCall(
+            self._require_llm(), "chat", prompt, session_id, kwargs, self._stream_chunk, follow=True
+        )
+        reply = yield call
+        return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
 
     def model_call(
         self,

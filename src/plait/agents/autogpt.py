@@ -170,11 +170,10 @@ class AutoGPTCore(ToolProtocolAgent):
         return AgentMessage(sender=self.name, content=answer, formatted=reply.formatted, extra_info=extra)
 
 
-class AutoGPTProtocol(TextToolProtocol):
+class AutoGPTProtocol(TextToolProtocol[AutoGPTCore]):
     """AutoGPT on the tool loop: one command per reply; the last call of the budget says to finish."""
 
     name = "autogpt"
-    agent: AutoGPTCore
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
         """The history, then the `trigger` asking for the next command."""

@@ -12,18 +12,40 @@ or interrupted call (the after-error hooks see the `CancelledError` / `KeyboardI
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall
 from ..exceptions import UserError
-from ..memory.base_memory import to_message
+from ..memory.base_memory import MessageLike, to_message
+from ..memory.manager import MemoryManager
 from ..schema import AgentMessage
 
-if TYPE_CHECKING:
-    from .agent import AgentCore
+__all__ = ["CallPathAgent", "agent_call_flow", "normalize_inputs"]
 
-__all__ = ["agent_call_flow", "normalize_inputs"]
+
+class CallPathAgent(Protocol):
+    """What the call path needs of an agent (every `AgentCore` is one)."""
+
+    name: str
+    memory: MemoryManager | None
+    _hooks: dict[int, Any]
+    _stream_forward: ClassVar[bool]
+
+    @property
+    def forward(self) -> Callable[..., Any]:
+        """The agent's ``forward`` (a user's own, or the mode class's driving `forward_flow`)."""
+        ...
+
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+    ) -> Flow[AgentMessage]:
+        """What the agent does with its inputs, as a flow."""
+        ...
+
+    def update_memory(self, message: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
+        """Add messages to a session's memory."""
+        ...
 
 
 def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
@@ -52,7 +74,7 @@ def _replacement(value: Any) -> list[AgentMessage]:
 
 
 def agent_call_flow(
-    agent: AgentCore, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
+    agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
 ) -> Flow[AgentMessage]:
     """One agent call as a flow; the result is the response after the after-hooks ran."""
     inputs = normalize_inputs(messages)

@@ -172,7 +172,7 @@ class ConversationalCore(ToolProtocolAgent):
         return AgentMessage(sender=self.name, content=answer, extra_info=extra)
 
 
-class ConversationalProtocol(TextToolProtocol):
+class ConversationalProtocol(TextToolProtocol[ConversationalCore]):
     """LangChain's conversational loop on the tool loop.
 
     The scratchpad of the run (model replies and tool responses) lives in the run state,
@@ -183,7 +183,6 @@ class ConversationalProtocol(TextToolProtocol):
     """
 
     name = "conversational"
-    agent: ConversationalCore
 
     def __init__(self, agent: ConversationalCore) -> None:
         super().__init__(agent)

@@ -109,7 +109,7 @@ class FunctionCallingCore(AgentCore):
         return AgentMessage(sender=self.name, content=text, extra_info={"response": final})
 
 
-class FunctionCallingProtocol(LoopProtocol):
+class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
     """Native tool calling on the tool loop: every call of a turn runs, the last call has ``tool_choice='none'``.
 
     The model's tool-call turn and each result go into the agent's memory (the
@@ -117,7 +117,6 @@ class FunctionCallingProtocol(LoopProtocol):
     """
 
     name = "function_calling"
-    agent: FunctionCallingCore
 
     def __init__(self, agent: FunctionCallingCore) -> None:
         super().__init__(agent)

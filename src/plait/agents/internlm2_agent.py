@@ -47,7 +47,6 @@ from ..hooks.action_preprocessor import InternLMActionProcessor
 from ..memory import Memory
 from ..prompts.parsers.tool_parser import InterpreterParser, MixedToolParser, PluginParser, ToolStatusCode
 from ..schema import ActionReturn, AgentMessage, AgentStatusCode
-from .agent import StreamingAgent
 from .aggregator.default_aggregator import content_to_text
 from .aggregator.tool_aggregator import InternLMToolAggregator
 from .stream import API_PREFIX, INTERPRETER_EN, META_EN, PLUGIN_EN, AgentForInternLM, get_plugin_prompt, steps_of
@@ -357,10 +356,10 @@ class Internlm2Agent(AgentForInternLM):
         agent.aggregator = self.protocol.aggregator()
         agent.template = self.protocol.template(extra_system)
 
-    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
+    def tool_call(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """Turn interpreter code into a tool call (as `InternLMActionProcessor` does), then run it."""
         request = self._processor.before_action(executor, reply, session_id) or reply
-        return super()._execute(executor, request, session_id)
+        return super().tool_call(executor, request, session_id)
 
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
@@ -380,18 +379,9 @@ class Internlm2Agent(AgentForInternLM):
     def stream_chat(self, message: Any, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentReturn]:
         """Answer a conversation, yielding a snapshot at every model chunk and tool phase; END comes last."""
         inputs, offset = self._start(message, session_id)
-        twin = StreamingAgent(
-            llm=self.agent.llm,
-            template=self.agent.template,
-            memory=None,
-            output_format=self.agent.output_format,
-            aggregator=self.agent.aggregator,
-            name=self.agent.name,
-        )
-        twin.memory = self.agent.memory  # the streaming twin writes the same trajectory
         current = AgentReturn(state=AgentStatusCode.STREAM_ING)
         thought: str | None = None
-        items = run_stream(self._flow(inputs, session_id, kwargs, turn_agent=twin), self.interceptors())
+        items = run_stream(self._flow(inputs, session_id, kwargs), self.interceptors())
         try:
             for item in items:
                 state = item.stream_state

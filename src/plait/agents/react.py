@@ -214,7 +214,7 @@ class ReActCore(ToolProtocolAgent):
         return AgentMessage(sender=self.name, content=answer, formatted=formatted, extra_info=extra)
 
 
-class ReActProtocol(TextToolProtocol):
+class ReActProtocol(TextToolProtocol[ReActCore]):
     """ReAct on the tool loop: one tool call per reply; the last call of the budget asks for the answer.
 
     The reply, its tool result and any format correction go into the agent's memory; the
@@ -222,7 +222,6 @@ class ReActProtocol(TextToolProtocol):
     """
 
     name = "react"
-    agent: ReActCore
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
         """The trajectory so far, with the protocol's stop words."""

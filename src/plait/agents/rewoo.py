@@ -105,7 +105,7 @@ class ReWOOCore(ToolProtocolAgent):
         return (yield from run_tool_loop(ReWOOProtocol(self), self.max_turn, session_id, kwargs))
 
 
-class ReWOOProtocol(TextToolProtocol):
+class ReWOOProtocol(TextToolProtocol[ReWOOCore]):
     """ReWOO on the tool loop: planner calls, the plan's tools in waves, and the solver as the final call.
 
     The run state keeps the question, the re-asks of the planner, the plan (as dicts) and
@@ -113,7 +113,6 @@ class ReWOOProtocol(TextToolProtocol):
     """
 
     name = "rewoo"
-    agent: ReWOOCore
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
         """The question (the messages after the agent's last reply) and an empty plan."""

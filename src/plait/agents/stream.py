@@ -15,7 +15,8 @@ dispatches the call by its ``tool_type`` to `plugin_executor` or `interpreter_ex
 The model's mistakes become observations it can act on: a call that does not parse comes
 back with the parser's hint, a tool type with no executor says which tools exist.
 
-The loop is the common tool loop (`plait.agents.tool_loop`) with `InternLMProtocol`;
+The loop is the common tool loop (`plait.agents.tool_loop`) with `InternLMProtocol`
+(`plait.agents.internlm_loop`);
 `max_turn` counts model replies, and when it is spent the last reply is returned as it is.
 The sync agents drive it synchronously, the async ones on the event loop. It announces each
 tool phase as a message whose ``stream_state`` is ``PLUGIN_END`` / ``CODE_END`` (the call)
@@ -29,22 +30,21 @@ are the call markers and ``{prompt}`` (plugin prompts) the tool list of `get_plu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from ..effects import AgentCall, Call, Flow, ToolCall
+from ..effects import Call, Flow, ToolCall
 from ..exceptions import UserError
 from ..hooks.action_preprocessor import InternLMActionProcessor
 from ..memory import Memory
-from ..prompts.parsers.tool_parser import InterpreterParser, MixedToolParser, PluginParser, ToolStatusCode
-from ..schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentMessage, AgentStatusCode
+from ..prompts.parsers.tool_parser import InterpreterParser, MixedToolParser, PluginParser
+from ..schema import AgentMessage
 from ..utils.config import create_object
 from .agent import Agent, AgentCore, AsyncAgent
-from .aggregator.default_aggregator import content_to_text
 from .aggregator.tool_aggregator import InternLMToolAggregator
-from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget, run_tool_loop
+from .internlm_loop import InternLMProtocol, no_tool_call, steps_of
+from .tool_loop import build_executor, check_budget, run_tool_loop
 
 __all__ = [
     "API_PREFIX",
@@ -198,70 +198,6 @@ def internlm_output_format(
     return MixedToolParser(template=meta, parsers=parsers)
 
 
-# -- the loop's building blocks ------------------------------------------------------------------
-
-
-def _formatted(message: AgentMessage) -> Mapping[str, Any]:
-    return message.formatted if isinstance(message.formatted, Mapping) else {}
-
-
-def _parse_error(message: AgentMessage) -> str | None:
-    extra = message.extra_info
-    if isinstance(extra, Mapping) and extra.get("parse_error"):
-        return str(extra["parse_error"])
-    return None
-
-
-def no_tool_call(message: AgentMessage) -> bool:
-    """The default finish condition: the reply parsed and calls no tool."""
-    if isinstance(message.formatted, Mapping):
-        return message.formatted.get("status") == ToolStatusCode.NO_TOOL
-    return _parse_error(message) is None
-
-
-def _tool_states(message: AgentMessage) -> tuple[AgentStatusCode, AgentStatusCode]:
-    if _formatted(message).get("tool_type") == "interpreter":
-        return AgentStatusCode.CODE_END, AgentStatusCode.CODE_RETURN
-    return AgentStatusCode.PLUGIN_END, AgentStatusCode.PLUGIN_RETURN
-
-
-def _chunk(message: AgentMessage, state: AgentStatusCode) -> AgentMessage:
-    """`message` as a chunk of tool phase `state` for streaming callers."""
-    return message.model_copy(update={"stream_state": state})
-
-
-def _notice(tool_type: Any, text: str, state: ActionStatusCode) -> AgentMessage:
-    result = ActionReturn(type=tool_type, errmsg=text, state=state, valid=ActionValidCode.INVALID)
-    return AgentMessage(sender=_OBSERVER, content=result)
-
-
-def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "thought") -> list[dict[str, Any]]:
-    """A trajectory as role dicts: ``thought`` (or `thought_role`), ``tool`` and ``environment``.
-
-    Messages from `name` give a thought and, when they call a tool, a ``tool`` step named
-    after the tool type; messages from anyone but the user are ``environment`` steps named
-    after the last tool type. User messages are skipped.
-    """
-    steps: list[dict[str, Any]] = []
-    tool_type: str | None = None
-    for message in messages:
-        if message.sender == name:
-            formatted = _formatted(message)
-            if not formatted:
-                steps.append({"role": thought_role, "content": content_to_text(message.content)})
-                continue
-            steps.append({"role": thought_role, "content": formatted.get("thought") or ""})
-            if formatted.get("tool_type") and formatted.get("status") != ToolStatusCode.NO_TOOL:
-                tool_type = str(formatted["tool_type"])
-                steps.append({"role": "tool", "content": formatted.get("action"), "name": tool_type})
-        elif message.sender != "user":
-            step = {"role": "environment", "content": content_to_text(message.content)}
-            if tool_type:
-                step["name"] = tool_type
-            steps.append(step)
-    return steps
-
-
 # -- the agents -----------------------------------------------------------------------------------
 
 
@@ -355,12 +291,11 @@ class InternLMAgentCore(AgentCore):
         return (yield from self._flow(inputs, session_id, kwargs))
 
     def _flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any], turn_agent: Any = None
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
-        agent = turn_agent if turn_agent is not None else self.agent
-        memory = agent.memory
+        memory = self.agent.memory
         mark = memory.length(session_id) if memory is not None else 0
-        protocol = InternLMProtocol(self, inputs, agent)
+        protocol = InternLMProtocol(self, inputs)
         try:
             return (yield from run_tool_loop(protocol, self.max_turn, session_id, kwargs))
         except BaseException:
@@ -368,31 +303,7 @@ class InternLMAgentCore(AgentCore):
                 memory.truncate(session_id, mark)
             raise
 
-    def observe(self, reply: AgentMessage) -> AgentMessage | PlannedCall:
-        """What a reply that did not finish leads to: a tool call to run, or a hint for the model."""
-        formatted = _formatted(reply)
-        tool_type = formatted.get("tool_type")
-        if formatted.get("status") == ToolStatusCode.PARSING_ERROR:
-            reason = formatted.get("error") or "it does not follow the format"
-            text = f"The {tool_type} call could not be parsed: {reason}. Write the call again in the required format."
-            return _notice(tool_type, text, ActionStatusCode.ARGS_ERROR)
-        error = _parse_error(reply)
-        if not formatted and error is not None:
-            return _notice(None, f"Your reply could not be parsed: {error}", ActionStatusCode.ARGS_ERROR)
-        if not tool_type or formatted.get("status") == ToolStatusCode.NO_TOOL:
-            text = "Your reply calls no tool and does not finish the task. Call a tool, or give your final answer."
-            return _notice(None, text, ActionStatusCode.API_ERROR)
-        if self.executor_for(tool_type) is None:
-            available = [kind for kind in ("plugin", "interpreter") if self.executor_for(kind) is not None]
-            offer = f"Available: {', '.join(available)}." if available else "No tools are available; answer directly."
-            text = f"The {tool_type} tool is not available here. {offer}"
-            return _notice(tool_type, text, ActionStatusCode.API_ERROR)
-        action = formatted.get("action")
-        name = action.get("name") if isinstance(action, Mapping) else None
-        arguments = action.get("parameters") if isinstance(action, Mapping) else action
-        return PlannedCall(name=str(name or tool_type), arguments=arguments, kind=str(tool_type))
-
-    def _execute(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
+    def tool_call(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """The effect of running the call in `reply` (the executor's hooks turn it into a tool call)."""
         return ToolCall(executor, reply, session_id)
 
@@ -401,72 +312,6 @@ class InternLMAgentCore(AgentCore):
         memory = self.agent.memory
         messages = memory.get_memory(session_id) if memory is not None else []
         return steps_of(messages, self.agent.name)
-
-
-class InternLMProtocol(LoopProtocol):
-    """InternLM's tool tokens on the tool loop: the inner agent makes each turn, tools answer by type.
-
-    The next input of the inner agent (the user's message, then each observation) and the
-    last reply are kept in the run state; each tool phase is announced to streaming callers
-    (``PLUGIN_END`` / ``CODE_END`` with the call, ``PLUGIN_RETURN`` / ``CODE_RETURN`` with the
-    result). When the budget is spent the last reply is returned as it is (policy ``'last'``),
-    flagged ``max_turn_reached``, its tool result kept in the trajectory.
-    """
-
-    name = "internlm"
-    out_of_budget = "last"
-    agent: InternLMAgentCore
-
-    def __init__(self, agent: InternLMAgentCore, inputs: Sequence[AgentMessage], turn_agent: AgentCore) -> None:
-        super().__init__(agent)
-        self.inputs = list(inputs)
-        self.turn_agent = turn_agent
-
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
-        """The caller's messages are the first input."""
-        state.messages["inputs"] = self.inputs
-
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
-        """One turn of the inner agent with the pending input."""
-        return Ask(AgentCall(self.turn_agent, tuple(state.messages["inputs"]), session_id, kwargs))
-
-    def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
-        """A finished reply ends the run; otherwise its tool runs, or a hint becomes the next input."""
-        state.messages["last"] = [reply]
-        if self.agent.finish_condition(reply):
-            return Done(reply)
-        call_state, return_state = _tool_states(reply)
-        self.emit(_chunk(reply, call_state))
-        observed = self.agent.observe(reply)
-        if isinstance(observed, AgentMessage):
-            self.emit(_chunk(observed, return_state))
-            state.messages["inputs"] = [observed]
-            return None
-        return Act([observed])
-
-    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
-        """The executor of the call's tool type, given the reply itself (its hooks make the call)."""
-        executor = self.agent.executor_for(call.get("kind"))
-        return self.agent._execute(executor, state.messages["last"][0], session_id)
-
-    def on_results(
-        self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
-    ) -> Decision:
-        """The result is announced and becomes the next input."""
-        (result,) = results
-        observation = result if isinstance(result, AgentMessage) else AgentMessage(sender=_OBSERVER, content=result)
-        self.emit(_chunk(observation, _tool_states(state.messages["last"][0])[1]))
-        state.messages["inputs"] = [observation]
-        return None
-
-    def stop(self, state: RunState, session_id: Hashable) -> Done:
-        """The last reply, flagged; the last tool result goes into the trajectory."""
-        self.turn_agent.update_memory(list(state.messages["inputs"]), session_id)
-        reply: AgentMessage = state.messages["last"][0]
-        extra = reply.extra_info
-        if extra is None or isinstance(extra, Mapping):
-            reply = reply.model_copy(update={"extra_info": {**(extra or {}), "max_turn_reached": True}})
-        return Done(reply)
 
 
 class AgentForInternLM(InternLMAgentCore, Agent):
@@ -539,12 +384,12 @@ class MathCoderCore(InternLMAgentCore):
         self.release_session = self._release_by_default if release_session is None else release_session
 
     def _flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any], turn_agent: Any = None
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
     ) -> Flow[AgentMessage]:
         if not self.release_session:
-            return (yield from super()._flow(inputs, session_id, kwargs, turn_agent))
+            return (yield from super()._flow(inputs, session_id, kwargs))
         try:
-            result = yield from super()._flow(inputs, session_id, kwargs, turn_agent)
+            result = yield from super()._flow(inputs, session_id, kwargs)
         except Exception:
             yield from self._release(session_id)
             raise

@@ -26,15 +26,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, NamedTuple, Union
+from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
 from ..effects import Effect, Emit, Flow, Gather
 from ..exceptions import UserError
 from ..schema import AgentMessage
 from .run_state import PlannedCall, RunState
-
-if TYPE_CHECKING:
-    from .agent import AgentCore
 
 __all__ = [
     "FINAL",
@@ -42,6 +39,7 @@ __all__ = [
     "Ask",
     "Decision",
     "Done",
+    "LoopAgent",
     "LoopProtocol",
     "OutOfBudget",
     "build_executor",
@@ -83,7 +81,18 @@ FINAL: Final = _Final()
 Decision = Union[Act, Done, _Final, None]
 
 
-class LoopProtocol(ABC):
+class LoopAgent(Protocol):
+    """What the loop needs of the agent a protocol is bound to (every `AgentModule` is one)."""
+
+    def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
+        """Register (or with None, drop) the state of a session's run."""
+        ...
+
+
+A = TypeVar("A", bound=LoopAgent)
+
+
+class LoopProtocol(ABC, Generic[A]):
     """What one paradigm adds to the loop: its requests, its reading of replies, its final answer.
 
     A protocol is made per run from its agent and reads the agent's settings (prompts,
@@ -98,7 +107,7 @@ class LoopProtocol(ABC):
     name: ClassVar[str]
     out_of_budget: OutOfBudget = "force"
 
-    def __init__(self, agent: AgentCore) -> None:
+    def __init__(self, agent: A) -> None:
         self.agent = agent
         self.outbox: list[Any] = []
 
@@ -106,7 +115,7 @@ class LoopProtocol(ABC):
         """Pass `chunk` to streaming callers (the loop yields it as an `Emit` after this hook returns)."""
         self.outbox.append(chunk)
 
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:  # noqa: B027
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
         """Prepare a new run's state (before its first model call); nothing by default."""
 
     @abstractmethod
@@ -148,7 +157,7 @@ def check_budget(max_turn: object, what: str = "max_turn") -> int:
 
 
 def run_tool_loop(
-    protocol: LoopProtocol,
+    protocol: LoopProtocol[Any],
     budget: int,
     session_id: Hashable,
     kwargs: Mapping[str, Any],
@@ -181,7 +190,7 @@ def run_tool_loop(
 
 
 def _loop(
-    protocol: LoopProtocol, budget: int, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]
+    protocol: LoopProtocol[Any], budget: int, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]
 ) -> Flow[AgentMessage]:
     decision: Decision | Ask = Act(state.pending) if state.pending else None
     while True:
@@ -208,7 +217,7 @@ def _loop(
         raise TypeError(f"{type(protocol).__name__} returned {decision!r}, not a decision")  # a protocol bug
 
 
-def _flush(protocol: LoopProtocol) -> Flow[None]:
+def _flush(protocol: LoopProtocol[Any]) -> Flow[None]:
     if protocol.outbox:
         chunks, protocol.outbox = protocol.outbox, []
         for chunk in chunks:
@@ -216,7 +225,7 @@ def _flush(protocol: LoopProtocol) -> Flow[None]:
 
 
 def _next_call(
-    protocol: LoopProtocol,
+    protocol: LoopProtocol[Any],
     budget: int,
     state: RunState,
     session_id: Hashable,
