@@ -19,9 +19,16 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .exceptions import PlaitError
+
+if TYPE_CHECKING:
+    from .actions import BaseAction
+    from .agents.function_calling import StreamingFunctionCallingAgent
+    from .llms.llama_cpp import LlamaCppModel
+    from .llms.openai import GPTAPI
+    from .schema import AgentMessage
 
 __all__ = ["build_agent", "build_llm", "main"]
 
@@ -31,7 +38,7 @@ DEFAULT_SYSTEM = (
 )
 
 
-def build_llm(model: str | None, api_base: str | None, api_key: str | None, **gen: Any) -> Any:
+def build_llm(model: str | None, api_base: str | None, api_key: str | None, **gen: Any) -> GPTAPI | LlamaCppModel:
     """The model the options name: an OpenAI-compatible server when `api_base` is given, else the embedded one."""
     if api_base:
         from .llms.openai import GPTAPI
@@ -43,7 +50,7 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
     return LlamaCppModel(path=path, **gen)
 
 
-def _tool(name: str) -> Any:
+def _tool(name: str) -> BaseAction:
     from .actions import (
         calculator,  # noqa: F401  (registers the default tool)
         get_tool,
@@ -57,7 +64,9 @@ def _tool(name: str) -> Any:
     return get_tool(canonical)
 
 
-def build_agent(llm: Any, tools: Sequence[str], system: str, max_turn: int, mcp: Sequence[str] = ()) -> Any:
+def build_agent(
+    llm: object, tools: Sequence[str], system: str, max_turn: int, mcp: Sequence[str] = ()
+) -> StreamingFunctionCallingAgent:
     """A streaming native function-calling agent over `tools` (registry names) and MCP servers."""
     from .actions.mcp import MCPToolkit
     from .agents.function_calling import StreamingFunctionCallingAgent
@@ -114,11 +123,11 @@ class _ToolEcho:
     def __init__(self, printer: _Printer) -> None:
         self.printer = printer
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def before_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
         call = message.content
         self.printer.line(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}")
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def after_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
         from .agents.aggregator.default_aggregator import content_to_text
 
         self.printer.line(f"[tool result] {content_to_text(message.content)}")
@@ -184,7 +193,7 @@ def _web(args: argparse.Namespace) -> int:
     )
 
 
-def _setup(args: argparse.Namespace, printer: _Printer) -> Any:
+def _setup(args: argparse.Namespace, printer: _Printer) -> StreamingFunctionCallingAgent:
     llm = build_llm(
         args.model, args.api_base, args.api_key, max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
@@ -195,7 +204,7 @@ def _setup(args: argparse.Namespace, printer: _Printer) -> Any:
     return agent
 
 
-def _ask(agent: Any, question: str, args: argparse.Namespace, printer: _Printer) -> None:
+def _ask(agent: StreamingFunctionCallingAgent, question: str, args: argparse.Namespace, printer: _Printer) -> None:
     from .schema import AgentStatusCode
 
     for chunk in agent(question):
@@ -207,7 +216,7 @@ def _ask(agent: Any, question: str, args: argparse.Namespace, printer: _Printer)
         agent.save_state(args.session)
 
 
-def _chat(agent: Any, args: argparse.Namespace, stdin: TextIO, printer: _Printer) -> None:
+def _chat(agent: StreamingFunctionCallingAgent, args: argparse.Namespace, stdin: TextIO, printer: _Printer) -> None:
     out = printer.out
     out.write("plait chat: /reset, /save FILE, /load FILE, /tools, /quit\n")
     while True:

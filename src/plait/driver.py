@@ -33,7 +33,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import aclosing
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from .effects import Call, Composite, Effect, Emit, Flow, Gather, Leaf
 from .exceptions import ModeError, UserError
@@ -44,7 +44,7 @@ __all__ = ["run_astream", "run_async", "run_stream", "run_sync"]
 
 R = TypeVar("R")
 
-_DONE: Any = object()
+_DONE: Final = object()
 _END = AgentStatusCode.END
 
 
@@ -58,18 +58,18 @@ def _listed(effect: Effect[R]) -> Flow[list[R]]:
     return [result]
 
 
-def _is_final(chunk: Any) -> bool:
+def _is_final(chunk: object) -> bool:
     return getattr(chunk, "stream_state", _END) == _END
 
 
-def _is_async_callable(fn: Callable[..., Any]) -> bool:
+def _is_async_callable(fn: Callable[..., object]) -> bool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         return True
     call = inspect.getattr_static(type(fn), "__call__", None)
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
-def _name(fn: Callable[..., Any]) -> str:
+def _name(fn: Callable[..., object]) -> str:
     return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
 
 
@@ -129,7 +129,7 @@ async def _gather(gather: Gather[Any], is_async: bool, interceptors: Sequence[In
     return [await run for run in runs]
 
 
-async def _value(run: AsyncGenerator[Any, None]) -> Any:
+async def _value(run: AsyncGenerator[object, None]) -> object:
     async with aclosing(run):
         return await run.__anext__()
 

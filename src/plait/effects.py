@@ -61,7 +61,7 @@ __all__ = [
 R = TypeVar("R")
 T = TypeVar("T")
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+_EMPTY: Mapping[str, object] = MappingProxyType({})
 
 
 class Effect(Generic[R]):
@@ -117,8 +117,8 @@ class Call(Leaf[R]):
     """
 
     fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    args: tuple[object, ...] = ()
+    kwargs: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     stream: bool = False
     offload: bool = True
     each: Callable[[Any], Any] | None = None
@@ -174,9 +174,9 @@ class ModelCall(Leaf[R]):
 
     llm: Any
     method: str
-    messages: Any
+    messages: object
     session_id: Hashable = 0
-    params: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     each: Callable[[Any], Any] | None = None
     follow: bool = False
 
@@ -209,7 +209,7 @@ class HookCall(Leaf[Any]):
     """A hook method called with `args`; runs inline (hooks must not block)."""
 
     fn: Callable[..., Any]
-    args: tuple[Any, ...] = ()
+    args: tuple[object, ...] = ()
 
     def call(self) -> Call[Any]:
         """The leaf call."""
@@ -245,9 +245,9 @@ class AgentCall(Composite["AgentMessage"]):
     """
 
     agent: Any
-    messages: tuple[Any, ...]
+    messages: tuple[object, ...]
     session_id: Hashable = 0
-    kwargs: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    kwargs: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
 
     @property
     def inline(self) -> bool:
@@ -272,7 +272,7 @@ class ToolCall(Composite[Any]):
     """An executor call: ``executor(message, session_id=...)`` (before/after-action hooks and dispatch)."""
 
     executor: Any
-    message: Any
+    message: object
     session_id: Hashable = 0
 
     @property
@@ -294,7 +294,7 @@ class ActionCall(Composite["ActionReturn"]):
     """One tool API: ``action(inputs, api, session_id)`` (parse, call, wrap) -> `ActionReturn`."""
 
     action: Any
-    inputs: Any
+    inputs: object
     api: str = "run"
     session_id: Hashable | None = None
 

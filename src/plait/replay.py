@@ -58,23 +58,23 @@ _LLM_METHODS = ("chat", "complete", "stream_chat")
 # -- encoding ------------------------------------------------------------------------------
 
 
-def _canonical(value: Any) -> str:
+def _canonical(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=json_default)
 
 
-def _key_default(value: Any) -> Any:
+def _key_default(value: object) -> object:
     try:
         return json_default(value)
     except TypeError:
         return f"<{type(value).__name__}>"  # stable across runs, unlike a repr with an address
 
 
-def _key(*parts: Any) -> str:
+def _key(*parts: object) -> str:
     text = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=_key_default)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _status(value: int) -> Any:
+def _status(value: int) -> int:
     for enum in (ModelStatusCode, AgentStatusCode):
         try:
             return enum(value)
@@ -83,7 +83,7 @@ def _status(value: int) -> Any:
     return value
 
 
-def _encode_reply(value: Any) -> Any:
+def _encode_reply(value: object) -> object:
     """A model reply (text, `ModelResponse`, a stream item's extra, nested in dicts/lists) as JSON."""
     if isinstance(value, ModelResponse):
         return {"__model_response__": json.loads(_canonical(value))}
@@ -94,7 +94,7 @@ def _encode_reply(value: Any) -> Any:
     return json.loads(_canonical(value))
 
 
-def _decode_reply(value: Any) -> Any:
+def _decode_reply(value: object) -> object:
     if isinstance(value, Mapping):
         if "__model_response__" in value:
             data = dict(value["__model_response__"])
@@ -189,7 +189,7 @@ class RunLog:
 # -- model stand-ins -------------------------------------------------------------------------
 
 
-def _request(method: str, inputs: Any, kwargs: Mapping[str, Any]) -> tuple[str, str]:
+def _request(method: str, inputs: object, kwargs: Mapping[str, object]) -> tuple[str, str]:
     params = {k: v for k, v in kwargs.items() if k != "session_ids"}
     last = inputs[-1] if isinstance(inputs, list) and inputs else inputs
     text = last.get("content") if isinstance(last, Mapping) else last
@@ -204,38 +204,38 @@ class _StandIn:
         self._log = log
         self._recording = recording
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
 
 class _ModelStandIn(_StandIn):
     """Stands in for a model."""
 
-    def _reply(self, method: str, inputs: Any, kwargs: Mapping[str, Any], reply: Any = None) -> Any:
+    def _reply(self, method: str, inputs: object, kwargs: Mapping[str, object], reply: object = None) -> object:
         key, describe = _request(method, inputs, kwargs)
         if self._recording:
             self._log.add({"kind": "llm", "key": key, "method": method, "reply": _encode_reply(reply)})
             return reply
         return _decode_reply(self._log.take(key, describe)["reply"])
 
-    def _items(self, key: str, describe: str) -> list[tuple[Any, Any, Any]]:
+    def _items(self, key: str, describe: str) -> list[tuple[int, str, object]]:
         entry = self._log.take(key, describe)
         return [(_status(status), text, _decode_reply(extra)) for status, text, extra in entry["items"]]
 
-    def _record_items(self, key: str, items: list[tuple[Any, Any, Any]]) -> None:
+    def _record_items(self, key: str, items: list[tuple[int, str, object]]) -> None:
         encoded = [[int(status), text, _encode_reply(extra)] for status, text, extra in items]
         self._log.add({"kind": "llm", "key": key, "method": "stream_chat", "items": encoded})
 
 
 class _SyncModel(_ModelStandIn):
-    def chat(self, inputs: Any, **kwargs: Any) -> Any:
+    def chat(self, inputs: object, **kwargs: object) -> object:
         return self._reply("chat", inputs, kwargs, self._inner.chat(inputs, **kwargs) if self._recording else None)
 
-    def complete(self, inputs: Any, **kwargs: Any) -> Any:
+    def complete(self, inputs: object, **kwargs: object) -> object:
         live = self._inner.complete(inputs, **kwargs) if self._recording else None
         return self._reply("complete", inputs, kwargs, live)
 
-    def stream_chat(self, inputs: Any, **kwargs: Any) -> Iterator[Any]:
+    def stream_chat(self, inputs: object, **kwargs: object) -> Iterator[object]:
         key, describe = _request("stream_chat", inputs, kwargs)
         if not self._recording:
             yield from self._items(key, describe)
@@ -248,15 +248,15 @@ class _SyncModel(_ModelStandIn):
 
 
 class _AsyncModel(_ModelStandIn):
-    async def chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
+    async def chat(self, inputs: Any, session_ids: object = None, **kwargs: object) -> object:
         live = await self._inner.chat(inputs, session_ids=session_ids, **kwargs) if self._recording else None
         return self._reply("chat", inputs, kwargs, live)
 
-    async def complete(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> Any:
+    async def complete(self, inputs: Any, session_ids: object = None, **kwargs: object) -> object:
         live = await self._inner.complete(inputs, session_ids=session_ids, **kwargs) if self._recording else None
         return self._reply("complete", inputs, kwargs, live)
 
-    async def stream_chat(self, inputs: Any, session_ids: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+    async def stream_chat(self, inputs: Any, session_ids: object = None, **kwargs: object) -> AsyncIterator[object]:
         key, describe = _request("stream_chat", inputs, kwargs)
         if not self._recording:
             for item in self._items(key, describe):
@@ -272,12 +272,12 @@ class _AsyncModel(_ModelStandIn):
 # -- the interceptor -------------------------------------------------------------------------
 
 
-def _tool_key(action: Any, inputs: Any, name: str, session_id: Hashable | None) -> tuple[str, str]:
+def _tool_key(action: Any, inputs: object, name: str, session_id: Hashable | None) -> tuple[str, str]:
     key = _key("tool", action.name, name, inputs, session_id)
     return key, f"tool call {action.name}.{name}({_canonical(inputs)[:200]}) in session {session_id!r}"
 
 
-def _is_async_model(llm: Any) -> bool:
+def _is_async_model(llm: object) -> bool:
     return any(inspect.iscoroutinefunction(getattr(llm, m, None)) for m in ("chat", "complete"))
 
 
@@ -292,7 +292,7 @@ class _RunLogInterceptor(Interceptor):
         self._models: dict[int, _ModelStandIn] = {}
         self._lock = threading.Lock()
 
-    def _stand_in(self, llm: Any) -> _ModelStandIn:
+    def _stand_in(self, llm: object) -> _ModelStandIn:
         with self._lock:
             stand_in = self._models.get(id(llm))
             if stand_in is None or stand_in._inner is not llm:

@@ -122,11 +122,11 @@ class ActionReturn:
         return "\n".join(parts)
 
 
-def _enum_value(value: Any) -> Any:
+def _enum_value(value: object) -> object:
     return value.value if isinstance(value, IntEnum) else value
 
 
-def enum_dict_factory(items: list[tuple[str, Any]]) -> dict[str, Any]:
+def enum_dict_factory(items: list[tuple[str, object]]) -> dict[str, object]:
     """A `dataclasses.asdict` factory that turns enum members into their plain values."""
     return {key: _enum_value(value) for key, value in items}
 

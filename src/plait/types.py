@@ -9,7 +9,7 @@ names, and a `ChatMessage` is an ordinary ``dict``.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, Union
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, Union
 
 from typing_extensions import NotRequired, TypedDict
 
@@ -77,7 +77,7 @@ class Aggregator(Protocol):
     """Turns a session's memory into the messages a model receives (`DefaultAggregator` and kin)."""
 
     def aggregate(
-        self, messages: Memory, name: str, parser: Any = None, system_instruction: Any = None
-    ) -> list[dict[str, Any]]:
+        self, messages: Memory, name: str, parser: object = None, system_instruction: object = None
+    ) -> list[dict[str, object]]:
         """The chat messages for `messages`, seen by agent `name`, behind `system_instruction`."""
         ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..exceptions import UserError
@@ -20,7 +20,7 @@ SESSION_PARAMETER = "session_id"
 _EMPTY = inspect.Parameter.empty
 
 
-def _resolve_hint(hint: object, namespace: dict[str, Any]) -> object:
+def _resolve_hint(hint: object, namespace: Mapping[str, object]) -> object:
     """Evaluate one string annotation; unresolvable ones stay strings (read like docstring types)."""
     if not isinstance(hint, str):
         return hint
@@ -88,14 +88,14 @@ def _included(name: str, include: Iterable[str] | None, exclude: Iterable[str] |
 
 
 def build_api_description(
-    fn: Callable[..., Any],
+    fn: Callable[..., object],
     *,
     name: str | None = None,
     explode_return: bool = False,
     returns_named_value: bool = False,
     include_arguments: Iterable[str] | None = None,
     exclude_arguments: Iterable[str] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, JSONValue]:
     """The description dict of one API: ``{name, description, parameters, required[, return_data]}``.
 
     Type hints win over docstring types; ``self``/``cls``, ``*args``/``**kwargs`` and a
@@ -104,11 +104,13 @@ def build_api_description(
     include = None if include_arguments is None else set(include_arguments)
     exclude = None if exclude_arguments is None else set(exclude_arguments)
     doc = parse_docstring(getattr(fn, "__doc__", None), returns_named_value=returns_named_value)
-    description: dict[str, Any] = {
+    parameters: list[dict[str, JSONValue]] = []
+    required: list[str] = []
+    description: dict[str, JSONValue] = {
         "name": name or getattr(fn, "__name__", type(fn).__name__),
         "description": doc.description,
-        "parameters": [],
-        "required": [],
+        "parameters": parameters,
+        "required": required,
     }
     hints = _type_hints(fn)
     try:
@@ -121,9 +123,9 @@ def build_api_description(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or not _included(param.name, include, exclude):
             continue
         hint = hints.get(param.name, param.annotation)
-        description["parameters"].append(_parameter(param, hint, doc.args.get(param.name)))
+        parameters.append(_parameter(param, hint, doc.args.get(param.name)))
         if param.default is _EMPTY:
-            description["required"].append(param.name)
+            required.append(param.name)
     return_data: list[dict[str, JSONValue]] = []
     if explode_return and doc.returns:
         return_data = _explode(doc.returns[0])
@@ -147,7 +149,7 @@ def _own_doc(cls: type, twins: tuple[type, ...]) -> str:
 
 
 def _collect_apis(
-    cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]], twins: tuple[type, ...]
+    cls: type, wrap: Callable[[Callable[..., object]], Callable[..., object]], twins: tuple[type, ...]
 ) -> dict[str, Any]:
     """The tool_api methods of `cls` by name, base classes (then `twins`) first, overrides resolved.
 
@@ -181,12 +183,12 @@ def _inherit(value: Any, base: Any) -> Any:
     return value
 
 
-def _unwrap(value: Any) -> Any:
+def _unwrap(value: object) -> object:
     return value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
 
 
 def build_class_description(
-    cls: type, wrap: Callable[[Callable[..., Any]], Callable[..., Any]], twins: tuple[type, ...] = ()
+    cls: type, wrap: Callable[[Callable[..., object]], Callable[..., object]], twins: tuple[type, ...] = ()
 ) -> tuple[dict[str, Any], bool]:
     """``(__tool_description__, is_toolkit)`` for an action class.
 

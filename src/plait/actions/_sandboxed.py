@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from ..sandbox import Limits, Op, adrive, drive
 from ..sandbox.sessions import SessionProcess, Sessions, lazy_sessions
@@ -38,7 +38,7 @@ class SandboxedTool(ActionCore, Generic[H], register=False):
 
     def __init__(
         self,
-        description: Mapping[str, Any] | None,
+        description: Mapping[str, object] | None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser],
         enable: bool,
         *,

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..types import JSONValue
+
 __all__ = ["openai_name", "openai_tool", "to_json_schema"]
 
 _TYPES = {
@@ -41,14 +43,14 @@ def openai_name(name: str) -> str:
     return safe
 
 
-def _schema_type(kind: Any) -> str | None:
+def _schema_type(kind: object) -> str | None:
     if not isinstance(kind, str):
         return None
     # NUMBER is Lagent's integer; JSON Schema's "number" (float) is spelled FLOAT there.
     return _TYPES.get(kind.lower())
 
 
-def to_json_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
+def to_json_schema(parameter: Mapping[str, object]) -> dict[str, JSONValue]:
     """JSON Schema of one parameter (or item) description: type, description, items, enum.
 
     A parameter that carries its own schema (``json_schema``, as MCP tools' parameters
@@ -60,7 +62,7 @@ def to_json_schema(parameter: Mapping[str, Any]) -> dict[str, Any]:
         if parameter.get("description") and "description" not in exported:
             exported["description"] = str(parameter["description"])
         return exported
-    schema: dict[str, Any] = {}
+    schema: dict[str, JSONValue] = {}
     kind = _schema_type(parameter.get("type"))
     if kind is not None:
         schema["type"] = kind
@@ -84,7 +86,7 @@ def openai_tool(api: Mapping[str, Any], name: str, fallback_description: str = "
         fallback_description: Used when the API has no description (a toolkit's own).
     """
     parameters = [p for p in api.get("parameters", []) if isinstance(p, Mapping) and "name" in p]
-    schema: dict[str, Any] = {
+    schema: dict[str, JSONValue] = {
         "type": "object",
         "properties": {str(p["name"]): to_json_schema(p) for p in parameters},
         "required": [str(name) for name in api.get("required", [])],

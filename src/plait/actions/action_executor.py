@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import difflib
 from abc import ABCMeta
-from collections.abc import Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, Final, TypeAlias, Union
 
 from ..driver import run_async, run_sync
 from ..effects import ActionCall, Flow, HookCall, runs_in_place
 from ..exceptions import UserError
-from ..hooks.hook import RemovableHandle
+from ..hooks.hook import Hook, RemovableHandle
 from ..schema import ActionReturn, AgentMessage, FunctionCall
 from ..utils.config import create_object
 from ._schema import openai_name, openai_tool
@@ -45,10 +45,13 @@ from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoActi
 
 __all__ = ["ActionExecutor", "ActionExecutorCore", "AsyncActionExecutor"]
 
-_UNSET: Any = object()
+ActionLike: TypeAlias = Union[BaseAction, type[BaseAction], Mapping[str, object], Callable[..., object]]
+"""What executors accept as a tool: an instance, a class, a config dict ``{'type': ...}`` or a function."""
+
+_UNSET: Final = object()
 
 
-def _build_action(config: Any) -> BaseAction:
+def _build_action(config: object) -> BaseAction:
     action = create_object(config)
     if isinstance(action, type) and issubclass(action, BaseAction):
         action = action()
@@ -59,10 +62,10 @@ def _build_action(config: Any) -> BaseAction:
     raise UserError(f"an action must be a BaseAction, a config dict or a function, not {type(action).__name__}")
 
 
-def _extract_call(content: Any) -> tuple[str, Any, str | None]:
+def _extract_call(content: object) -> tuple[str, object, str | None]:
     """``(name, parameters, error)`` of a tool-call message content."""
-    name: Any
-    parameters: Any
+    name: object
+    parameters: object
     if isinstance(content, FunctionCall):
         name, parameters = content.name, content.parameters
     elif isinstance(content, Mapping) and "name" in content:
@@ -110,12 +113,12 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
 
     def __init__(
         self,
-        actions: Any = None,
-        invalid_action: Any = None,
-        no_action: Any = None,
-        finish_action: Any = None,
+        actions: ActionLike | Sequence[ActionLike] | None = None,
+        invalid_action: ActionLike | None = None,
+        no_action: ActionLike | None = None,
+        finish_action: ActionLike | None = None,
         finish_in_action: bool = False,
-        hooks: Sequence[Any] | None = None,
+        hooks: Sequence[Hook | Mapping[str, object]] | None = None,
     ) -> None:
         items = [] if actions is None else list(actions) if isinstance(actions, (list, tuple)) else [actions]
         self.actions: dict[str, BaseAction] = {}
@@ -129,7 +132,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         self.finish_action = _build_action(finish_action if finish_action is not None else {"type": FinishAction})
         if finish_in_action:
             self.actions.setdefault(self.finish_action.name, self.finish_action)
-        self._hooks: dict[int, Any] = {}
+        self._hooks: dict[int, Hook] = {}
         for hook in hooks or ():
             self.register_hook(hook)
 
@@ -170,11 +173,11 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
     def __getitem__(self, name: str) -> BaseAction:
         return self.actions[name]
 
-    def __setitem__(self, name: str, action: Any) -> None:
-        action = _build_action(action)
-        if action.name != name:
-            raise UserError(f"action {action.name!r} cannot be stored under another name ({name!r})")
-        self.actions[name] = action
+    def __setitem__(self, name: str, action: ActionLike) -> None:
+        built = _build_action(action)
+        if built.name != name:
+            raise UserError(f"action {built.name!r} cannot be stored under another name ({name!r})")
+        self.actions[name] = built
 
     def __delitem__(self, name: str) -> None:
         del self.actions[name]
@@ -185,7 +188,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
     def __len__(self) -> int:
         return len(self.actions)
 
-    def add_action(self, action: Any) -> BaseAction:
+    def add_action(self, action: ActionLike) -> BaseAction:
         """Add (or replace) an action; return the built instance."""
         built = _build_action(action)
         self.actions[built.name] = built
@@ -232,15 +235,14 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         return self._openai_names().get(name, name)
 
     # -- hooks -----------------------------------------------------------------------------------
-    def register_hook(self, hook: Any) -> RemovableHandle:
+    def register_hook(self, hook: Hook | Mapping[str, object]) -> RemovableHandle:
         """Add a hook (an object with ``before_action``/``after_action``, or a config dict)."""
-        hook = create_object(hook)
         handle = RemovableHandle(self._hooks)
-        self._hooks[handle.id] = hook
+        self._hooks[handle.id] = create_object(hook)
         return handle
 
     # -- calling (the flows; `ActionExecutor` / `AsyncActionExecutor` drive them) ------------------
-    def call_flow(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Flow[Any]:
+    def call_flow(self, message: object, parameters: object = _UNSET, session_id: Hashable = 0) -> Flow[object]:
         """Both call forms, written once (``call_flow(message, session_id=...)`` for the message form)."""
         if isinstance(message, str):
             params = None if parameters is _UNSET else parameters
@@ -251,9 +253,9 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
             message = AgentMessage(sender="user", content=message)
         return (yield from self.message_flow(message, session_id))
 
-    def message_flow(self, message: AgentMessage, session_id: Hashable) -> Flow[Any]:
+    def message_flow(self, message: AgentMessage, session_id: Hashable) -> Flow[object]:
         """before_action hooks -> dispatch the content -> wrap as a message -> after_action hooks."""
-        current: Any = message
+        current: object = message
         for hook in list(self._hooks.values()):
             replaced = yield HookCall(hook.before_action, (self, current, session_id))
             if replaced is not None:
@@ -264,7 +266,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
             result = yield from self._action_flow(self.no_action, {"err_msg": error}, "run", None)
         else:
             result = yield from self.dispatch_flow(name, parameters, session_id)
-        response: Any = AgentMessage(sender=self.name, content=result)
+        response: object = AgentMessage(sender=self.name, content=result)
         for hook in list(self._hooks.values()):
             replaced = yield HookCall(hook.after_action, (self, response, session_id))
             if replaced is not None:
@@ -290,7 +292,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         hint = f"Did you mean {close[0]!r}? " if close and close[0] != name else ""
         return f"{hint}Available tools: {', '.join(valid)}."
 
-    def dispatch_flow(self, name: Any, parameters: Any, session_id: Hashable) -> Flow[ActionReturn]:
+    def dispatch_flow(self, name: object, parameters: object, session_id: Hashable) -> Flow[ActionReturn]:
         """Look the tool up and run it; unknown or disabled tools go to the built-in actions."""
         if isinstance(name, str):
             action, api = self._lookup(name)
@@ -309,7 +311,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         return result
 
     def _action_flow(
-        self, action: BaseAction, parameters: Any, api: str, session_id: Hashable | None
+        self, action: BaseAction, parameters: object, api: str, session_id: Hashable | None
     ) -> Flow[ActionReturn]:
         result: ActionReturn = yield ActionCall(action, parameters, api, session_id)
         return result
@@ -319,11 +321,11 @@ class ActionExecutor(ActionExecutorCore):
     """Dispatches tool calls to a set of actions, called synchronously (arguments: `ActionExecutorCore`)."""
 
     @runs_in_place
-    def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
+    def __call__(self, message: object, parameters: object = _UNSET, session_id: Hashable = 0) -> Any:
         """``executor(name, parameters) -> ActionReturn`` or ``executor(message) -> AgentMessage``."""
         return run_sync(self.call_flow(message, parameters, session_id))
 
-    def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
+    def forward(self, name: str, parameters: object = None, session_id: Hashable = 0) -> ActionReturn:
         """Dispatch one tool call by name (no hooks)."""
         return run_sync(self.dispatch_flow(name, parameters, session_id))
 
@@ -332,11 +334,11 @@ class AsyncActionExecutor(ActionExecutorCore):
     """`ActionExecutor` whose calls are awaited; sync tools run in a worker thread, hooks may be async."""
 
     @runs_in_place
-    async def __call__(self, message: Any, parameters: Any = _UNSET, session_id: Hashable = 0) -> Any:
+    async def __call__(self, message: object, parameters: object = _UNSET, session_id: Hashable = 0) -> Any:
         """``await executor(name, parameters)`` or ``await executor(message, session_id=0)``."""
         return await run_async(self.call_flow(message, parameters, session_id))
 
-    async def forward(self, name: str, parameters: Any = None, session_id: Hashable = 0) -> ActionReturn:
+    async def forward(self, name: str, parameters: object = None, session_id: Hashable = 0) -> ActionReturn:
         """Dispatch one tool call by name (no hooks)."""
         return await run_async(self.dispatch_flow(name, parameters, session_id))
 

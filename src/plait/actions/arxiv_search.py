@@ -10,7 +10,6 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..exceptions import ToolArgumentError
 from ..schema import ActionReturn
@@ -111,7 +110,7 @@ class _ArxivSearchCore(WebToolMixin, ActionCore, register=False):
         top_k_results: int = 3,
         max_query_len: int = 300,
         doc_content_chars_max: int = 1500,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,

@@ -63,9 +63,9 @@ __all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", 
 
 logger = logging.getLogger(__name__)
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 _RESULT_KEYS = frozenset({"text", "image", "audio", "video", "file", "error"})
-_ALL: Any = object()
+_ALL: Hashable = object()
 
 
 @overload
@@ -84,13 +84,13 @@ def tool_api(
 
 
 def tool_api(
-    func: Callable[..., Any] | None = None,
+    func: Callable[..., object] | None = None,
     *,
     explode_return: bool = False,
     returns_named_value: bool = False,
     include_arguments: Iterable[str] | None = None,
     exclude_arguments: Iterable[str] | None = None,
-) -> Any:
+) -> Callable[..., object]:
     """Mark a function or method (sync or ``async def``) as a tool API and describe it.
 
     The description is stored on the function as ``api_description``: its name, the first
@@ -134,7 +134,7 @@ def tool_api(
 
 
 @functools.lru_cache(maxsize=2048)
-def _accepts_session(fn: Callable[..., Any]) -> bool:
+def _accepts_session(fn: Callable[..., object]) -> bool:
     try:
         return SESSION_PARAMETER in inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -194,7 +194,7 @@ class ActionCore(metaclass=abc.ABCMeta):
     _session_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init_subclass__(
-        cls, register: bool = True, sibling_of: type[ActionCore] | None = None, **kwargs: Any
+        cls, register: bool = True, sibling_of: type[ActionCore] | None = None, **kwargs: object
     ) -> None:
         """Describe the new class and register it (``class X(BaseAction, register=False)`` opts out).
 
@@ -219,7 +219,7 @@ class ActionCore(metaclass=abc.ABCMeta):
 
     def __init__(
         self,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
     ) -> None:
@@ -310,18 +310,18 @@ class ActionCore(metaclass=abc.ABCMeta):
         return [openai_tool(self._description, self._name)]
 
     # -- calling ------------------------------------------------------------------------------
-    async def acall(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+    async def acall(self, inputs: object = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         """Async `__call__`: awaits async APIs, runs sync ones in a worker thread."""
         return await run_async(_single(ActionCall(self, inputs, name, session_id)))
 
-    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+    def _api_callable(self, api: str) -> Callable[..., object] | None:
         """The callable behind API `api` (a method of the same name by default)."""
         if api.startswith("_"):
             return None
         fn = getattr(self, api, None)
         return fn if callable(fn) else None
 
-    def resolve_api(self, name: Any) -> tuple[str, str, Callable[..., Any]]:
+    def resolve_api(self, name: object) -> tuple[str, str, Callable[..., object]]:
         """``(api, label, callable)`` for an API name (``'run'``, ``'bold'``, ``'Toolkit.bold'``).
 
         Raises:
@@ -349,7 +349,7 @@ class ActionCore(metaclass=abc.ABCMeta):
             raise ToolError(f"{label} has no implementation (no method {api!r})", tool=label)
         return api, label, fn
 
-    def call_flow(self, inputs: Any, name: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+    def call_flow(self, inputs: object, name: str, session_id: Hashable | None) -> Flow[ActionReturn]:
         """The one implementation of a tool call, as a flow (see `plait.effects`) yielding the API call.
 
         Run it as an `ActionCall` effect, so interceptors see the tool call.
@@ -381,7 +381,7 @@ class ActionCore(metaclass=abc.ABCMeta):
             return _error(dict(args), label, describe_exception(exc), state)
         return self.wrap_result(result, dict(args), label)
 
-    def wrap_result(self, result: Any, args: dict[str, Any], label: str) -> ActionReturn:
+    def wrap_result(self, result: object, args: dict[str, object], label: str) -> ActionReturn:
         """Normalise what an API returned into an `ActionReturn`.
 
         An `ActionReturn` is passed through (``args``/``type`` filled in when empty); a dict
@@ -431,7 +431,7 @@ class BaseAction(ActionCore, register=False):
 
     _plait_base: ClassVar[bool] = True  # its docstring is not a tool's description
 
-    def __call__(self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
+    def __call__(self, inputs: object = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         """Call API `name` with `inputs` (parsed by the action's parser); never raises for bad input.
 
         Raises:
@@ -448,7 +448,7 @@ def _single(effect: ActionCall) -> Flow[ActionReturn]:
     return result
 
 
-def _error(args: dict[str, Any], label: str, message: str, state: int) -> ActionReturn:
+def _error(args: dict[str, object], label: str, message: str, state: int) -> ActionReturn:
     return _utf8_safe(ActionReturn(args=args, type=label, errmsg=message, state=state))
 
 
@@ -476,7 +476,7 @@ class AsyncActionMixin(_MixinBase):
     """
 
     async def __call__(  # type: ignore[override]  # the one async __call__ over BaseAction's, by Lagent's contract
-        self, inputs: Any = None, name: str = "run", session_id: Hashable | None = None
+        self, inputs: object = None, name: str = "run", session_id: Hashable | None = None
     ) -> ActionReturn:
         """Await the tool call (same contract as `BaseAction.acall`)."""
         return await self.acall(inputs, name, session_id=session_id)
@@ -485,7 +485,7 @@ class AsyncActionMixin(_MixinBase):
 _STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
 
 
-def action_flow(action: ActionCore, inputs: Any, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+def action_flow(action: ActionCore, inputs: object, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
     """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
 
     Tools with plait's own ``__call__`` run `BaseAction.call_flow`; a tool that overrides
@@ -495,7 +495,7 @@ def action_flow(action: ActionCore, inputs: Any, api: str, session_id: Hashable 
     call = next((klass.__dict__["__call__"] for klass in type(action).__mro__ if "__call__" in klass.__dict__), None)
     if call is None or call in _STANDARD_CALLS:
         return (yield from action.call_flow(inputs, api, session_id))
-    fn: Callable[..., Any] = call.__get__(action, type(action))  # bound, as ``action.__call__``
+    fn: Callable[..., object] = call.__get__(action, type(action))  # bound, as ``action.__call__``
     accepts = session_id is not None and _accepts_session(call)
     kwargs = {"session_id": session_id} if accepts else {}
     args = {"inputs": inputs, "name": api}

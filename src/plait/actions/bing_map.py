@@ -8,7 +8,7 @@ base URL is configurable.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from ..schema import ActionReturn
 from ..types import JSONValue
@@ -24,7 +24,7 @@ _Start = Annotated[str, "where the trip starts (a place name or an address)"]
 _End = Annotated[str, "where the trip ends (a place name or an address)"]
 
 
-def resources(data: object) -> list[Mapping[str, Any]]:
+def resources(data: object) -> list[Mapping[str, JSONValue]]:
     """``resourceSets[0].resources`` of a Bing Maps answer.
 
     Raises:
@@ -39,7 +39,7 @@ def resources(data: object) -> list[Mapping[str, Any]]:
     return [as_dict(r) for r in as_list(as_dict(sets[0]).get("resources"))] if sets else []
 
 
-def first_resource(data: object, what: str) -> Mapping[str, Any]:
+def first_resource(data: object, what: str) -> Mapping[str, JSONValue]:
     """The first resource; `what` names the thing looked for in the error when there is none."""
     found = resources(data)
     if not found:
@@ -80,7 +80,7 @@ class _BINGMapCore(WebToolMixin, ActionCore, register=False):
     def __init__(
         self,
         key: str | None = None,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,
@@ -127,7 +127,10 @@ class _BINGMapCore(WebToolMixin, ActionCore, register=False):
         coordinates = as_list(as_dict(found.get("point")).get("coordinates"))
         if len(coordinates) < 2:
             raise APIResponseError(f"Bing Maps returned no coordinates for {location!r}")
-        return {"latitude": float(coordinates[0]), "longitude": float(coordinates[1])}
+        latitude, longitude = coordinates[0], coordinates[1]
+        if not isinstance(latitude, (int, float, str)) or not isinstance(longitude, (int, float, str)):
+            raise APIResponseError(f"Bing Maps returned no coordinates for {location!r}")
+        return {"latitude": float(latitude), "longitude": float(longitude)}
 
     async def _nearby(
         self, search_term: str, places: str, latitude: float, longitude: float, radius: int

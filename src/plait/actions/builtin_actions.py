@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..schema import ActionReturn, ActionStatusCode, ActionValidCode
 from ._description import build_api_description
@@ -23,7 +22,7 @@ class _ErrorAction(BaseAction, register=False):
     run_in_thread = False
 
     def __init__(
-        self, err_msg: str, description: Mapping[str, Any] | None = None, parser: type[BaseParser] = BaseParser
+        self, err_msg: str, description: Mapping[str, object] | None = None, parser: type[BaseParser] = BaseParser
     ) -> None:
         super().__init__(description, parser)
         self._err_msg = err_msg
@@ -54,7 +53,7 @@ class InvalidAction(_ErrorAction):
     def __init__(
         self,
         err_msg: str = "The action is invalid, please check the action name.",
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = BaseParser,
     ) -> None:
         super().__init__(err_msg, description, parser)
@@ -70,7 +69,7 @@ class NoAction(_ErrorAction):
     def __init__(
         self,
         err_msg: str = "Please follow the format",
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = BaseParser,
     ) -> None:
         super().__init__(err_msg, description, parser)
@@ -81,7 +80,7 @@ class FinishAction(BaseAction):
 
     run_in_thread = False
 
-    def __init__(self, description: Mapping[str, Any] | None = None, parser: type[BaseParser] = BaseParser) -> None:
+    def __init__(self, description: Mapping[str, object] | None = None, parser: type[BaseParser] = BaseParser) -> None:
         super().__init__(description, parser)
 
     @tool_api
@@ -125,7 +124,7 @@ class FunctionAction(BaseAction, register=False):
 
     def __init__(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., object],
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,
@@ -137,5 +136,5 @@ class FunctionAction(BaseAction, register=False):
         self._fn = fn
         super().__init__(description, parser, enable)
 
-    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+    def _api_callable(self, api: str) -> Callable[..., object] | None:
         return self._fn if api == "run" else None

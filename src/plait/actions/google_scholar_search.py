@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any, Optional, TypeAlias, Union
+from typing import Optional, TypeAlias, Union
 
 from ..schema import ActionReturn
 from ..types import JSONValue
@@ -33,7 +33,7 @@ _Param: TypeAlias = Union[str, int, None]
 """What a Google Scholar API parameter holds."""
 
 
-def _checked(data: object) -> Mapping[str, Any]:
+def _checked(data: object) -> Mapping[str, JSONValue]:
     body = as_dict(data)
     if body.get("error"):
         raise APIResponseError(f"SerpAPI reported an error: {body['error']}")
@@ -103,7 +103,7 @@ class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
     def __init__(
         self,
         api_key: str | None = None,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,

@@ -7,7 +7,7 @@ never appears in errors or results. The endpoint is configurable.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from ..exceptions import UserError
 from ..schema import ActionReturn
@@ -61,7 +61,7 @@ class _GoogleSearchCore(WebToolMixin, ActionCore, register=False):
         api_key: str | None = None,
         timeout: float = 5,
         search_type: str = "search",
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from ..sandbox import Child, Limits, Op
 from ..sandbox.sessions import Sessions
@@ -44,7 +43,7 @@ class _IPythonInteractiveCore(SessionTool[Child], register=False):
         timeout: float = 30,
         max_out_len: int = 8192,
         use_signals: bool = True,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
         limits: Limits | None = None,
@@ -133,7 +132,7 @@ class IPythonInteractiveManager(ActionCore, sibling_of=BaseAction):
         max_workers: int = 50,
         timeout: float = 30,
         ci_lock: str | None = None,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
         limits: Limits | None = None,

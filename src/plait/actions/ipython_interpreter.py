@@ -25,7 +25,6 @@ import base64
 import os
 import uuid
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
 
 from ..sandbox import Kernel, Limits, Op
 from ..sandbox.sessions import Sessions
@@ -47,7 +46,7 @@ class _IPythonInterpreterCore(SessionTool[Kernel], register=False):
         timeout: float = 20,
         user_data_dir: str = "ENV",
         work_dir: str = "./work_dir/tmp_dir",
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
         limits: Limits | None = None,

@@ -33,7 +33,7 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5|python)?[ \t]*\n?(.*?)(?:```|$
 _MAX_LITERAL = 100_000
 
 
-def _to_text(value: Any) -> str:
+def _to_text(value: object) -> str:
     """Text for a result item: strings as they are, JSON for data, ``str()`` for the rest."""
     if isinstance(value, str):
         return value
@@ -50,7 +50,7 @@ def _to_text(value: Any) -> str:
         return object.__repr__(value)
 
 
-def to_result_items(outputs: Any) -> list[dict[str, Any]]:
+def to_result_items(outputs: object) -> list[dict[str, object]]:
     """Normalise a tool's return value into result items.
 
     * ``None`` -> ``[]``; a string -> one text item; bytes are decoded as UTF-8.
@@ -73,7 +73,7 @@ def to_result_items(outputs: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "content": _to_text(outputs)}]
 
 
-def _is_item(value: Any) -> bool:
+def _is_item(value: object) -> bool:
     return isinstance(value, Mapping) and "type" in value and "content" in value and len(value) <= 3
 
 
@@ -105,7 +105,7 @@ class BaseParser:
         for api in apis:
             self._register(api, toolkit="api_list" in description)
 
-    def _register(self, api: Any, toolkit: bool) -> None:
+    def _register(self, api: object, toolkit: bool) -> None:
         if not isinstance(api, dict) or not isinstance(api.get("name"), str):
             raise UserError(f"every API description of tool {self.action.name!r} needs a 'name'; got {api!r}")
         parameters = api.get("parameters", [])
@@ -143,7 +143,7 @@ class BaseParser:
         self.parameters(name)
         return self._api2required[name]
 
-    def check_arguments(self, args: dict[Any, Any], name: str = "run") -> dict[str, Any]:
+    def check_arguments(self, args: dict[str, object], name: str = "run") -> dict[str, object]:
         """Reject unknown and missing arguments, naming them and the valid ones."""
         names = [p["name"] for p in self.parameters(name)]
         unknown = [key for key in args if key not in names]
@@ -160,12 +160,12 @@ class BaseParser:
         return "{" + ", ".join(f'"{p["name"]}": ...' for p in self.parameters(name)) + "}"
 
     # -- the interface ------------------------------------------------------------------------
-    def parse_inputs(self, inputs: Any, name: str = "run") -> dict[str, Any]:
+    def parse_inputs(self, inputs: object, name: str = "run") -> dict[str, object]:
         """Map `inputs` to the API's first parameter (a dict of known parameters is used as is)."""
         params = self.parameters(name)
         names = [p["name"] for p in params]
         if inputs is None:
-            args: dict[Any, Any] = {}
+            args: dict[str, object] = {}
         elif isinstance(inputs, Mapping) and all(key in names for key in inputs):
             args = dict(inputs)
         elif params:
@@ -176,7 +176,7 @@ class BaseParser:
             raise ParseError(f"{self._api_label(name)} takes no arguments; got {_short_repr(inputs)}", raw=inputs)
         return self.check_arguments(args, name)
 
-    def parse_outputs(self, outputs: Any) -> list[dict[str, Any]]:
+    def parse_outputs(self, outputs: object) -> list[dict[str, object]]:
         """Turn a tool's return value into result items (see `to_result_items`)."""
         return to_result_items(outputs)
 
@@ -193,11 +193,11 @@ class JsonParser(BaseParser):
 
     PARAMETER_DESCRIPTION = "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称"
 
-    def parse_inputs(self, inputs: Any, name: str = "run") -> dict[str, Any]:
+    def parse_inputs(self, inputs: object, name: str = "run") -> dict[str, object]:
         """Parse a dict / JSON string into keyword arguments."""
         self.parameters(name)
         if inputs is None:
-            args: Any = {}
+            args: object = {}
         elif isinstance(inputs, Mapping):
             args = dict(inputs)
         elif isinstance(inputs, (str, bytes, bytearray)):
@@ -215,7 +215,7 @@ class JsonParser(BaseParser):
             )
         return self.check_arguments(args, name)
 
-    def _loads(self, text: str, name: str) -> Any:
+    def _loads(self, text: str, name: str) -> object:
         text = text.strip()
         fence = _FENCE.search(text)
         if fence is not None:
@@ -249,7 +249,7 @@ class TupleParser(BaseParser):
 
     PARAMETER_DESCRIPTION = "调用该工具时,请用元组格式 (参数1, 参数2, ...) 按参数列表的顺序传参"
 
-    def parse_inputs(self, inputs: Any, name: str = "run") -> dict[str, Any]:
+    def parse_inputs(self, inputs: object, name: str = "run") -> dict[str, object]:
         """Parse a tuple / tuple literal into keyword arguments, in parameter order."""
         params = self.parameters(name)
         if isinstance(inputs, Mapping):
@@ -271,7 +271,7 @@ class TupleParser(BaseParser):
         return {params[i]["name"]: value for i, value in enumerate(values)}
 
     @staticmethod
-    def _values(inputs: Any) -> Sequence[Any]:
+    def _values(inputs: object) -> Sequence[object]:
         if inputs is None:
             return ()
         if isinstance(inputs, (tuple, list)):
@@ -293,7 +293,7 @@ class TupleParser(BaseParser):
         return tuple(value) if isinstance(value, (tuple, list)) else (value,)
 
 
-def _json_kind(value: Any) -> str:
+def _json_kind(value: object) -> str:
     if isinstance(value, list):
         return "array"
     if isinstance(value, str):
@@ -305,7 +305,7 @@ def _json_kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _short_repr(value: Any, limit: int = 80) -> str:
+def _short_repr(value: object, limit: int = 80) -> str:
     try:
         text = repr(value)
     except Exception:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..exceptions import MissingDependencyError, ToolArgumentError, ToolExecutionError
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
+
+if TYPE_CHECKING:
+    from pptx.presentation import Presentation
+    from pptx.slide import SlideLayout
 
 __all__ = ["PPT", "THEME_MAPPING", "AsyncPPT"]
 
@@ -31,7 +35,15 @@ THEME_MAPPING: dict[str, dict[str, str | None]] = {
 _DOC = "ppt.document"
 
 
-def _presentation(template: str | None) -> Any:
+class _Document(TypedDict):
+    """A session's presentation (in its `session_state`)."""
+
+    pointer: Presentation
+    theme: str
+    location: Path
+
+
+def _presentation(template: str | None) -> Presentation:
     try:
         from pptx import Presentation
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -61,7 +73,7 @@ def _check_image(path: str) -> None:
         raise ToolArgumentError(f"cannot read {path!r} as an image: {exc}") from None
 
 
-def _fill(text_frame: Any, items: list[str]) -> None:
+def _fill(text_frame: Any, items: list[str]) -> None:  # python-pptx leaves add_paragraph untyped
     for i, item in enumerate(items or [""]):
         paragraph = text_frame.paragraphs[0] if i == 0 else text_frame.add_paragraph()
         paragraph.text = item
@@ -74,7 +86,7 @@ class _PPTCore(ActionCore, register=False):
     def __init__(
         self,
         theme_mapping: Mapping[str, Mapping[str, str | None]] | None = None,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,
@@ -85,13 +97,13 @@ class _PPTCore(ActionCore, register=False):
         self.root_dir = Path(root_dir).resolve() if root_dir is not None else None
 
     # -- per-session document --------------------------------------------------------------------
-    def _document(self, session_id: Hashable) -> dict[str, Any]:
-        doc: dict[str, Any] | None = self.session_state(session_id).get(_DOC)
+    def _document(self, session_id: Hashable) -> _Document:
+        doc: _Document | None = self.session_state(session_id).get(_DOC)
         if doc is None:
             raise ToolExecutionError("there is no presentation in this session yet; call create_file first")
         return doc
 
-    def _layout(self, doc: dict[str, Any], kind: str) -> Any:
+    def _layout(self, doc: _Document, kind: str) -> SlideLayout:
         name = self.theme_mapping[doc["theme"]][kind]
         for layout in doc["pointer"].slide_layouts:
             if layout.name == name:
@@ -109,9 +121,9 @@ class _PPTCore(ActionCore, register=False):
             raise ToolArgumentError(f"the file must be inside {self.root_dir}, got {abs_location!r}")
         return resolved
 
-    def document(self, session_id: Hashable = 0) -> Any:
+    def document(self, session_id: Hashable = 0) -> Presentation | None:
         """The python-pptx ``Presentation`` of `session_id` (None before `create_file`)."""
-        doc = self.session_state(session_id).get(_DOC)
+        doc: _Document | None = self.session_state(session_id).get(_DOC)
         return doc["pointer"] if doc else None
 
     # -- tool APIs --------------------------------------------------------------------------------
@@ -132,7 +144,8 @@ class _PPTCore(ActionCore, register=False):
             raise ToolArgumentError(f"unknown theme {theme!r}; available themes: {', '.join(self.theme_mapping)}")
         location = self._location(abs_location)
         pointer = _presentation(self.theme_mapping[theme].get("template"))
-        self.session_state(session_id)[_DOC] = {"pointer": pointer, "theme": theme, "location": location}
+        document: _Document = {"pointer": pointer, "theme": theme, "location": location}
+        self.session_state(session_id)[_DOC] = document
         return {"status": "created a ppt file."}
 
     @tool_api(explode_return=True)

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from ..sandbox import Child, Limits, adrive, drive
 from ..sandbox.sessions import Sessions
@@ -30,7 +29,7 @@ from .parser import BaseParser, JsonParser
 
 __all__ = ["DEFAULT_DESCRIPTION", "AsyncPythonInterpreter", "PythonInterpreter"]
 
-DEFAULT_DESCRIPTION: dict[str, Any] = {
+DEFAULT_DESCRIPTION: dict[str, JSONValue] = {
     "name": "PythonInterpreter",
     "description": (
         "用来执行Python代码。代码需要定义一个名为 'solution' 的函数, 函数体写出你的思考步骤, "
@@ -51,7 +50,7 @@ class _PythonInterpreterCore(SandboxedTool[Child], register=False):
         answer_expr: str | None = "solution()",
         answer_from_stdout: bool = False,
         timeout: float = 20,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
         limits: Limits | None = None,

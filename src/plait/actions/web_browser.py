@@ -35,11 +35,11 @@ logger = logging.getLogger("plait.actions.web")
 _RESULTS = "web_browser.search_results"
 _Results = dict[int, dict[str, str]]
 """Search results by id: ``{id: {'url', 'title', 'summ'}}``."""
-_Pages = dict[Any, dict[str, str]]
+_Pages = dict[Hashable, dict[str, str]]
 """What `select` read, by the ids the model gave (as given when they are not result ids)."""
 
 
-def _as_ids(select_ids: object) -> list[Any]:
+def _as_ids(select_ids: object) -> list[object]:
     if isinstance(select_ids, (list, tuple)):
         return list(select_ids)
     return [select_ids]
@@ -64,7 +64,7 @@ class _WebBrowserCore(WebToolMixin, ActionCore, register=False):
         timeout: float = 5,
         black_list: Iterable[str] | None = DEFAULT_BLACK_LIST,
         topk: int = 20,
-        description: Mapping[str, Any] | None = None,
+        description: Mapping[str, object] | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         *,

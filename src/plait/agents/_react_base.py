@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..effects import ToolCall
@@ -70,7 +70,7 @@ class ProtocolAggregator(DefaultAggregator):
 
     def aggregate(
         self, messages: Memory, name: str, parser: Any = None, system_instruction: Any = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, object]]:
         """System messages, then the session: own turns as assistant, tool results as observations."""
         result = self.preamble(parser, system_instruction)
         for message in messages.get_memory():
@@ -106,11 +106,20 @@ def _revive(content: Any) -> Any:
     return content
 
 
-def describe_parameters(api: Mapping[str, Any]) -> str:
+def _records(value: object) -> list[Mapping[str, object]]:
+    """The mappings in a list (a schema's ``parameters``); anything else is no records."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, (list, tuple)) else []
+
+
+def _names(value: object) -> list[object]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def describe_parameters(api: Mapping[str, object]) -> str:
     """One line per tool API: ``city (STRING, required): the city; days (NUMBER, optional)``."""
-    required = set(api.get("required") or [])
+    required = _names(api.get("required"))
     parts = []
-    for param in api.get("parameters") or []:
+    for param in _records(api.get("parameters")):
         need = "required" if param.get("name") in required else "optional"
         text = f"{param.get('name')} ({param.get('type', 'STRING')}, {need})"
         if param.get("description"):
@@ -119,7 +128,7 @@ def describe_parameters(api: Mapping[str, Any]) -> str:
     return "; ".join(parts) if parts else "no arguments"
 
 
-def _find_api(executor: ActionExecutorCore, name: str) -> Mapping[str, Any] | None:
+def _find_api(executor: ActionExecutorCore, name: str) -> Mapping[str, object] | None:
     for api in executor.description():
         if api["name"] == name:
             return api
@@ -129,7 +138,7 @@ def _find_api(executor: ActionExecutorCore, name: str) -> Mapping[str, Any] | No
     return None
 
 
-def tool_parameters(executor: ActionExecutorCore, name: str, raw: Any) -> Any:
+def tool_parameters(executor: ActionExecutorCore, name: str, raw: object) -> dict[str, object] | str:
     """The parameters to send for tool `name`, from what the model wrote.
 
     * a mapping is used as is; None or blank text means no arguments;
@@ -153,15 +162,16 @@ def tool_parameters(executor: ActionExecutorCore, name: str, raw: Any) -> Any:
     if isinstance(decoded, dict):
         return decoded
     api = _find_api(executor, name)
-    params = list((api or {}).get("parameters") or [])
-    required = list((api or {}).get("required") or [])
+    params = _records((api or {}).get("parameters"))
+    required = _names((api or {}).get("required"))
     if len(params) == 1 or len(required) == 1:
         param = params[0] if len(params) == 1 else next(p for p in params if p.get("name") == required[0])
+        key = str(param.get("name"))
         if isinstance(decoded, str):
-            return {param["name"]: decoded}
+            return {key: decoded}
         if decoded is not None and param.get("type") != "STRING":
-            return {param["name"]: decoded}
-        return {param["name"]: _unquote(text)}
+            return {key: decoded}
+        return {key: _unquote(text)}
     return text
 
 
@@ -171,14 +181,20 @@ def _unquote(text: str) -> str:
     return text
 
 
-def merge_stop_words(llm: Any, kwargs: Mapping[str, Any], extra: Sequence[str]) -> dict[str, Any]:
+def _words(value: object) -> list[object]:
+    if not value:
+        return []
+    return [value] if isinstance(value, str) or not isinstance(value, Iterable) else list(value)
+
+
+def merge_stop_words(llm: object, kwargs: Mapping[str, object], extra: Sequence[str]) -> dict[str, object]:
     """`kwargs` with `extra` stop words added to the model's and the caller's own."""
     if not extra:
         return dict(kwargs)
-    own = getattr(llm, "gen_params", {}).get("stop_words") or []
-    given = kwargs.get("stop_words") or []
-    given = [given] if isinstance(given, str) else list(given)
-    merged: list[str] = []
+    gen_params = getattr(llm, "gen_params", None)
+    own = _words(gen_params.get("stop_words")) if isinstance(gen_params, Mapping) else []
+    given = _words(kwargs.get("stop_words"))
+    merged: list[object] = []
     for word in [*own, *given, *extra]:
         if word not in merged:
             merged.append(word)
@@ -208,9 +224,9 @@ class ToolProtocolAgent(AgentCore):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
-        template: Any = None,
+        llm: object = None,
+        actions: object = None,
+        template: object = None,
         max_turn: int = 5,
         action_hooks: Sequence[Any] | None = None,
         **kwargs: Any,
@@ -232,11 +248,11 @@ class ToolProtocolAgent(AgentCore):
         """The names models may call (``Toolkit.api`` for toolkit APIs)."""
         return [api["name"] for api in self.executor.description()]
 
-    def tool_descriptions(self) -> list[dict[str, Any]]:
+    def tool_descriptions(self) -> list[dict[str, object]]:
         """The tools' descriptions (name, description, parameters, required)."""
         return [{k: api[k] for k in _DESCRIPTION_KEYS if k in api} for api in self.executor.description()]
 
-    def template_values(self) -> dict[str, Any]:
+    def template_values(self) -> dict[str, object]:
         """Values for the template's placeholders; subclasses add their own."""
         infos = self.tool_descriptions()
         action_info = "\n".join(json.dumps(info, ensure_ascii=False) for info in infos)
@@ -258,7 +274,7 @@ class ToolProtocolAgent(AgentCore):
         values = self.template_values()
         return template.format(**{name: values[name] for name in fields})
 
-    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
+    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the model would receive for this session now (template filled in).
 
         The output format's instruction goes where the template has ``{output_format}``,
@@ -275,7 +291,7 @@ class ToolProtocolAgent(AgentCore):
         last_own = max((i for i, m in enumerate(messages) if m.sender == self.name), default=-1)
         return messages[: last_own + 1], messages[last_own + 1 :]
 
-    def render(self, messages: Sequence[AgentMessage], system: Any = None) -> list[dict[str, Any]]:
+    def render(self, messages: Sequence[AgentMessage], system: Any = None) -> list[dict[str, object]]:
         """Chat messages for `messages` (a slice of memory) behind a system instruction."""
         memory = Memory()
         memory.add(list(messages))

@@ -63,7 +63,7 @@ class ReActTextParser(StrParser):
         ```
     """
 
-    def parse_response(self, data: str) -> dict[str, Any]:
+    def parse_response(self, data: str) -> dict[str, object]:
         """Read a thought and either an action (name + raw input) or a final answer.
 
         Raises:
@@ -114,7 +114,7 @@ def _thought(prefix: str) -> str:
     return (prefix[match.end() :] if match else prefix).strip()
 
 
-def _action(text: str, action: re.Match[str]) -> dict[str, Any]:
+def _action(text: str, action: re.Match[str]) -> dict[str, object]:
     line_end = text.find("\n", action.end())
     line_end = len(text) if line_end < 0 else line_end
     name = action.string[action.end() : line_end].strip().strip("`'\"").rstrip(".").strip()

@@ -42,8 +42,8 @@ def flow_forward(method: F) -> F:
     return method
 
 
-_DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
-_DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": DefaultAggregator})
+_DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
+_DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": DefaultAggregator})
 
 
 class AgentCore(AgentModule):
@@ -62,11 +62,11 @@ class AgentCore(AgentModule):
 
     def __init__(
         self,
-        llm: Any = None,
-        template: Any = None,
-        memory: Mapping[str, Any] | type[Memory] | None = _DEFAULT_MEMORY,
-        output_format: Any = None,
-        aggregator: Any = _DEFAULT_AGGREGATOR,
+        llm: object = None,
+        template: object = None,
+        memory: Mapping[str, object] | type[Memory] | None = _DEFAULT_MEMORY,
+        output_format: object = None,
+        aggregator: object = _DEFAULT_AGGREGATOR,
         name: str | None = None,
         description: str | None = None,
         hooks: list[Any] | None = None,
@@ -85,7 +85,7 @@ class AgentCore(AgentModule):
     # -- what the agent does --
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """`forward` as a flow, the same in every mode: aggregate memory into a prompt, ask the LLM, parse.
 
@@ -109,7 +109,7 @@ class AgentCore(AgentModule):
         method: str,
         prompt: Any,
         session_id: Hashable,
-        kwargs: Mapping[str, Any],
+        kwargs: Mapping[str, object],
         each: Callable[[Any], Any] | None = None,
     ) -> ModelCall[Any]:
         """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session."""
@@ -119,7 +119,7 @@ class AgentCore(AgentModule):
         status, text, extra = item
         return self.make_response(text, AgentStatusCode(status), extra if extra else None)
 
-    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
+    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the LLM would receive for this session now."""
         if self.memory is None:
             raise UserError(f"{self.name} was built with memory=None, so it has no history to prompt with")
@@ -188,12 +188,12 @@ class Agent(AgentCore):
     """
 
     @runs_in_place
-    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
         """Run the call path; keyword arguments (e.g. ``stop_words=``) reach `forward` and the LLM."""
         return run_sync(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
     @flow_forward
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
         """What the agent does with its inputs (they are already in memory): `forward_flow`, driven."""
         return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
@@ -202,12 +202,12 @@ class AsyncAgent(AgentCore):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
 
     @runs_in_place
-    async def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+    async def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
         """Run the call path on the event loop."""
         return await run_async(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
     @flow_forward
-    async def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> AgentMessage:
+    async def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
         """`forward_flow`, driven on the event loop."""
         return await run_async(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
@@ -218,12 +218,12 @@ class StreamingAgent(AgentCore):
     _stream_forward: ClassVar[bool] = True
 
     @runs_in_place
-    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
+    def __call__(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object) -> Iterator[AgentMessage]:
         """Run the call path, yielding the reply's chunks and then the final END message."""
         yield from run_stream(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
 
     @flow_forward
-    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentMessage]:
+    def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object) -> Iterator[AgentMessage]:
         """Stream `forward_flow`: chunks, then the final message (``stream_state`` END)."""
         yield from run_stream(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
@@ -235,7 +235,7 @@ class AsyncStreamingAgent(AgentCore):
 
     @runs_in_place
     async def __call__(
-        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: Any
+        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object
     ) -> AsyncIterator[AgentMessage]:
         """Run the call path on the event loop, yielding chunks and then the final END message."""
         async for chunk in run_astream(agent_call_flow(self, message, session_id, kwargs), self.interceptors()):
@@ -243,7 +243,7 @@ class AsyncStreamingAgent(AgentCore):
 
     @flow_forward
     async def forward(
-        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: Any
+        self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object
     ) -> AsyncIterator[AgentMessage]:
         """Stream `forward_flow` on the event loop."""
         async for chunk in run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors()):

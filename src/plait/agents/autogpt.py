@@ -62,7 +62,7 @@ class AutoGPTResponse(BaseModel):
     command: AutoGPTCommand
 
 
-def _command(formatted: Any) -> tuple[str, dict[str, Any]] | None:
+def _command(formatted: Any) -> tuple[str, dict[str, object]] | None:
     if not isinstance(formatted, Mapping) or not isinstance(formatted.get("command"), Mapping):
         return None
     command = formatted["command"]
@@ -71,7 +71,7 @@ def _command(formatted: Any) -> tuple[str, dict[str, Any]] | None:
     return (name, dict(args) if isinstance(args, Mapping) else {}) if isinstance(name, str) else None
 
 
-def _finish_answer(args: Mapping[str, Any], formatted: Any) -> str:
+def _finish_answer(args: Mapping[str, object], formatted: Any) -> str:
     value: Any = args.get("response")
     if value is None and len(args) == 1:
         value = next(iter(args.values()))
@@ -110,12 +110,12 @@ class AutoGPTCore(ToolProtocolAgent):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
+        llm: object = None,
+        actions: object = None,
         ai_name: str = "AutoGPT",
         role_description: str = "an AI assistant that reaches its goals by running commands.",
-        template: Any = None,
-        output_format: Any = None,
+        template: object = None,
+        output_format: object = None,
         max_turn: int = 5,
         trigger: str = prompts.AUTOGPT_TRIGGER,
         action_hooks: list[Any] | None = None,
@@ -137,7 +137,7 @@ class AutoGPTCore(ToolProtocolAgent):
         self.role_description = role_description
         self.trigger = trigger
 
-    def template_values(self) -> dict[str, Any]:
+    def template_values(self) -> dict[str, object]:
         """Adds ``{ai_name}``, ``{role_description}`` and ``{commands}`` (numbered, ``finish`` last)."""
         values = super().template_values()
         commands = [
@@ -149,21 +149,21 @@ class AutoGPTCore(ToolProtocolAgent):
         return values
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Run commands until the model runs ``finish`` (`AutoGPTProtocol` on the tool loop)."""
         return (yield from run_tool_loop(AutoGPTProtocol(self), self.max_turn, session_id, kwargs))
 
-    def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, Any]]:
+    def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, object]]:
         prompt = self.get_prompt(session_id)
         if prompt and prompt[-1]["role"] == "user":
             return [*prompt[:-1], {"role": "user", "content": f"{prompt[-1]['content']}\n{last}"}]
         return [*prompt, {"role": "user", "content": last}]
 
     def _answer(
-        self, reply: AgentMessage, args: Mapping[str, Any], steps: list[dict[str, Any]], forced: bool
+        self, reply: AgentMessage, args: Mapping[str, object], steps: list[dict[str, object]], forced: bool
     ) -> AgentMessage:
-        extra: dict[str, Any] = {"intermediate_steps": steps}
+        extra: dict[str, object] = {"intermediate_steps": steps}
         if forced:
             extra["forced_final_answer"] = True
         answer = _finish_answer(args, reply.formatted)
@@ -175,12 +175,12 @@ class AutoGPTProtocol(TextToolProtocol[AutoGPTCore]):
 
     name = "autogpt"
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The history, then the `trigger` asking for the next command."""
         agent = self.agent
         return Ask(agent.model_call("chat", agent._prompt(session_id, agent.trigger), session_id, kwargs))
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The history, then the order to finish now."""
         agent = self.agent
         return Ask(agent.model_call("chat", agent._prompt(session_id, prompts.AUTOGPT_FORCE), session_id, kwargs))

@@ -38,7 +38,7 @@ class CallPathAgent(Protocol):
         ...
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """What the agent does with its inputs, as a flow."""
         ...
@@ -74,7 +74,7 @@ def _replacement(value: Any) -> list[AgentMessage]:
 
 
 def agent_call_flow(
-    agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, Any]
+    agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, object]
 ) -> Flow[AgentMessage]:
     """One agent call as a flow; the result is the response after the after-hooks ran."""
     inputs = normalize_inputs(messages)

@@ -82,11 +82,13 @@ class SequentialCore(AgentCore):
             self.add_agent(name, agent)
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Pipe the inputs through the members; ``exit_at=k`` stops after k+1 steps."""
         params = dict(kwargs)
         exit_at = params.pop("exit_at", None)
+        if exit_at is not None and (not isinstance(exit_at, int) or isinstance(exit_at, bool)):
+            raise UserError(f"exit_at must be an int step index, not {exit_at!r}")
         result: AgentMessage = yield from sequential_flow(
             list(self.children()), tuple(inputs), session_id, exit_at, params
         )

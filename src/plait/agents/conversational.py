@@ -93,14 +93,14 @@ class ConversationalCore(ToolProtocolAgent):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
-        template: Any = None,
+        llm: object = None,
+        actions: object = None,
+        template: object = None,
         human_template: str = prompts.CONVERSATIONAL_HUMAN,
         tool_response_template: str = prompts.CONVERSATIONAL_TOOL_RESPONSE,
         max_iterations: int = 15,
         early_stopping_method: str = "force",
-        output_format: Any = None,
+        output_format: object = None,
         action_hooks: list[Any] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -152,7 +152,7 @@ class ConversationalCore(ToolProtocolAgent):
         return [*self.render(history, self.system_prompt()), {"role": "user", "content": human}]
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Take steps until the model gives its final answer (`ConversationalProtocol` on the tool loop)."""
         return (yield from run_tool_loop(ConversationalProtocol(self), self.max_turn, session_id, kwargs))
@@ -189,7 +189,7 @@ class ConversationalProtocol(TextToolProtocol[ConversationalCore]):
         self.out_of_budget: OutOfBudget = "force" if agent.early_stopping_method == "generate" else "stop"
         self._base: list[dict[str, Any]] | None = None
 
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
         """An empty scratchpad and no pending fix-up."""
         state.scratch.update(scratchpad=[], fix=None)
 
@@ -198,7 +198,7 @@ class ConversationalProtocol(TextToolProtocol[ConversationalCore]):
             self._base = self.agent.get_prompt(session_id)
         return [*self._base, *state.scratch["scratchpad"]]
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """System, history, the human message, the scratchpad; and the fix-up request when one is due."""
         prompt = self._prompt(state, session_id)
         fix = state.scratch.get("fix")
@@ -209,7 +209,7 @@ class ConversationalProtocol(TextToolProtocol[ConversationalCore]):
             ]
         return Ask(self.agent.model_call("chat", prompt, session_id, kwargs))
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """``early_stopping_method='generate'``: the scratchpad, then a request for the final answer."""
         prompt = [*self._prompt(state, session_id), {"role": "user", "content": prompts.CONVERSATIONAL_GENERATE}]
         return Ask(self.agent.model_call("chat", prompt, session_id, kwargs))

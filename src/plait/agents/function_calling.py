@@ -70,9 +70,9 @@ class FunctionCallingCore(AgentCore):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
-        template: Any = None,
+        llm: object = None,
+        actions: object = None,
+        template: object = None,
         max_turn: int = 5,
         tool_choice: Any = "auto",
         **kwargs: Any,
@@ -84,12 +84,12 @@ class FunctionCallingCore(AgentCore):
         self.tool_choice = tool_choice
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Run tool rounds until the model answers in text (`FunctionCallingProtocol` on the tool loop)."""
         return (yield from run_tool_loop(FunctionCallingProtocol(self), self.max_turn, session_id, kwargs))
 
-    def _turn(self, session_id: Hashable, params: Mapping[str, Any]) -> Effect[Any]:
+    def _turn(self, session_id: Hashable, params: Mapping[str, object]) -> Effect[Any]:
         """One model turn: streamed when this agent and its model can stream, else ``complete``.
 
         Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
@@ -120,18 +120,18 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
 
     def __init__(self, agent: FunctionCallingCore) -> None:
         super().__init__(agent)
-        self._tools: list[dict[str, Any]] | None = None
+        self._tools: list[dict[str, object]] | None = None
 
-    def _params(self, kwargs: Mapping[str, Any], tool_choice: Any) -> dict[str, Any]:
+    def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
         if self._tools is None:
             self._tools = self.agent.executor.openai_tools()
         return {"tools": self._tools, "tool_choice": tool_choice, **kwargs} if self._tools else dict(kwargs)
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The conversation with the tools' schemas and the agent's `tool_choice`."""
         return Ask(self.agent._turn(session_id, self._params(kwargs, self.agent.tool_choice)))
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The same request with ``tool_choice='none'``: the model must answer in text."""
         return Ask(self.agent._turn(session_id, self._params(kwargs, "none")))
 
@@ -194,7 +194,7 @@ def _as_response(result: Any) -> ModelResponse:
     return result
 
 
-def _usage(response: ModelResponse) -> dict[str, Any] | None:
+def _usage(response: ModelResponse) -> dict[str, object] | None:
     if response.usage is None:
         return None
     usage = response.usage

@@ -53,7 +53,7 @@ from .stream import API_PREFIX, INTERPRETER_EN, META_EN, PLUGIN_EN, AgentForInte
 
 __all__ = ["AgentReturn", "Internlm2Agent", "Internlm2Protocol"]
 
-_TOOL: Mapping[str, Any] = MappingProxyType(
+_TOOL: Mapping[str, object] = MappingProxyType(
     {
         "begin": "{start_token}{name}\n",
         "start_token": "<|action_start|>",
@@ -62,8 +62,8 @@ _TOOL: Mapping[str, Any] = MappingProxyType(
         "end": "<|action_end|>\n",
     }
 )
-_LANGUAGE: Mapping[str, Any] = MappingProxyType({"begin": "", "end": "", "belong": "assistant"})
-_EXECUTE: Mapping[str, Any] = MappingProxyType(
+_LANGUAGE: Mapping[str, object] = MappingProxyType({"begin": "", "end": "", "belong": "assistant"})
+_EXECUTE: Mapping[str, object] = MappingProxyType(
     {"role": "execute", "begin": "", "end": "", "fallback_role": "environment"}
 )
 _CALL_STATES = {AgentStatusCode.PLUGIN_END, AgentStatusCode.CODE_END}
@@ -90,7 +90,7 @@ class AgentReturn:
     state: AgentStatusCode = AgentStatusCode.END
     actions: list[ActionReturn] = field(default_factory=list)
     response: Any = ""
-    inner_steps: list[dict[str, Any]] = field(default_factory=list)
+    inner_steps: list[dict[str, object]] = field(default_factory=list)
     errmsg: str | None = None
 
 
@@ -120,10 +120,10 @@ class Internlm2Protocol:
         meta_prompt: str = META_EN,
         interpreter_prompt: str = INTERPRETER_EN,
         plugin_prompt: str = PLUGIN_EN,
-        few_shot: Sequence[Sequence[dict[str, Any]]] | None = None,
-        language: Mapping[str, Any] | None = None,
-        tool: Mapping[str, Any] | None = None,
-        execute: Mapping[str, Any] | None = None,
+        few_shot: Sequence[Sequence[dict[str, object]]] | None = None,
+        language: Mapping[str, object] | None = None,
+        tool: Mapping[str, object] | None = None,
+        execute: Mapping[str, object] | None = None,
         api_desc_template: str = API_PREFIX,
     ) -> None:
         self.meta_prompt = meta_prompt
@@ -138,17 +138,23 @@ class Internlm2Protocol:
             raise UserError("Internlm2Protocol: language must have empty begin/end and belong='assistant'")
         if self.tool["belong"] != "assistant":
             raise UserError(f"Internlm2Protocol: tool calls belong to the assistant, not {self.tool['belong']!r}")
-        missing = {"plugin", "interpreter"} - set(self.tool["name_map"])
+        missing = {"plugin", "interpreter"} - set(self._name_map())
         if missing:
             raise UserError(f"Internlm2Protocol: tool['name_map'] needs entries for {sorted(missing)}")
         for kind in ("plugin", "interpreter"):
             self.tool_begin(kind)  # fail now, not at the first call
 
+    def _name_map(self) -> Mapping[str, object]:
+        name_map = self.tool["name_map"]
+        if not isinstance(name_map, Mapping):
+            raise UserError(f"Internlm2Protocol: tool['name_map'] must map tool types to tokens, not {name_map!r}")
+        return name_map
+
     def tool_begin(self, tool_type: str) -> str:
         """The marker that opens a call of `tool_type`: the start token, the tool's name token, a newline."""
         try:
             return str(self.tool["begin"]).format(
-                start_token=self.tool["start_token"], name=self.tool["name_map"][tool_type]
+                start_token=self.tool["start_token"], name=self._name_map()[tool_type]
             )
         except (KeyError, IndexError, ValueError) as exc:
             raise UserError(
@@ -158,7 +164,7 @@ class Internlm2Protocol:
     def output_format(self, plugin_executor: Any = None, interpreter_executor: Any = None) -> MixedToolParser:
         """The reply parser, with instructions for the tools that are available."""
         end = str(self.tool["end"])
-        plugin_fields: dict[str, Any] = {}
+        plugin_fields: dict[str, str] = {}
         if plugin_executor is not None and len(plugin_executor) and self.plugin_prompt:
             prompt = get_plugin_prompt(plugin_executor, self.api_desc_template)
             plugin_fields = {"template": self.plugin_prompt, "prompt": prompt}
@@ -179,14 +185,16 @@ class Internlm2Protocol:
             few_shot=self.few_shot,
         )
 
-    def template(self, extra_system: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    def template(self, extra_system: Sequence[Mapping[str, object]] = ()) -> list[dict[str, object]]:
         """The system instruction: the meta prompt, then the history's own system messages."""
-        messages = [{"role": "system", "content": self.meta_prompt}] if self.meta_prompt else []
+        messages: list[dict[str, object]] = (
+            [{"role": "system", "content": self.meta_prompt}] if self.meta_prompt else []
+        )
         return messages + [dict(m) for m in extra_system]
 
     def format(
         self, inner_step: Any, plugin_executor: Any = None, interpreter_executor: Any = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[dict[str, object]]:
         """The model's messages for a conversation (str, message dict or list of them)."""
         parser = self.output_format(plugin_executor, interpreter_executor)
         system, messages = history_to_messages(inner_step, "assistant", parser)
@@ -194,13 +202,13 @@ class Internlm2Protocol:
         memory.add(messages)
         return self.aggregator().aggregate(memory, "assistant", parser, self.template(system))
 
-    def parse(self, message: str, plugin_executor: Any = None, interpreter_executor: Any = None) -> dict[str, Any]:
+    def parse(self, message: str, plugin_executor: Any = None, interpreter_executor: Any = None) -> dict[str, object]:
         """Parse a reply: ``{'tool_type', 'thought', 'action', 'status'}`` (see `MixedToolParser`)."""
-        parsed: dict[str, Any] = self.output_format(plugin_executor, interpreter_executor).parse_response(message)
+        parsed: dict[str, object] = self.output_format(plugin_executor, interpreter_executor).parse_response(message)
         return parsed
 
 
-def _history(message: Any) -> list[Mapping[str, Any]]:
+def _history(message: Any) -> list[Mapping[str, object]]:
     if isinstance(message, str):
         return [{"role": "user", "content": message}]
     if isinstance(message, Mapping):
@@ -212,7 +220,7 @@ def _history(message: Any) -> list[Mapping[str, Any]]:
 
 def history_to_messages(
     message: Any, name: str, parser: Any, code_parameter: str = "command"
-) -> tuple[list[dict[str, Any]], list[AgentMessage]]:
+) -> tuple[list[dict[str, object]], list[AgentMessage]]:
     """Split an old-API conversation into system messages and agent memory.
 
     Roles: ``system``, ``user``, ``assistant``, ``language`` / ``thought`` (the text of a
@@ -223,7 +231,7 @@ def history_to_messages(
     Raises:
         UserError: An unknown role.
     """
-    system: list[dict[str, Any]] = []
+    system: list[dict[str, object]] = []
     messages: list[AgentMessage] = []
     pending: str | None = None
 
@@ -299,10 +307,10 @@ class Internlm2Agent(AgentForInternLM):
 
     def __init__(
         self,
-        llm: Any = None,
-        plugin_executor: Any = None,
-        interpreter_executor: Any = None,
-        protocol: Any = None,
+        llm: object = None,
+        plugin_executor: object = None,
+        interpreter_executor: object = None,
+        protocol: object = None,
         max_turn: int = 3,
         **kwargs: Any,
     ) -> None:
@@ -350,7 +358,7 @@ class Internlm2Agent(AgentForInternLM):
     def _protocol(self, protocol: Internlm2Protocol) -> None:
         self.protocol = protocol
 
-    def _apply_protocol(self, extra_system: Sequence[Mapping[str, Any]] = ()) -> None:
+    def _apply_protocol(self, extra_system: Sequence[Mapping[str, object]] = ()) -> None:
         agent = self.agent
         agent.output_format = self.protocol.output_format(self.plugin_executor, self.interpreter_executor)
         agent.aggregator = self.protocol.aggregator()
@@ -362,7 +370,7 @@ class Internlm2Agent(AgentForInternLM):
         return super().tool_call(executor, request, session_id)
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """The new API (``agent(message)``, with memory), using the current protocol and executors."""
         self._apply_protocol()
@@ -370,13 +378,13 @@ class Internlm2Agent(AgentForInternLM):
 
     # -- the old API --
 
-    def chat(self, message: Any, session_id: Hashable = 0, **kwargs: Any) -> AgentReturn:
+    def chat(self, message: Any, session_id: Hashable = 0, **kwargs: object) -> AgentReturn:
         """Answer a conversation; keyword arguments reach the model (e.g. ``stop_words=``)."""
         inputs, offset = self._start(message, session_id)
         reply = run_sync(self._flow(inputs, session_id, kwargs), self.interceptors())
         return self._finish(AgentReturn(), reply, session_id, offset)
 
-    def stream_chat(self, message: Any, session_id: Hashable = 0, **kwargs: Any) -> Iterator[AgentReturn]:
+    def stream_chat(self, message: Any, session_id: Hashable = 0, **kwargs: object) -> Iterator[AgentReturn]:
         """Answer a conversation, yielding a snapshot at every model chunk and tool phase; END comes last."""
         inputs, offset = self._start(message, session_id)
         current = AgentReturn(state=AgentStatusCode.STREAM_ING)

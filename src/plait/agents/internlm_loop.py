@@ -45,7 +45,7 @@ class InternLMAgent(Protocol):
         ...
 
 
-def _formatted(message: AgentMessage) -> Mapping[str, Any]:
+def _formatted(message: AgentMessage) -> Mapping[str, object]:
     return message.formatted if isinstance(message.formatted, Mapping) else {}
 
 
@@ -79,14 +79,14 @@ def _notice(tool_type: Any, text: str, state: ActionStatusCode) -> AgentMessage:
     return AgentMessage(sender=_OBSERVER, content=result)
 
 
-def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "thought") -> list[dict[str, Any]]:
+def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "thought") -> list[dict[str, object]]:
     """A trajectory as role dicts: ``thought`` (or `thought_role`), ``tool`` and ``environment``.
 
     Messages from `name` give a thought and, when they call a tool, a ``tool`` step named
     after the tool type; messages from anyone but the user are ``environment`` steps named
     after the last tool type. User messages are skipped.
     """
-    steps: list[dict[str, Any]] = []
+    steps: list[dict[str, object]] = []
     tool_type: str | None = None
     for message in messages:
         if message.sender == name:
@@ -99,7 +99,7 @@ def steps_of(messages: Iterable[AgentMessage], name: str, thought_role: str = "t
                 tool_type = str(formatted["tool_type"])
                 steps.append({"role": "tool", "content": formatted.get("action"), "name": tool_type})
         elif message.sender != "user":
-            step = {"role": "environment", "content": content_to_text(message.content)}
+            step: dict[str, object] = {"role": "environment", "content": content_to_text(message.content)}
             if tool_type:
                 step["name"] = tool_type
             steps.append(step)
@@ -148,11 +148,11 @@ class InternLMProtocol(LoopProtocol[InternLMAgent]):
         super().__init__(agent)
         self.inputs = list(inputs)
 
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
         """The caller's messages are the first input."""
         state.messages["inputs"] = self.inputs
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """One turn of the inner agent with the pending input."""
         return Ask(AgentCall(self.agent.agent, tuple(state.messages["inputs"]), session_id, kwargs))
 

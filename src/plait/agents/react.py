@@ -135,11 +135,11 @@ class ReActCore(ToolProtocolAgent):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
-        template: Any = None,
+        llm: object = None,
+        actions: object = None,
+        template: object = None,
         memory: Any = None,
-        output_format: Any = None,
+        output_format: object = None,
         aggregator: Any = None,
         hooks: list[Any] | None = None,
         finish_condition: Callable[[AgentMessage], bool] | None = None,
@@ -191,14 +191,14 @@ class ReActCore(ToolProtocolAgent):
     # -- the loop --
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Think, act and observe until the model gives its final answer (`ReActProtocol` on the tool loop)."""
         return (yield from run_tool_loop(ReActProtocol(self), self.max_turn, session_id, kwargs))
 
-    def _answer(self, reply: AgentMessage, steps: list[dict[str, Any]], forced: bool) -> AgentMessage:
+    def _answer(self, reply: AgentMessage, steps: list[dict[str, object]], forced: bool) -> AgentMessage:
         finished = self.finish_condition(reply)
-        extra: dict[str, Any] = {"intermediate_steps": steps}
+        extra: dict[str, object] = {"intermediate_steps": steps}
         if forced:
             extra["forced_final_answer"] = True
         if not finished:
@@ -223,13 +223,13 @@ class ReActProtocol(TextToolProtocol[ReActCore]):
 
     name = "react"
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The trajectory so far, with the protocol's stop words."""
         agent = self.agent
         params = merge_stop_words(agent.llm, kwargs, agent._stop_words)
         return Ask(agent.model_call("chat", agent.get_prompt(session_id), session_id, params))
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """`force_prompt` (as a system message in memory), then one more call."""
         self.agent.update_memory(AgentMessage(sender="system", content=self.agent.force_prompt), session_id)
         return self.ask(state, session_id, kwargs)

@@ -65,9 +65,9 @@ class ReWOOCore(ToolProtocolAgent):
 
     def __init__(
         self,
-        llm: Any = None,
-        actions: Any = None,
-        template: Any = None,
+        llm: object = None,
+        actions: object = None,
+        template: object = None,
         solver_template: str = prompts.REWOO_SOLVER_PROMPT,
         format_hint: str = prompts.REWOO_FORMAT_HINT,
         max_turn: int = 3,
@@ -99,7 +99,7 @@ class ReWOOCore(ToolProtocolAgent):
         return values
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Plan, run the plan's tools, and solve (`ReWOOProtocol` on the tool loop)."""
         return (yield from run_tool_loop(ReWOOProtocol(self), self.max_turn, session_id, kwargs))
@@ -114,7 +114,7 @@ class ReWOOProtocol(TextToolProtocol[ReWOOCore]):
 
     name = "rewoo"
 
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
         """The question (the messages after the agent's last reply) and an empty plan."""
         _, pending = self.agent.split_memory(session_id)
         question = "\n".join(content_to_text(m.content) for m in pending)
@@ -122,7 +122,7 @@ class ReWOOProtocol(TextToolProtocol[ReWOOCore]):
             question=question, retries=[], failures=[], plan=None, plan_text="", evidence={}, records={}
         )
 
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The planner: the conversation behind the planner prompt, then any re-asks."""
         agent = self.agent
         history, pending = agent.split_memory(session_id)
@@ -180,7 +180,7 @@ class ReWOOProtocol(TextToolProtocol[ReWOOCore]):
             }
         return self._wave(state)
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask | Done:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The solver, given the plan and its evidence; without a plan, the failure reply."""
         if state.scratch["plan"] is None:
             return self.stop(state, session_id)

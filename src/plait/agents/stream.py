@@ -108,8 +108,8 @@ _PROMPTS = {
     "en": (META_EN, PLUGIN_EN, INTERPRETER_EN),
     "cn": (META_CN, PLUGIN_CN, INTERPRETER_CN),
 }
-_DEFAULT_MEMORY: Mapping[str, Any] = MappingProxyType({"type": Memory})
-_DEFAULT_AGGREGATOR: Mapping[str, Any] = MappingProxyType({"type": InternLMToolAggregator})
+_DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
+_DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": InternLMToolAggregator})
 _DEFAULT_HOOKS: tuple[Any, ...] = (MappingProxyType({"type": InternLMActionProcessor}),)
 _OBSERVER = "ActionExecutor"
 
@@ -156,7 +156,7 @@ def get_plugin_prompt(actions: Any, api_desc_template: str = "{description}") ->
         PLUGIN_EN.format(prompt=get_plugin_prompt([ArxivSearch()]), begin='...', end='...')
         ```
     """
-    descriptions: list[dict[str, Any]] = []
+    descriptions: list[dict[str, object]] = []
     for action in _actions_of(actions):
         info = action.description
         tool_description = str(info.get("description", ""))
@@ -191,7 +191,7 @@ def internlm_output_format(
     if language not in _PROMPTS:
         raise UserError(f"language must be one of {sorted(_PROMPTS)}, not {language!r}")
     meta, plugin, interpreter = _PROMPTS[language]
-    plugin_fields: dict[str, Any] = {}
+    plugin_fields: dict[str, str] = {}
     if plugin_executor is not None and len(plugin_executor):
         plugin_fields = {"template": plugin, "prompt": get_plugin_prompt(plugin_executor, api_desc_template)}
     parsers = [PluginParser(**plugin_fields), InterpreterParser(template=interpreter if interpreter_executor else "")]
@@ -238,13 +238,13 @@ class InternLMAgentCore(AgentCore):
 
     def __init__(
         self,
-        llm: Any = None,
-        plugins: Any = None,
-        interpreter: Any = None,
-        template: Any = None,
-        memory: Mapping[str, Any] | type[Memory] | None = _DEFAULT_MEMORY,
-        output_format: Any = None,
-        aggregator: Any = _DEFAULT_AGGREGATOR,
+        llm: object = None,
+        plugins: object = None,
+        interpreter: object = None,
+        template: object = None,
+        memory: Mapping[str, object] | type[Memory] | None = _DEFAULT_MEMORY,
+        output_format: object = None,
+        aggregator: object = _DEFAULT_AGGREGATOR,
         action_hooks: Sequence[Any] | None = _DEFAULT_HOOKS,
         finish_condition: Callable[[AgentMessage], bool] = no_tool_call,
         max_turn: int = 4,
@@ -285,13 +285,13 @@ class InternLMAgentCore(AgentCore):
     # -- the loop --
 
     def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Run model turns and tool calls until the reply finishes or `max_turn` replies were made."""
         return (yield from self._flow(inputs, session_id, kwargs))
 
     def _flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         memory = self.agent.memory
         mark = memory.length(session_id) if memory is not None else 0
@@ -307,7 +307,7 @@ class InternLMAgentCore(AgentCore):
         """The effect of running the call in `reply` (the executor's hooks turn it into a tool call)."""
         return ToolCall(executor, reply, session_id)
 
-    def get_steps(self, session_id: Hashable = 0) -> list[dict[str, Any]]:
+    def get_steps(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The session's trajectory as ``{'role': 'thought' | 'tool' | 'environment', 'content', 'name'?}`` dicts."""
         memory = self.agent.memory
         messages = memory.get_memory(session_id) if memory is not None else []
@@ -344,19 +344,19 @@ class MathCoderCore(InternLMAgentCore):
         **kwargs: Other `AgentForInternLM` arguments; ``plugins`` is ignored.
     """
 
-    _default_interpreter: ClassVar[Mapping[str, Any]] = MappingProxyType(
+    _default_interpreter: ClassVar[Mapping[str, object]] = MappingProxyType(
         {"type": "plait.actions.IPythonInteractive", "timeout": 20, "max_out_len": 8192}
     )
     _release_by_default: ClassVar[bool] = False
 
     def __init__(
         self,
-        llm: Any = None,
-        interpreter: Any = None,
-        template: Any = None,
-        memory: Mapping[str, Any] | type[Memory] | None = _DEFAULT_MEMORY,
-        output_format: Any = None,
-        aggregator: Any = _DEFAULT_AGGREGATOR,
+        llm: object = None,
+        interpreter: object = None,
+        template: object = None,
+        memory: Mapping[str, object] | type[Memory] | None = _DEFAULT_MEMORY,
+        output_format: object = None,
+        aggregator: object = _DEFAULT_AGGREGATOR,
         action_hooks: Sequence[Any] | None = _DEFAULT_HOOKS,
         finish_condition: Callable[[AgentMessage], bool] = no_tool_call,
         max_turn: int = 6,
@@ -384,7 +384,7 @@ class MathCoderCore(InternLMAgentCore):
         self.release_session = self._release_by_default if release_session is None else release_session
 
     def _flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, Any]
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         if not self.release_session:
             return (yield from super()._flow(inputs, session_id, kwargs))
@@ -411,7 +411,7 @@ class MathCoder(MathCoderCore, Agent):
 class AsyncMathCoder(MathCoderCore, AsyncAgent):
     """Async twin of `MathCoder`; by default each call releases its interpreter session afterwards."""
 
-    _default_interpreter: ClassVar[Mapping[str, Any]] = MappingProxyType(
+    _default_interpreter: ClassVar[Mapping[str, object]] = MappingProxyType(
         {"type": "plait.actions.AsyncIPythonInterpreter"}
     )
     _inner_cls: ClassVar[type[AgentCore]] = AsyncAgent

@@ -115,11 +115,11 @@ class LoopProtocol(ABC, Generic[A]):
         """Pass `chunk` to streaming callers (the loop yields it as an `Emit` after this hook returns)."""
         self.outbox.append(chunk)
 
-    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> None:
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
         """Prepare a new run's state (before its first model call); nothing by default."""
 
     @abstractmethod
-    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask:
+    def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The next model call."""
 
     @abstractmethod
@@ -136,7 +136,7 @@ class LoopProtocol(ABC, Generic[A]):
         """Take tool results in (observations, step records); None asks the model again."""
         return None
 
-    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]) -> Ask | Done:
+    def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
         return self.ask(state, session_id, kwargs)
 
@@ -160,7 +160,7 @@ def run_tool_loop(
     protocol: LoopProtocol[Any],
     budget: int,
     session_id: Hashable,
-    kwargs: Mapping[str, Any],
+    kwargs: Mapping[str, object],
     state: RunState | None = None,
 ) -> Flow[AgentMessage]:
     """Run `protocol` until it answers, within `budget` model calls.
@@ -190,7 +190,7 @@ def run_tool_loop(
 
 
 def _loop(
-    protocol: LoopProtocol[Any], budget: int, state: RunState, session_id: Hashable, kwargs: Mapping[str, Any]
+    protocol: LoopProtocol[Any], budget: int, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]
 ) -> Flow[AgentMessage]:
     decision: Decision | Ask = Act(state.pending) if state.pending else None
     while True:
@@ -229,7 +229,7 @@ def _next_call(
     budget: int,
     state: RunState,
     session_id: Hashable,
-    kwargs: Mapping[str, Any],
+    kwargs: Mapping[str, object],
     final: bool,
 ) -> Ask | Done:
     """The next model call within the budget, the final-answer call, or the out-of-budget reply."""

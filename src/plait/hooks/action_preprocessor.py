@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from ..types import SessionId
 from .hook import Hook
+
+if TYPE_CHECKING:
+    from ..actions.action_executor import ActionExecutorCore
 
 __all__ = ["ActionPreprocessor", "InternLMActionProcessor"]
 
 
-def _as_call(value: Any) -> dict[str, Any] | None:
+def _as_call(value: object) -> dict[str, object] | None:
     """``{'name', 'parameters'}`` from a FunctionCall, a call dict, ``{'action': call}`` or its JSON."""
     if isinstance(value, FunctionCall):
         return {"name": value.name, "parameters": value.parameters}
@@ -60,7 +64,9 @@ class ActionPreprocessor(Hook):
     its ``errmsg``.
     """
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+    def before_action(
+        self, executor: ActionExecutorCore, message: object, session_id: SessionId
+    ) -> AgentMessage | None:
         """Return a copy of `message` whose content is the tool call, or None to leave it."""
         if not isinstance(message, AgentMessage):
             return None
@@ -69,7 +75,7 @@ class ActionPreprocessor(Hook):
             return None
         return message.model_copy(update={"content": call})
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+    def after_action(self, executor: ActionExecutorCore, message: object, session_id: SessionId) -> AgentMessage | None:
         """Return a copy of `message` with the `ActionReturn` replaced by text."""
         if not isinstance(message, AgentMessage) or not isinstance(message.content, ActionReturn):
             return None
@@ -95,7 +101,7 @@ class InternLMActionProcessor(ActionPreprocessor):
         self.code_parameter = code_parameter
         self.interpreter = interpreter
 
-    def _interpreter_name(self, executor: Any) -> str | None:
+    def _interpreter_name(self, executor: ActionExecutorCore) -> str | None:
         if self.interpreter is not None:
             return self.interpreter
         infos = executor.description() if hasattr(executor, "description") else []
@@ -105,7 +111,9 @@ class InternLMActionProcessor(ActionPreprocessor):
         actions = getattr(executor, "actions", {})
         return next(iter(actions), None)
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+    def before_action(
+        self, executor: ActionExecutorCore, message: object, session_id: SessionId
+    ) -> AgentMessage | None:
         """Turn interpreter code into a call of the interpreter, then defer to `ActionPreprocessor`."""
         if not isinstance(message, AgentMessage) or not isinstance(message.formatted, Mapping):
             return super().before_action(executor, message, session_id)

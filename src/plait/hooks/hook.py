@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import MutableMapping
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
+
+from ..types import SessionId
+
+if TYPE_CHECKING:
+    from ..actions.action_executor import ActionExecutorCore
+    from ..agents.agent import AgentCore
+    from ..schema import AgentMessage
 
 __all__ = ["Hook", "RemovableHandle"]
 
@@ -29,25 +35,33 @@ class Hook:
         ```
     """
 
-    def before_agent(self, agent: Any, messages: list[Any], session_id: Any) -> Any:
+    def before_agent(self, agent: AgentCore, messages: list[AgentMessage], session_id: SessionId) -> object:
         """Called with the normalised input messages before they reach memory and `forward`."""
         return None
 
-    def after_agent(self, agent: Any, message: Any, session_id: Any) -> Any:
+    def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> object:
         """Called with the agent's response after it was stored in memory."""
         return None
 
-    def on_agent_error(self, agent: Any, error: BaseException, session_id: Any) -> Any:
+    def on_agent_error(self, agent: AgentCore, error: BaseException, session_id: SessionId) -> object:
         """Called when the agent's call raised `error` (memory is already rolled back)."""
         return None
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+    def before_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> object:
         """Called with the tool-call message before the executor dispatches it."""
         return None
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> Any:
+    def after_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> object:
         """Called with the message holding the tool's `ActionReturn`."""
         return None
+
+
+class _Registry(Protocol):
+    """What a handle unregisters from: a dict of hooks (or interceptors) keyed by handle id."""
+
+    def pop(self, key: int, default: None, /) -> object:
+        """Remove `key` if present."""
+        ...
 
 
 class RemovableHandle:
@@ -58,7 +72,7 @@ class RemovableHandle:
 
     _ids = itertools.count()
 
-    def __init__(self, hooks_dict: MutableMapping[int, Any], *more: MutableMapping[int, Any]) -> None:
+    def __init__(self, hooks_dict: _Registry, *more: _Registry) -> None:
         self.hooks_dict = hooks_dict
         self.more = more
         self.id = next(RemovableHandle._ids)

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
+from ..types import SessionId
 from .hook import Hook
+
+if TYPE_CHECKING:
+    from ..actions.action_executor import ActionExecutorCore
+    from ..agents.agent import AgentCore
+    from ..schema import AgentMessage
 
 __all__ = ["MessageLogger"]
 
 
-def _describe(message: Any) -> str:
+def _describe(message: object) -> str:
     sender = getattr(message, "sender", "?")
     content = getattr(message, "content", message)
     return f"{sender}: {content}"
@@ -37,24 +43,24 @@ class MessageLogger(Hook):
             self.logger.addHandler(handler)
             self.logger.setLevel(min(level, self.logger.level or level))
 
-    def _log(self, where: str, owner: Any, session_id: Any, message: Any) -> None:
+    def _log(self, where: str, owner: object, session_id: SessionId, message: object) -> None:
         if self.logger.isEnabledFor(self.level):
             name = getattr(owner, "name", type(owner).__name__)
             self.logger.log(self.level, "[%s %s session=%s] %s", where, name, session_id, _describe(message))
 
-    def before_agent(self, agent: Any, messages: list[Any], session_id: Any) -> None:
+    def before_agent(self, agent: AgentCore, messages: list[AgentMessage], session_id: SessionId) -> None:
         """Log each input message."""
         for message in messages:
             self._log("agent-in", agent, session_id, message)
 
-    def after_agent(self, agent: Any, message: Any, session_id: Any) -> None:
+    def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> None:
         """Log the response."""
         self._log("agent-out", agent, session_id, message)
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def before_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> None:
         """Log the tool call."""
         self._log("action-in", executor, session_id, message)
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def after_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> None:
         """Log the tool result."""
         self._log("action-out", executor, session_id, message)

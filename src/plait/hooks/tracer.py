@@ -30,13 +30,19 @@ import uuid
 import weakref
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..effects import ActionCall, Effect, Flow, ModelCall
 from ..interceptors import Interceptor, register_interceptor
 from ..llms.response import ModelResponse
+from ..types import SessionId
 from ..utils._json import json_default
 from .hook import Hook
+
+if TYPE_CHECKING:
+    from ..actions.action_executor import ActionExecutorCore
+    from ..agents.agent import AgentCore
+    from ..schema import AgentMessage
 
 __all__ = ["JSONLTracer"]
 
@@ -44,7 +50,7 @@ R = TypeVar("R")
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("plait_trace_span", default=None)
 
 
-def _content(message: Any) -> Any:
+def _content(message: object) -> object:
     content = getattr(message, "content", message)
     return content if isinstance(content, (str, int, float, bool, type(None), list, dict)) else str(content)
 
@@ -55,7 +61,7 @@ class _Span:
     parent: str | None
     start: float
     token: contextvars.Token[str | None]
-    inputs: Any = None
+    inputs: object = None
 
 
 class JSONLTracer(Hook, Interceptor):
@@ -85,17 +91,17 @@ class JSONLTracer(Hook, Interceptor):
         return self
 
     # -- spans ---------------------------------------------------------------------------------
-    def _open(self, inputs: Any = None) -> _Span:
+    def _open(self, inputs: object = None) -> _Span:
         span = uuid.uuid4().hex[:16]
         parent = _CURRENT.get()
         return _Span(span, parent, time.perf_counter(), _CURRENT.set(span), inputs)
 
-    def _begin(self, owner: Any, session_id: Hashable, inputs: Any = None) -> None:
+    def _begin(self, owner: object, session_id: Hashable, inputs: object = None) -> None:
         opened = self._open(inputs)
         with self._lock:
             self._open_spans.setdefault((id(owner), session_id), []).append(opened)
 
-    def _end(self, owner: Any, session_id: Hashable, record: dict[str, Any]) -> None:
+    def _end(self, owner: object, session_id: Hashable, record: dict[str, object]) -> None:
         with self._lock:
             stack = self._open_spans.get((id(owner), session_id))
             if not stack:
@@ -105,7 +111,7 @@ class JSONLTracer(Hook, Interceptor):
                 del self._open_spans[(id(owner), session_id)]
         self._write(span, session_id, record)
 
-    def _write(self, span: _Span, session_id: Hashable, record: dict[str, Any]) -> None:
+    def _write(self, span: _Span, session_id: Hashable, record: dict[str, object]) -> None:
         try:
             _CURRENT.reset(span.token)
         except ValueError:  # ended in another context (a thread or task): the parent link stays right anyway
@@ -140,14 +146,14 @@ class JSONLTracer(Hook, Interceptor):
         return result
 
     @staticmethod
-    def _describe(effect: Effect[Any]) -> dict[str, Any]:
+    def _describe(effect: Effect[R]) -> dict[str, object]:
         if isinstance(effect, ModelCall):
             return {"event": "model", "model": type(effect.llm).__name__, "method": effect.method}
         return {"event": "tool"}
 
-    def _outcome(self, effect: Effect[Any], result: Any) -> dict[str, Any]:
+    def _outcome(self, effect: Effect[R], result: R) -> dict[str, object]:
         if isinstance(effect, ModelCall):
-            outcome: dict[str, Any] = {}
+            outcome: dict[str, object] = {}
             response = result if isinstance(result, ModelResponse) else None
             if response is not None and response.usage is not None:
                 outcome["usage"] = dataclasses.asdict(response.usage)
@@ -158,8 +164,8 @@ class JSONLTracer(Hook, Interceptor):
             return outcome
         return self._tool_record(result)
 
-    def _tool_record(self, result: Any) -> dict[str, Any]:
-        record: dict[str, Any] = {
+    def _tool_record(self, result: object) -> dict[str, object]:
+        record: dict[str, object] = {
             "event": "tool",
             "tool": getattr(result, "type", None),
             "state": int(getattr(result, "state", 0) or 0),
@@ -173,27 +179,27 @@ class JSONLTracer(Hook, Interceptor):
         return record
 
     # -- hook points -----------------------------------------------------------------------------
-    def before_agent(self, agent: Any, messages: list[Any], session_id: Any) -> None:
+    def before_agent(self, agent: AgentCore, messages: list[AgentMessage], session_id: SessionId) -> None:
         """Open the agent's span."""
         self._begin(agent, session_id, [_content(m) for m in messages] if self.record_content else None)
 
-    def after_agent(self, agent: Any, message: Any, session_id: Any) -> None:
+    def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> None:
         """Close the agent's span and write it."""
-        record: dict[str, Any] = {"event": "agent", "agent": getattr(agent, "name", type(agent).__name__)}
+        record: dict[str, object] = {"event": "agent", "agent": getattr(agent, "name", type(agent).__name__)}
         if self.record_content:
             record["output"] = _content(message)
         self._end(agent, session_id, record)
 
-    def on_agent_error(self, agent: Any, error: BaseException, session_id: Any) -> None:
+    def on_agent_error(self, agent: AgentCore, error: BaseException, session_id: SessionId) -> None:
         """Close the agent's span with the error."""
         name = getattr(agent, "name", type(agent).__name__)
         self._end(agent, session_id, {"event": "agent", "agent": name, "error": f"{type(error).__name__}: {error}"})
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def before_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> None:
         """Open the tool call's span (for a tracer registered on an executor by hand)."""
         self._begin(executor, session_id)
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def after_action(self, executor: ActionExecutorCore, message: AgentMessage, session_id: SessionId) -> None:
         """Close the tool call's span and write it (tool, state, error message)."""
         self._end(executor, session_id, self._tool_record(getattr(message, "content", None)))
 
@@ -202,7 +208,7 @@ class JSONLTracer(Hook, Interceptor):
         self._finalizer()
 
 
-def _safe(value: Any) -> Any:
+def _safe(value: object) -> object:
     try:
         return json_default(value)
     except TypeError:

@@ -1,25 +1,9 @@
 """Prompt templates and output formats (parsers)."""
 
-from .parsers import (
-    InterpreterParser,
-    JSONParser,
-    MixedToolParser,
-    PluginParser,
-    StrParser,
-    ToolParser,
-    ToolStatusCode,
-    default_plugin_validate,
-)
+from . import parsers
+from .parsers import *  # noqa: F403 - the output formats, listed once in `plait.prompts.parsers`
 from .prompt_template import PromptTemplate
 
-__all__ = [
-    "InterpreterParser",
-    "JSONParser",
-    "MixedToolParser",
-    "PluginParser",
-    "PromptTemplate",
-    "StrParser",
-    "ToolParser",
-    "ToolStatusCode",
-    "default_plugin_validate",
-]
+__all__ = ["PromptTemplate"]
+__all__ += parsers.__all__
+__all__.sort()

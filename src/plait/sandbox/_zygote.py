@@ -40,7 +40,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 # Stdlib-only siblings, loaded as package modules when imported (``plait.sandbox``) and as
 # top-level modules when this folder runs as the zygote script (it is then ``sys.path[0]``).
@@ -52,6 +52,38 @@ else:
 
 
 # -- the zygote ------------------------------------------------------------------------------------
+class ZygoteConfig(TypedDict, total=False):
+    """The zygote's command-line configuration (JSON)."""
+
+    uid_base: int
+    uid_count: int
+    lock_dir: str
+    preload_kernel: bool
+    switch_user: bool
+    expose: list[str]
+
+
+class Request(TypedDict, total=False):
+    """A request from the parent: ``spawn`` (``kind``, ``spec``), ``release`` (``pid``, ``remove``) or ``preload``."""
+
+    op: str
+    kind: str
+    spec: zos.ChildSpec
+    pid: int
+    remove: str | None
+
+
+class ChildInfo(TypedDict):
+    """What the zygote remembers of a child it started."""
+
+    uid: int
+    sid: int
+    kind: str
+    private: bool
+    released: bool
+    exited: bool
+
+
 class UidPool:
     """Private uids for sessions, shared between processes on this machine through lock files."""
 
@@ -86,12 +118,12 @@ class UidPool:
 class Zygote:
     """The fork server loop."""
 
-    def __init__(self, ctl: socket.socket, config: dict[str, Any]) -> None:
+    def __init__(self, ctl: socket.socket, config: ZygoteConfig) -> None:
         self.ctl = ctl
         self.config = config
         self.root = os.getuid() == 0 and config.get("switch_user", True)
         self.uids = UidPool(config["uid_base"], config["uid_count"], config["lock_dir"]) if self.root else None
-        self.children: dict[int, dict[str, Any]] = {}  # pid -> {uid, sid, kind}
+        self.children: dict[int, ChildInfo] = {}
         self.sweepers: dict[int, int] = {}  # sweeper pid -> uid being freed
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -139,13 +171,13 @@ class Zygote:
                     return
                 self.handle(json.loads(data), fds)
 
-    def notify(self, obj: dict[str, Any]) -> None:
+    def notify(self, obj: dict[str, object]) -> None:
         try:
             self.ctl.send(json.dumps(obj).encode())
         except OSError:
             pass
 
-    def handle(self, msg: dict[str, Any], fds: list[int]) -> None:
+    def handle(self, msg: Request, fds: list[int]) -> None:
         op = msg.get("op")
         if op == "spawn":
             try:
@@ -160,9 +192,9 @@ class Zygote:
         elif op == "preload":
             self.preload_kernel()
 
-    def spawn(self, msg: dict[str, Any], fds: list[int]) -> None:
+    def spawn(self, msg: Request, fds: list[int]) -> None:
         kind = msg["kind"]
-        spec = dict(msg["spec"])
+        spec = msg["spec"].copy()
         if kind == "kernel":
             self.preload_kernel()
         if self.uids is not None:
@@ -172,9 +204,9 @@ class Zygote:
                 with socket.socket(fileno=os.dup(fds[0])) as chan:
                     zos.send_frame(chan, {"error": str(exc)})
                 return
-            spec.update(uid=uid, gid=uid, switch_user=True, expose=self.expose)
+            spec.update({"uid": uid, "gid": uid, "switch_user": True, "expose": self.expose})
         else:
-            spec.update(uid=os.getuid(), gid=os.getgid(), switch_user=False)
+            spec.update({"uid": os.getuid(), "gid": os.getgid(), "switch_user": False})
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             code = 0
@@ -189,9 +221,16 @@ class Zygote:
                     pass
             finally:
                 os._exit(code)
-        self.children[pid] = {"uid": spec["uid"], "sid": pid, "kind": kind, "private": self.uids is not None}
+        self.children[pid] = {
+            "uid": spec["uid"],
+            "sid": pid,
+            "kind": kind,
+            "private": self.uids is not None,
+            "released": False,
+            "exited": False,
+        }
 
-    def _child(self, kind: str, spec: dict[str, Any], fds: list[int]) -> None:
+    def _child(self, kind: str, spec: zos.ChildSpec, fds: list[int]) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -214,10 +253,10 @@ class Zygote:
 
     def release(self, pid: int, remove: str | None = None) -> None:
         info = self.children.get(pid)
-        if info is None or info.get("released"):
+        if info is None or info["released"]:
             return
         info["released"] = True
-        if info.get("exited"):
+        if info["exited"]:
             del self.children[pid]
         else:
             try:
@@ -256,7 +295,7 @@ class Zygote:
                 continue  # an orphan of user code, reparented to us (subreaper)
             info["exited"] = True
             self.notify({"op": "exit", "pid": pid, "status": code})
-            if info.get("released"):
+            if info["released"]:
                 del self.children[pid]
 
     def shutdown(self) -> None:

@@ -56,13 +56,13 @@ def _clean_traceback(exc: BaseException) -> str:
 class Worker:
     """The loop a worker child runs: one namespace, cells executed in order."""
 
-    def __init__(self, sock: socket.socket, spec: dict[str, Any]) -> None:
+    def __init__(self, sock: socket.socket, spec: zos.ChildSpec) -> None:
         self.sock = sock
         self.spec = spec
         self.pid = os.getpid()
         self.cells = 0
         self.running = False
-        self.ns: dict[str, Any] = {}
+        self.ns: dict[str, object] = {}
         self.reset()
         signal.signal(signal.SIGINT, self._on_sigint)
         signal.signal(signal.SIGXCPU, self._on_sigxcpu)
@@ -107,7 +107,7 @@ class Worker:
             op = request.get("op")
             if op == "reset":
                 self.reset()
-                reply: dict[str, Any] = {"ok": True}
+                reply: zos.WorkerReply = {"ok": True}
             else:
                 reply = self.execute(request)
             if os.getpid() != self.pid:  # pragma: no cover - a fork of user code got here
@@ -138,13 +138,13 @@ class Worker:
                 return
             time.sleep(0.001)
 
-    def execute(self, request: dict[str, Any]) -> dict[str, Any]:
+    def execute(self, request: zos.WorkerRequest) -> zos.WorkerReply:
         self.cells += 1
         code = request["code"]
         filename = f"<cell-{self.cells}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         mode = request.get("mode", "interactive")
-        reply: dict[str, Any] = {"ok": True, "result": None, "error": None, "interrupted": False}
+        reply: zos.WorkerReply = {"ok": True, "result": None, "error": None, "interrupted": False}
         if mode == "script":
             self.reset()
         self._arm_cpu()
@@ -156,29 +156,29 @@ class Worker:
                 reply["result"] = value
         except _Interrupted:
             self.running = False
-            reply.update(ok=False, interrupted=True, error="KeyboardInterrupt")
+            reply.update({"ok": False, "interrupted": True, "error": "KeyboardInterrupt"})
         except BaseException as exc:  # the user's code failed: report it, keep serving
             self.running = False
             if os.getpid() != self.pid:
                 os._exit(1)
-            reply.update(ok=False, error=_clean_traceback(exc), ename=type(exc).__name__)
+            reply.update({"ok": False, "error": _clean_traceback(exc), "ename": type(exc).__name__})
         finally:
             self.running = False
         return reply
 
-    def _run(self, code: str, filename: str, mode: str, request: dict[str, Any]) -> str | None:
+    def _run(self, code: str, filename: str, mode: str, request: zos.WorkerRequest) -> str | None:
         ns = self.ns
         if mode == "script":
             answer = request.get("answer") or {}
             if answer.get("from_stdout"):
                 exec(compile(code, filename, "exec"), ns)
                 return None
-            if answer.get("symbol"):
+            if symbol := answer.get("symbol"):
                 exec(compile(code, filename, "exec"), ns)
-                return str(ns[answer["symbol"]])
-            if answer.get("expr"):
+                return str(ns[symbol])
+            if expr := answer.get("expr"):
                 exec(compile(code, filename, "exec"), ns)
-                return str(eval(answer["expr"], ns))
+                return str(eval(expr, ns))
             lines = code.split("\n")
             exec(compile("\n".join(lines[:-1]), filename, "exec"), ns)
             return str(eval(compile(lines[-1], filename, "eval"), ns))
@@ -197,7 +197,7 @@ class Worker:
         return repr(value)
 
 
-def worker_main(spec: dict[str, Any], sock: socket.socket, out_fd: int) -> None:
+def worker_main(spec: zos.ChildSpec, sock: socket.socket, out_fd: int) -> None:
     """Entry point of a worker child (after `confine`)."""
     _dup_to_std(out_fd)
     os.close(out_fd)
@@ -230,7 +230,7 @@ def _cap_stream(stream: Any, state: dict[str, int]) -> Any:
     return original
 
 
-def kernel_main(spec: dict[str, Any], sock: socket.socket) -> None:
+def kernel_main(spec: zos.ChildSpec, sock: socket.socket) -> None:
     """Entry point of a kernel child: a real ipykernel on the connection the parent chose."""
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -242,7 +242,7 @@ def kernel_main(spec: dict[str, Any], sock: socket.socket) -> None:
         json.dump(spec["connection"], fh)
     from ipykernel.kernelapp import IPKernelApp
 
-    app: Any = IPKernelApp.instance()
+    app: Any = IPKernelApp.instance()  # its methods are untyped
     app.initialize(["-f", conn, "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"])
     limits = spec["limits"]
     me = os.getpid()

@@ -15,8 +15,8 @@ import signal
 import socket
 import struct
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TypedDict
 
 HEADER = struct.Struct("!I")
 MAX_RECORD = 1 << 20
@@ -29,10 +29,76 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 
-_LIBC: Any = None
+
+# -- the wire format (JSON) ------------------------------------------------------------------------
+class ChildLimits(TypedDict, total=False):
+    """The `plait.sandbox.limits.Limits` fields a child reads (``Limits.for_child`` sends them all)."""
+
+    network: bool
+    cpu_seconds: float | None
+    cpu_seconds_total: float | None
+    memory_bytes: int | None
+    max_processes: int | None
+    max_output_bytes: int
+    max_file_bytes: int | None
+    max_open_files: int | None
 
 
-def _libc() -> Any:
+class Hello(TypedDict):
+    """A started child's first frame (`confine` returns it)."""
+
+    pid: int
+    uid: int
+    network_isolated: bool
+
+
+class ChildSpec(TypedDict, total=False):
+    """How to start a child: what the parent sends (``spawn_op``), what the zygote adds, the hello."""
+
+    dir: str
+    limits: ChildLimits
+    env: dict[str, str]
+    parent_uid: int
+    kill_background: bool
+    connection: dict[str, str | int]  # a kernel's Jupyter connection info
+    uid: int
+    gid: int
+    switch_user: bool
+    expose: list[list[str]]
+    hello: Hello
+
+
+class ScriptAnswer(TypedDict, total=False):
+    """Where a ``'script'`` request reads its answer (the first one set wins)."""
+
+    from_stdout: bool
+    symbol: str | None
+    expr: str | None
+
+
+class WorkerRequest(TypedDict, total=False):
+    """A request to a worker: ``{'op': 'reset'}`` or ``{'op': 'exec', 'code', 'mode', 'answer'}``."""
+
+    op: str
+    code: str
+    mode: str
+    answer: ScriptAnswer
+
+
+class WorkerReply(TypedDict, total=False):
+    """A worker's answer to a request (or a child's start-up failure, ``{'error': ...}``)."""
+
+    ok: bool
+    result: str | None
+    error: str | None
+    interrupted: bool
+    ename: str
+
+
+_LIBC: ctypes.CDLL | None = None
+
+
+def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
         _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -45,7 +111,7 @@ def prctl(option: int, value: int) -> bool:
 
 
 # -- framing on stream sockets (worker channel) ----------------------------------------------
-def send_frame(sock: socket.socket, obj: Any) -> None:
+def send_frame(sock: socket.socket, obj: Mapping[str, object]) -> None:
     """Send one length-prefixed JSON frame (blocking)."""
     data = json.dumps(obj).encode()
     sock.sendall(HEADER.pack(len(data)) + data)
@@ -62,8 +128,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def recv_frame(sock: socket.socket) -> Any:
-    """Receive one frame (blocking); None at end of stream."""
+def recv_frame(sock: socket.socket) -> WorkerRequest | None:
+    """Receive one request frame (blocking); None at end of stream."""
     head = _recv_exact(sock, HEADER.size)
     if head is None:
         return None
@@ -238,7 +304,7 @@ def set_cpu_limit(seconds: float, total: float | None) -> None:
             pass
 
 
-def confine(spec: dict[str, Any]) -> dict[str, Any]:
+def confine(spec: ChildSpec) -> Hello:
     """Confine the current (freshly forked) process as `spec` says; return facts for the hello."""
     os.setsid()
     limits = spec["limits"]
@@ -253,15 +319,15 @@ def confine(spec: dict[str, Any]) -> dict[str, Any]:
         os.chown(directory, uid, gid)
     os.chmod(directory, 0o700)
     _set_limit(resource.RLIMIT_CORE, 0)
-    if limits.get("memory_bytes"):
-        _set_limit(resource.RLIMIT_AS, limits["memory_bytes"])
-    if limits.get("cpu_seconds"):
-        set_cpu_limit(limits["cpu_seconds"], limits.get("cpu_seconds_total"))
-    if limits.get("max_file_bytes"):
-        _set_limit(resource.RLIMIT_FSIZE, limits["max_file_bytes"])
+    if memory := limits.get("memory_bytes"):
+        _set_limit(resource.RLIMIT_AS, memory)
+    if cpu := limits.get("cpu_seconds"):
+        set_cpu_limit(cpu, limits.get("cpu_seconds_total"))
+    if file_bytes := limits.get("max_file_bytes"):
+        _set_limit(resource.RLIMIT_FSIZE, file_bytes)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    if limits.get("max_open_files"):
-        _set_limit(resource.RLIMIT_NOFILE, limits["max_open_files"])
+    if open_files := limits.get("max_open_files"):
+        _set_limit(resource.RLIMIT_NOFILE, open_files)
     nproc = limits.get("max_processes")
     if nproc:
         if not spec["switch_user"]:  # RLIMIT_NPROC counts every process of the uid: leave room for ours

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..exceptions import MissingDependencyError
 from ._io import Op, Sleep, Wait
@@ -21,10 +21,33 @@ from .limits import Limits
 from .process import Child, SandboxError, spawn_op
 from .worker import ExecResult, OutputCap, describe_exit, exit_status_op, killed_result, lost_result
 
+if TYPE_CHECKING:
+    import zmq
+
 __all__ = ["Kernel", "clean_traceback", "start_kernel_op"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+
+
+class _Ports(TypedDict):
+    shell_port: int
+    iopub_port: int
+    stdin_port: int
+    control_port: int
+    hb_port: int
+
+
+class Connection(_Ports):
+    """A kernel's Jupyter connection info (its sockets are ``ipc://{ip}-{port}``)."""
+
+    transport: str
+    ip: str
+    key: str
+    signature_scheme: str
+    kernel_name: str
+
+
+PORTS: _Ports = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
 
 
 def clean_traceback(lines: list[str]) -> str:
@@ -32,21 +55,23 @@ def clean_traceback(lines: list[str]) -> str:
     return _ANSI.sub("", "\n".join(lines)).strip("\n")
 
 
-def _zmq() -> Any:
+def _require_jupyter() -> None:
+    """Import pyzmq and jupyter_client (which the callers then import by name), or say what to install."""
     try:
-        import zmq
-        from jupyter_client.session import Session
+        import zmq  # noqa: F401
+        from jupyter_client.session import Session  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise MissingDependencyError("jupyter_client", "interpreter", "IPythonInterpreter") from exc
-    return zmq, Session
 
 
-_CONTEXT: Any = None
+_CONTEXT: zmq.Context[zmq.Socket[bytes]] | None = None
 
 
-def _context() -> Any:
+def _context() -> zmq.Context[zmq.Socket[bytes]]:
     global _CONTEXT
-    zmq, _ = _zmq()
+    _require_jupyter()
+    import zmq
+
     if _CONTEXT is None:
         _CONTEXT = zmq.Context()
     return _CONTEXT
@@ -55,12 +80,14 @@ def _context() -> Any:
 class Kernel:
     """A started kernel and plait's connection to it."""
 
-    def __init__(self, child: Child, connection: dict[str, Any]) -> None:
-        zmq, session_cls = _zmq()
-        self._zmq = zmq
+    def __init__(self, child: Child, connection: Connection) -> None:
+        _require_jupyter()
+        import zmq
+        from jupyter_client.session import Session
+
         self.child = child
         self.connection = connection
-        self.session = session_cls(
+        self.session = Session(
             key=connection["key"].encode(), signature_scheme=connection["signature_scheme"], username="plait"
         )
         ctx = _context()
@@ -74,8 +101,8 @@ class Kernel:
         self.iopub.setsockopt(zmq.SUBSCRIBE, b"")
         self.shell.connect(f"{base}-{connection['shell_port']}")
         self.iopub.connect(f"{base}-{connection['iopub_port']}")
-        self.shell_fd: int = self.shell.getsockopt(zmq.FD)
-        self.iopub_fd: int = self.iopub.getsockopt(zmq.FD)
+        self.shell_fd = int(self.shell.getsockopt(zmq.FD))
+        self.iopub_fd = int(self.iopub.getsockopt(zmq.FD))
         self.closed = False
 
     @property
@@ -101,12 +128,15 @@ class Kernel:
         self.shell.close(0)
         self.iopub.close(0)
 
-    def _recv_all(self, sock: Any) -> list[dict[str, Any]]:
+    def _recv_all(self, sock: zmq.Socket[bytes]) -> list[dict[str, Any]]:
+        """The Jupyter messages waiting on `sock` (as jupyter_client's `Session` decodes them)."""
+        import zmq
+
         messages = []
         while True:
             try:
-                _, msg = self.session.recv(sock, mode=self._zmq.NOBLOCK)
-            except self._zmq.ZMQError:
+                _, msg = self.session.recv(sock, mode=zmq.NOBLOCK)
+            except zmq.ZMQError:
                 break
             except Exception:  # a message that does not deserialise: skip it
                 continue
@@ -207,7 +237,7 @@ class _Collector:
         self.error: str | None = None
         self.ename: str | None = None
         self.images: list[str] = []
-        self.reply: dict[str, Any] | None = None
+        self.reply: dict[str, object] | None = None
         self.idle = False
 
     def add(self, msg: dict[str, Any]) -> None:
@@ -258,8 +288,8 @@ class _Collector:
 
 def start_kernel_op(directory: str, limits: Limits, env: dict[str, str] | None = None) -> Op[Kernel]:
     """Start a confined kernel in `directory` and wait until it is ready."""
-    _zmq()
-    connection = {
+    _require_jupyter()
+    connection: Connection = {
         "transport": "ipc",
         "ip": f"{directory}/.k",
         "key": secrets.token_hex(16),

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypedDict, TypeVar
 
 from ..exceptions import PlaitError
 from . import _zygote, _zygote_os
@@ -40,14 +40,26 @@ class SandboxError(PlaitError):
     """The sandbox itself failed (a process could not be started or talked to)."""
 
 
-class FrameReader:
-    """Collects length-prefixed JSON frames from non-blocking reads."""
+F = TypeVar("F")
+
+
+class _HelloFrame(TypedDict, total=False):
+    """A child's first frame: its `plait.sandbox._zygote_os.Hello`, or why it could not start."""
+
+    pid: int
+    uid: int
+    network_isolated: bool
+    error: str
+
+
+class FrameReader(Generic[F]):
+    """Collects length-prefixed JSON frames (of type `F`) from non-blocking reads."""
 
     def __init__(self) -> None:
         self._buf = bytearray()
         self.eof = False
 
-    def read_from(self, sock: socket.socket) -> list[Any]:
+    def read_from(self, sock: socket.socket) -> list[F]:
         """Read what is available from `sock`; return the complete frames."""
         while True:
             try:
@@ -61,7 +73,7 @@ class FrameReader:
                 self.eof = True
                 break
             self._buf += chunk
-        frames = []
+        frames: list[F] = []
         size = _zygote_os.HEADER.size
         while len(self._buf) >= size:
             (length,) = _zygote_os.HEADER.unpack_from(self._buf)
@@ -77,7 +89,7 @@ class Zygote:
 
     def __init__(self, preload_kernel: bool = False) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {
+        config: _zygote.ZygoteConfig = {
             "uid_base": UID_BASE,
             "uid_count": UID_COUNT,
             "lock_dir": os.path.join(tempfile.gettempdir(), "plait-sandbox-uids"),
@@ -101,7 +113,7 @@ class Zygote:
         self.owner = os.getpid()
         self.closed = False
 
-    def send(self, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
+    def send(self, message: Mapping[str, object], fds: Sequence[int] = ()) -> None:
         """Send one request (with file descriptors for the child)."""
         data = json.dumps(message).encode()
         with self._lock:
@@ -228,7 +240,7 @@ class Child:
     channel: socket.socket
     output: int | None = None
     released: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, object] = field(default_factory=dict)
 
     def dead(self) -> bool:
         """Whether the process has exited."""
@@ -301,7 +313,7 @@ def spawn_op(
     kind: str,
     directory: str,
     limits: Limits,
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, object] | None = None,
     env: dict[str, str] | None = None,
     zygote: Zygote | None = None,
 ) -> Op[Child]:
@@ -334,7 +346,7 @@ def spawn_op(
             child.close()
             if out_w is not None:
                 os.close(out_w)
-        reader = FrameReader()
+        reader = FrameReader[_HelloFrame]()
         loop = _deadline(limits.start_timeout)
         while True:
             remaining = loop()

@@ -14,7 +14,6 @@ import signal
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..types import JSONValue
 from . import _zygote_child, _zygote_os
@@ -162,7 +161,7 @@ def exec_op(
     except OSError:
         status = yield from exit_status_op(child)
         return ExecResult(ok=False, error=f"the Python process {describe_exit(status)}", restarted=True)
-    reader = FrameReader()
+    reader = FrameReader[_zygote_os.WorkerReply]()
     out_fd = child.output
     deadline = time.monotonic() + timeout
     interrupted = False
@@ -197,7 +196,7 @@ def _frame(obj: Mapping[str, JSONValue]) -> bytes:
     return _zygote_os.HEADER.pack(len(data)) + data
 
 
-def _result(reply: dict[str, Any], cap: OutputCap, interrupted: bool, timeout: float) -> ExecResult:
+def _result(reply: _zygote_os.WorkerReply, cap: OutputCap, interrupted: bool, timeout: float) -> ExecResult:
     if interrupted and reply.get("interrupted"):
         return ExecResult(
             ok=False,

@@ -14,7 +14,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..._version import __version__
 from ...exceptions import MCPError
@@ -76,7 +76,7 @@ class ClientSession:
         self.transport = transport
         self.timeout = timeout
         self.connect_timeout = connect_timeout
-        self.server_info: dict[str, Any] = {}
+        self.server_info: dict[str, JSONValue] = {}
         self.instructions = ""
         self.protocol_version = ""
         self._ids = itertools.count(1)
@@ -156,9 +156,9 @@ class ClientSession:
             message["params"] = dict(params)
         await self.transport.send(message)
 
-    async def list_tools(self) -> list[dict[str, Any]]:
+    async def list_tools(self) -> list[dict[str, JSONValue]]:
         """Every tool the server offers (following ``nextCursor`` pages)."""
-        tools: list[dict[str, Any]] = []
+        tools: list[dict[str, JSONValue]] = []
         cursor: JSONValue = None
         for _ in range(1000):  # a server that pages forever is a bug, not a reason to hang
             result = _members("tools/list", await self.request("tools/list", {"cursor": cursor} if cursor else None))
@@ -170,7 +170,7 @@ class ClientSession:
                 break
         return tools
 
-    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
         """The raw ``tools/call`` result (``content``, ``structuredContent``, ``isError``)."""
         result = await self.request("tools/call", {"name": name, "arguments": dict(arguments)})
         return dict(result) if isinstance(result, Mapping) else {"content": []}

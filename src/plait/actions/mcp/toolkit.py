@@ -72,13 +72,13 @@ def _plait_type(schema: Mapping[str, JSONValue]) -> str:
     return _PLAIT_TYPES.get(str(kind), STRING)
 
 
-def api_description(tool: Mapping[str, Any]) -> dict[str, Any]:
+def api_description(tool: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
     """A plait API description for one MCP tool (its JSON Schema kept per parameter)."""
     raw_schema = tool.get("inputSchema")
-    schema: Mapping[str, Any] = raw_schema if isinstance(raw_schema, Mapping) else {}
+    schema: Mapping[str, JSONValue] = raw_schema if isinstance(raw_schema, Mapping) else {}
     raw_properties = schema.get("properties")
-    properties: Mapping[str, Any] = raw_properties if isinstance(raw_properties, Mapping) else {}
-    parameters = []
+    properties: Mapping[str, JSONValue] = raw_properties if isinstance(raw_properties, Mapping) else {}
+    parameters: list[JSONValue] = []
     for name, prop in properties.items():
         prop = prop if isinstance(prop, Mapping) else {}
         parameters.append(
@@ -89,20 +89,22 @@ def api_description(tool: Mapping[str, Any]) -> dict[str, Any]:
                 "json_schema": dict(prop),
             }
         )
-    required = [str(r) for r in schema.get("required") or [] if r in properties]
+    listed = schema.get("required")
+    required: list[JSONValue] = [str(r) for r in (listed if isinstance(listed, list) else []) if r in properties]
     description = str(tool.get("description") or tool.get("title") or "")
     return {"name": str(tool["name"]), "description": description, "parameters": parameters, "required": required}
 
 
-def result_items(result: Mapping[str, Any], save: Callable[[str, str], str]) -> list[dict[str, Any]]:
+def result_items(result: Mapping[str, JSONValue], save: Callable[[str, str], str]) -> list[dict[str, JSONValue]]:
     """`ActionReturn` result items for a ``tools/call`` result.
 
     Args:
         result: The raw result (``content`` parts, maybe ``structuredContent``).
         save: ``save(base64_data, mime_type) -> path`` for images, audio and binary resources.
     """
-    items: list[dict[str, Any]] = []
-    for part in result.get("content") or []:
+    items: list[dict[str, JSONValue]] = []
+    content = result.get("content")
+    for part in content if isinstance(content, list) else []:
         if not isinstance(part, Mapping):
             continue
         kind = part.get("type")
@@ -110,12 +112,11 @@ def result_items(result: Mapping[str, Any], save: Callable[[str, str], str]) -> 
             items.append({"type": "text", "content": str(part.get("text", ""))})
         elif kind in ("image", "audio"):
             items.append({"type": kind, "content": save(str(part.get("data", "")), str(part.get("mimeType", "")))})
-        elif kind == "resource" and isinstance(part.get("resource"), Mapping):
-            resource = part["resource"]
-            if isinstance(resource.get("text"), str):
-                items.append({"type": "text", "content": resource["text"]})
-            elif isinstance(resource.get("blob"), str):
-                path = save(resource["blob"], str(resource.get("mimeType", "")))
+        elif kind == "resource" and isinstance(resource := part.get("resource"), Mapping):
+            if isinstance(text := resource.get("text"), str):
+                items.append({"type": "text", "content": text})
+            elif isinstance(blob := resource.get("blob"), str):
+                path = save(blob, str(resource.get("mimeType", "")))
                 items.append({"type": "file", "content": path})
         elif kind == "resource_link":
             label = part.get("title") or part.get("name") or "resource"
@@ -157,11 +158,11 @@ class _Connection:
                 self.session = await open_session(self.make_transport(), self.timeout, self.connect_timeout)
             return self.session
 
-    async def list_tools(self) -> tuple[ClientSession, list[dict[str, Any]]]:
+    async def list_tools(self) -> tuple[ClientSession, list[dict[str, JSONValue]]]:
         session = await self.current()
         return session, await session.list_tools()
 
-    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
         return await (await self.current()).call_tool(name, arguments)
 
     async def aclose(self) -> None:
@@ -245,7 +246,7 @@ class _MCPToolkitCore(ActionCore, register=False):
         return cls(words[0], words[1:], **kwargs)
 
     # -- description -----------------------------------------------------------------------
-    def _load_description(self) -> dict[str, Any]:
+    def _load_description(self) -> dict[str, JSONValue]:
         session, tools = self._connection.loop.run(self._connection.list_tools())
         if self._only is not None:
             offered = {str(t["name"]) for t in tools}
@@ -263,11 +264,11 @@ class _MCPToolkitCore(ActionCore, register=False):
     def refresh(self) -> None:
         """List the server's tools again (after it announced a change) and rebuild the description."""
         self._description = self._load_description()
-        self._name = self._description["name"]
+        self._name = str(self._description["name"])
         self._parser = self._bind_parser(self._parser_cls)
 
     @property
-    def server_info(self) -> dict[str, Any]:
+    def server_info(self) -> dict[str, JSONValue]:
         """The server's ``serverInfo`` from the handshake (``name``, ``version``...)."""
         session = self._connection.session
         return dict(session.server_info) if session is not None else {}
@@ -342,7 +343,7 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
         MCPError: The server could not be started or reached, or failed the handshake.
     """
 
-    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+    def _api_callable(self, api: str) -> Callable[..., object] | None:
         if api not in self.api_names:
             return None
 
@@ -360,7 +361,7 @@ class AsyncMCPToolkit(AsyncActionMixin, _MCPToolkitCore, sibling_of=MCPToolkit):
     blocking the caller's loop.
     """
 
-    def _api_callable(self, api: str) -> Callable[..., Any] | None:
+    def _api_callable(self, api: str) -> Callable[..., object] | None:
         if api not in self.api_names:
             return None
 

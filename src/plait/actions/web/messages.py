@@ -11,7 +11,6 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
-from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from ...types import JSONValue
@@ -188,11 +187,11 @@ class HTTPResponse:
             raise APIResponseError(f"{service} answered with a body that is not JSON: {exc}") from None
 
 
-def as_dict(value: object) -> Mapping[str, Any]:
+def as_dict(value: object) -> Mapping[str, JSONValue]:
     """`value` if it is a mapping, else an empty one (for JSON of unknown shape)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def as_list(value: object) -> list[Any]:
+def as_list(value: object) -> list[JSONValue]:
     """`value` if it is a list, else an empty one."""
     return value if isinstance(value, list) else []

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...exceptions import UserError
 from ...memory import Memory
-from ...schema import ActionReturn, ActionStatusCode
+from ...schema import ActionReturn, ActionStatusCode, AgentMessage
 
 __all__ = ["DefaultAggregator", "content_to_text"]
 
@@ -43,12 +43,16 @@ class DefaultAggregator:
         self,
         messages: Memory,
         name: str,
-        parser: Any = None,
-        system_instruction: Any = None,
-    ) -> list[dict[str, Any]]:
-        """Turn a session's memory into chat messages for the agent called `name`."""
-        result = self.preamble(parser, system_instruction)
-        for message in messages.get_memory():
+        parser: object = None,
+        system_instruction: object = None,
+    ) -> list[dict[str, object]]:
+        """Turn a session's memory into chat messages for the agent called `name`: `preamble`, then `turns`."""
+        return self.preamble(parser, system_instruction) + self.turns(messages.get_memory(), name, parser)
+
+    def turns(self, messages: Sequence[AgentMessage], name: str, parser: object = None) -> list[dict[str, object]]:
+        """The conversation's messages as chat messages (subclasses render tool turns their way)."""
+        result: list[dict[str, object]] = []
+        for message in messages:
             text = content_to_text(message.content)
             if message.sender == name:
                 result.append({"role": "assistant", "content": text})
@@ -58,20 +62,21 @@ class DefaultAggregator:
                 result.append({"role": "user", "content": text})
         return result
 
-    def preamble(self, parser: Any, system_instruction: Any) -> list[dict[str, Any]]:
+    def preamble(self, parser: object, system_instruction: object) -> list[dict[str, object]]:
         """The system messages that open every prompt: the instruction, then the parser's instructions."""
         result = self.aggregate_system_instruction(system_instruction) if system_instruction else []
         return result + self.parser_instruction(parser)
 
-    def parser_instruction(self, parser: Any) -> list[dict[str, Any]]:
+    def parser_instruction(self, parser: object) -> list[dict[str, object]]:
         """The parser's `format_instruction()` as system messages (none when it is empty)."""
-        if parser is None or not hasattr(parser, "format_instruction"):
+        format_instruction = getattr(parser, "format_instruction", None)
+        if parser is None or not callable(format_instruction):
             return []
-        instruction = parser.format_instruction()
+        instruction = format_instruction()
         return self.aggregate_system_instruction(instruction) if instruction else []
 
     @staticmethod
-    def aggregate_system_instruction(system_instruction: Any) -> list[dict[str, Any]]:
+    def aggregate_system_instruction(system_instruction: Any) -> list[dict[str, object]]:
         """Normalise a system instruction (str, dict, list of dicts, or `PromptTemplate`) to messages."""
         if isinstance(system_instruction, str):
             return [{"role": "system", "content": system_instruction}]
@@ -80,7 +85,7 @@ class DefaultAggregator:
                 raise UserError(f"a system instruction dict needs 'role' and 'content', got {dict(system_instruction)}")
             return [dict(system_instruction)]
         if isinstance(system_instruction, Sequence):
-            result: list[dict[str, Any]] = []
+            result: list[dict[str, object]] = []
             for item in system_instruction:
                 result.extend(DefaultAggregator.aggregate_system_instruction(item))
             return result

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
-from ...memory import Memory
+from ...schema import AgentMessage
 from .default_aggregator import DefaultAggregator, content_to_text
 
 __all__ = ["FunctionCallAggregator"]
@@ -19,16 +19,10 @@ class FunctionCallAggregator(DefaultAggregator):
     messages; everything else is aggregated as by `DefaultAggregator`.
     """
 
-    def aggregate(
-        self,
-        messages: Memory,
-        name: str,
-        parser: Any = None,
-        system_instruction: Any = None,
-    ) -> list[dict[str, Any]]:
-        """Turn a session's memory into chat messages, tool calls and tool results included."""
-        result = self.preamble(parser, system_instruction)
-        for message in messages.get_memory():
+    def turns(self, messages: Sequence[AgentMessage], name: str, parser: object = None) -> list[dict[str, object]]:
+        """The conversation's messages, tool calls and tool results included."""
+        result: list[dict[str, object]] = []
+        for message in messages:
             calls = message.formatted.get("tool_calls") if isinstance(message.formatted, dict) else None
             call_id = message.extra_info.get("tool_call_id") if isinstance(message.extra_info, dict) else None
             if message.sender == name and calls:

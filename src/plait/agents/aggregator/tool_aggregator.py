@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ...memory import Memory
+from ...schema import AgentMessage
 from .default_aggregator import DefaultAggregator, content_to_text
 
 __all__ = ["InternLMToolAggregator"]
@@ -36,7 +36,7 @@ class InternLMToolAggregator(DefaultAggregator):
         environment_begin: str = "",
         environment_end: str = "",
         user_names: Sequence[str] | None = None,
-        few_shot: Sequence[Sequence[dict[str, Any]]] | None = None,
+        few_shot: Sequence[Sequence[dict[str, object]]] | None = None,
     ) -> None:
         self.environment_role = environment_role
         self.environment_begin = environment_begin
@@ -44,19 +44,13 @@ class InternLMToolAggregator(DefaultAggregator):
         self.user_names = list(user_names or ["user"])
         self.few_shot = [list(dialogue) for dialogue in few_shot or []]
 
-    def aggregate(
-        self,
-        messages: Memory,
-        name: str,
-        parser: Any = None,
-        system_instruction: Any = None,
-    ) -> list[dict[str, Any]]:
-        """Turn a session's memory (with tool turns) into chat messages for the agent `name`."""
-        result = self.preamble(parser, system_instruction)
+    def turns(self, messages: Sequence[AgentMessage], name: str, parser: object = None) -> list[dict[str, object]]:
+        """The few-shot dialogues, then the conversation (with tool turns) as chat messages for the agent `name`."""
+        result: list[dict[str, object]] = []
         for dialogue in self.few_shot:
             result.extend(self._few_shot_turns(dialogue, parser))
         tool_type: str | None = None
-        for message in messages.get_memory():
+        for message in messages:
             if message.sender == name:
                 formatted = message.formatted
                 if isinstance(formatted, dict) and "tool_type" in formatted:
@@ -68,7 +62,7 @@ class InternLMToolAggregator(DefaultAggregator):
                 result.append(self._environment(content_to_text(message.content), tool_type))
         return result
 
-    def parser_instruction(self, parser: Any) -> list[dict[str, Any]]:
+    def parser_instruction(self, parser: Any) -> list[dict[str, object]]:
         """The parser's instructions as system messages, named after its tool type."""
         messages = super().parser_instruction(parser)
         tool_type = getattr(parser, "tool_type", None)
@@ -76,8 +70,11 @@ class InternLMToolAggregator(DefaultAggregator):
             return [{**messages[0], "name": tool_type}]
         return messages
 
-    def _environment(self, text: str, tool_type: str | None) -> dict[str, Any]:
-        message = {"role": self.environment_role, "content": f"{self.environment_begin}{text}{self.environment_end}"}
+    def _environment(self, text: str, tool_type: str | None) -> dict[str, object]:
+        message: dict[str, object] = {
+            "role": self.environment_role,
+            "content": f"{self.environment_begin}{text}{self.environment_end}",
+        }
         return {**message, "name": tool_type} if tool_type else message
 
     @staticmethod
@@ -93,17 +90,17 @@ class InternLMToolAggregator(DefaultAggregator):
             return content_to_text(content)
         return str(parser.format_response(formatted))
 
-    def _few_shot_turns(self, dialogue: list[dict[str, Any]], parser: Any) -> list[dict[str, Any]]:
+    def _few_shot_turns(self, dialogue: list[dict[str, object]], parser: Any) -> list[dict[str, object]]:
         from ...prompts.parsers import ToolStatusCode
 
-        turns: list[dict[str, Any]] = []
+        turns: list[dict[str, object]] = []
         pending_thought: str | None = None
         for item in dialogue:
             role = item["role"]
             if role in ("thought", "language"):
                 if pending_thought is not None:
                     turns.append({"role": "assistant", "content": pending_thought})
-                pending_thought = item["content"]
+                pending_thought = None if item["content"] is None else content_to_text(item["content"])
             elif role == "tool":
                 call = {
                     "tool_type": item.get("name"),
@@ -119,7 +116,8 @@ class InternLMToolAggregator(DefaultAggregator):
                     turns.append({"role": "assistant", "content": pending_thought})
                     pending_thought = None
                 if role == "environment":
-                    turns.append(self._environment(content_to_text(item["content"]), item.get("name")))
+                    name = item.get("name")
+                    turns.append(self._environment(content_to_text(item["content"]), str(name) if name else None))
                 else:
                     turns.append(dict(item))
         if pending_thought is not None:

@@ -75,7 +75,7 @@ class JSONParser(StrParser):
             return "\nor\n".join(_render_skeleton(v) for v in value)
         return super().format_to_string(value)
 
-    def parse_response(self, data: str) -> Any:
+    def parse_response(self, data: str) -> object:
         """Parse a JSON reply; with models, return the first that validates, as a plain dict.
 
         Without any model field the decoded JSON value is returned as is.
@@ -96,7 +96,7 @@ class JSONParser(StrParser):
                 failures.append((model, exc))
         raise ParseError(_no_match_message(failures), raw=data)
 
-    def format_response(self, parsed: Any) -> str:
+    def format_response(self, parsed: object) -> str:
         """Serialise a parsed reply (dict, list, model instance, ...) as JSON text."""
         if isinstance(parsed, BaseModel):
             parsed = parsed.model_dump(mode="json")
@@ -180,7 +180,7 @@ def _requirement(field: FieldInfo) -> str:
 _SEQUENCES = (list, tuple, set, frozenset, Sequence)
 
 
-def _nested_model(annotation: Any) -> tuple[str, type[BaseModel], bool] | None:
+def _nested_model(annotation: object) -> tuple[str, type[BaseModel], bool] | None:
     """``('object' | 'array', model, may_be_null)`` when the annotation holds one model class."""
     optional = False
     origin = get_origin(annotation)
@@ -200,7 +200,7 @@ def _nested_model(annotation: Any) -> tuple[str, type[BaseModel], bool] | None:
     return None
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: object) -> str:
     """A short, readable name for a type annotation: ``list[str]``, ``int | null``, ``'a' | 'b'``."""
     if annotation is None or annotation is type(None):
         return "null"
@@ -225,7 +225,7 @@ def _type_name(annotation: Any) -> str:
 # --------------------------------------------------------------------------- lenient loading
 
 
-def _load_lenient(data: str, models: list[type[BaseModel]]) -> Any:
+def _load_lenient(data: str, models: list[type[BaseModel]]) -> object:
     """Decode the JSON value in a reply, or raise a `ParseError` written for the model."""
     if not isinstance(data, str):
         raise ParseError(f"expected the reply as text, got {type(data).__name__}", raw=data)
@@ -244,7 +244,7 @@ def _candidates(data: str) -> Iterator[str]:
     yield data
 
 
-def _decode(text: str) -> Any:
+def _decode(text: str) -> object:
     cleaned = _drop_trailing_commas(_strip_comments(text)).strip()
     try:
         return json.loads(cleaned)

@@ -14,8 +14,6 @@ Subclasses change how field values are rendered into the instruction
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...exceptions import UserError
 from ..prompt_template import format_placeholders
 
@@ -54,8 +52,14 @@ class StrParser:
         self.template = template
         self.format_field: dict[str, object] = dict(format_field)
 
-    def format_instruction(self) -> Any:
-        """The template with every field rendered by `format_to_string` (``''`` for no template)."""
+    def format_instruction(self) -> str | list[dict[str, str]]:
+        """The template with every field rendered by `format_to_string` (``''`` for no template).
+
+        Subclasses may return system messages instead (`MixedToolParser`).
+        """
+        return self._instruction_text()
+
+    def _instruction_text(self) -> str:
         if not self.template:
             return ""
         rendered = {name: self.format_to_string(value) for name, value in self.format_field.items()}
@@ -65,11 +69,11 @@ class StrParser:
         """Render one field value for the instruction: strings as they are, anything else with `str`."""
         return value if isinstance(value, str) else str(value)
 
-    def parse_response(self, data: str) -> Any:
+    def parse_response(self, data: str) -> object:
         """Return the reply unchanged."""
         return data
 
-    def format_response(self, parsed: Any) -> str:
+    def format_response(self, parsed: object) -> str:
         """Write a parsed reply back as text (the inverse of `parse_response`).
 
         Raises:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
-from typing import Any
 
 from ...exceptions import ParseError, UserError
 from ...utils.config import create_object, load_class_from_string
@@ -26,7 +25,7 @@ __all__ = [
     "default_plugin_validate",
 ]
 
-Validator = Callable[[str], Any]
+Validator = Callable[[str], object]
 
 
 class ToolStatusCode(IntEnum):
@@ -37,7 +36,7 @@ class ToolStatusCode(IntEnum):
     PARSING_ERROR = -1
 
 
-def _no_tool(text: str) -> dict[str, Any]:
+def _no_tool(text: str) -> dict[str, object]:
     return {"tool_type": None, "thought": text, "action": None, "status": ToolStatusCode.NO_TOOL}
 
 
@@ -103,7 +102,11 @@ class ToolParser(StrParser):
         self.end = end
         self.validate = _resolve_validate(validate)
 
-    def parse_response(self, data: str) -> dict[str, Any]:
+    def format_instruction(self) -> str:
+        """The template with every field rendered by `format_to_string` (``''`` for no template)."""
+        return self._instruction_text()
+
+    def parse_response(self, data: str) -> dict[str, object]:
         """Split a reply into thought and tool call; never raises."""
         start = data.find(self.begin)
         if start < 0:
@@ -118,7 +121,7 @@ class ToolParser(StrParser):
             action = action[:stop]
         elif self.end:
             action = action[: len(action) - _partial_marker_len(action, self.end)]
-        result: dict[str, Any] = {
+        result: dict[str, object] = {
             "tool_type": self.tool_type,
             "thought": thought,
             "action": action,
@@ -132,7 +135,7 @@ class ToolParser(StrParser):
                 result["error"] = _error_hint(exc)
         return result
 
-    def format_response(self, parsed: Mapping[str, Any]) -> str:
+    def format_response(self, parsed: object) -> str:
         """Write a parsed reply back as text: ``thought + begin + action + end``.
 
         Dict and list actions are written as JSON; a reply without a call is its thought.
@@ -160,7 +163,7 @@ def _error_hint(exc: Exception) -> str:
     return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
-def default_plugin_validate(action: str) -> dict[str, Any]:
+def default_plugin_validate(action: str) -> dict[str, object]:
     """Parse a plugin call: a JSON object with a string ``name`` and a ``parameters`` object.
 
     Raises:
@@ -250,7 +253,7 @@ class MixedToolParser(StrParser):
         self,
         tool_type: str | None = None,
         template: str = "",
-        parsers: Iterable[ToolParser | Mapping[str, Any]] | None = None,
+        parsers: Iterable[ToolParser | Mapping[str, object]] | None = None,
         **format_field: object,
     ) -> None:
         super().__init__(template, **format_field)
@@ -267,7 +270,7 @@ class MixedToolParser(StrParser):
     def format_instruction(self) -> list[dict[str, str]]:
         """System messages: this parser's own instruction, then each sub-parser's (empty ones skipped)."""
         messages: list[dict[str, str]] = []
-        own = super().format_instruction()
+        own = self._instruction_text()
         if own.strip():
             message = {"role": "system", "content": own}
             if self.tool_type:
@@ -279,7 +282,7 @@ class MixedToolParser(StrParser):
                 messages.append({"role": "system", "content": content, "name": name})
         return messages
 
-    def parse_response(self, data: str) -> dict[str, Any]:
+    def parse_response(self, data: str) -> dict[str, object]:
         """Parse with the sub-parser whose `begin` occurs earliest (the longest on a tie); never raises."""
         best: ToolParser | None = None
         best_key = (len(data) + 1, 0)
@@ -289,7 +292,7 @@ class MixedToolParser(StrParser):
                 best, best_key = parser, (start, -len(parser.begin))
         return best.parse_response(data) if best is not None else _no_tool(data)
 
-    def format_response(self, parsed: Mapping[str, Any]) -> str:
+    def format_response(self, parsed: object) -> str:
         """Write a parsed reply back as text with the sub-parser of its tool type.
 
         Raises:

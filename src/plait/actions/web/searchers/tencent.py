@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 from urllib.parse import urlsplit
 
 from typing_extensions import Unpack
@@ -18,7 +17,7 @@ from ..tool import env_or, require
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
 
-def _tencent_page(page: object) -> Mapping[str, Any]:
+def _tencent_page(page: object) -> Mapping[str, JSONValue]:
     if isinstance(page, str):
         try:
             page = json.loads(page)
