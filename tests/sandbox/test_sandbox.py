@@ -73,6 +73,30 @@ def test_environment_does_not_leak(zygote: Zygote, root_dir: str, monkeypatch: p
     assert res.result is not None and res.result.startswith("(False, ")
 
 
+def test_parent_secrets_are_not_in_the_sandbox_view(root_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not in ``os.environ`` and not in the environment block ``/proc`` shows (issue 15, item 3)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret-4242")
+    zygote = Zygote()  # started while the secret is set, as plait's own zygote would be
+    try:
+        probe = (
+            "import os\n"
+            "seen = []\n"
+            "for path in ('/proc/self/environ', '/proc/thread-self/environ', f'/proc/{os.getppid()}/environ'):\n"
+            "    try:\n"
+            "        seen.append(open(path, 'rb').read().decode('utf-8', 'replace'))\n"
+            "    except OSError as exc:\n"
+            "        seen.append(type(exc).__name__)\n"
+            "seen.append(repr(dict(os.environ)))\n"
+            "'\\n'.join(seen)"
+        )
+        _, res = run(zygote, root_dir, probe)
+        assert res.ok and res.result is not None
+        assert "sk-parent-secret-4242" not in res.result and "OPENAI_API_KEY" not in res.result
+        assert "PATH=" in res.result  # the probe did read its environment block
+    finally:
+        zygote.close()
+
+
 def test_cpu_limit_is_an_error_not_a_crash(zygote: Zygote, root_dir: str) -> None:
     limits = Limits(timeout=10, cpu_seconds=1)
     child = drive(spawn_op("worker", new_session_dir(root_dir, "cpu"), limits, zygote=zygote))

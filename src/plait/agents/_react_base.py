@@ -22,10 +22,11 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ..effects import ToolCall
-from ..exceptions import UserError
+from ..exceptions import ParseError, UserError
 from ..memory import Memory
 from ..prompts.prompt_template import format_placeholders
 from ..schema import ActionReturn, AgentMessage, FunctionCall
+from ..untrusted import decode_arguments, loads
 from .agent import AgentCore
 from .aggregator.default_aggregator import DefaultAggregator, content_to_text
 from .run_state import PlannedCall, RunState
@@ -148,19 +149,14 @@ def tool_parameters(executor: ActionExecutorCore, name: str, raw: object) -> dic
     * anything else is passed on as text, and the tool's argument parser reports
       what it expected.
     """
-    if isinstance(raw, Mapping):
-        return dict(raw)
-    if raw is None:
-        return {}
-    text = raw.strip() if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False, default=str)
-    if not text:
-        return {}
+    arguments = decode_arguments(raw.strip() if isinstance(raw, str) else raw)
+    if isinstance(arguments, dict):
+        return arguments
+    text = arguments
     try:
-        decoded: Any = json.loads(text)
-    except (ValueError, RecursionError):
+        decoded: object = loads(text)
+    except ParseError:
         decoded = None
-    if isinstance(decoded, dict):
-        return decoded
     api = _find_api(executor, name)
     params = _records((api or {}).get("parameters"))
     required = _names((api or {}).get("required"))
@@ -310,6 +306,26 @@ class ToolProtocolAgent(AgentCore):
         """The executor's reply as a memory message tagged with the tool name."""
         content = result.content if isinstance(result, AgentMessage) else result
         return AgentMessage(sender=EXECUTOR_SENDER, content=content, extra_info={"name": name})
+
+    def tool_lines(self, line: str) -> list[str]:
+        """One line per tool API: `line` with ``{index}`` (from 1), ``{name}``, ``{description}``, ``{arguments}``."""
+        return [
+            line.format(
+                index=index,
+                name=api["name"],
+                description=api.get("description", ""),
+                arguments=describe_parameters(api),
+            )
+            for index, api in enumerate(self.tool_descriptions(), 1)
+        ]
+
+    @classmethod
+    def step_record(cls, result: object, **fields: object) -> dict[str, object]:
+        """A step of ``intermediate_steps``: `fields` (the call, as the paradigm names it), then the result.
+
+        The result adds its ``observation`` text and its ``state`` (an `ActionStatusCode` value or None).
+        """
+        return {**fields, "observation": cls.result_text(result), "state": cls.result_state(result)}
 
     @staticmethod
     def result_text(result: Any) -> str:

@@ -28,7 +28,7 @@ from ..effects import Flow
 from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from .agent import Agent, AsyncAgent
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
@@ -140,10 +140,7 @@ class AutoGPTCore(ToolProtocolAgent):
     def template_values(self) -> dict[str, object]:
         """Adds ``{ai_name}``, ``{role_description}`` and ``{commands}`` (numbered, ``finish`` last)."""
         values = super().template_values()
-        commands = [
-            f"{i}. {api['name']}: {api.get('description', '')} Arguments: {describe_parameters(api)}."
-            for i, api in enumerate(self.tool_descriptions(), 1)
-        ]
+        commands = self.tool_lines("{index}. {name}: {description} Arguments: {arguments}.")
         commands.append(f"{len(commands) + 1}. {prompts.AUTOGPT_FINISH_DESCRIPTION}")
         values.update(ai_name=self.ai_name, role_description=self.role_description, commands="\n".join(commands))
         return values
@@ -217,15 +214,8 @@ class AutoGPTProtocol(TextToolProtocol[AutoGPTCore]):
         agent = self.agent
         (call,), (result,) = calls, results
         agent.update_memory(agent.observation_message(result, call["name"]), session_id)
-        state.steps.append(
-            {
-                "thoughts": state.scratch.pop("thoughts", None),
-                "command": call["name"],
-                "args": call["arguments"],
-                "observation": agent.result_text(result),
-                "state": agent.result_state(result),
-            }
-        )
+        thoughts = state.scratch.pop("thoughts", None)
+        state.steps.append(agent.step_record(result, thoughts=thoughts, command=call["name"], args=call["arguments"]))
         return None
 
 

@@ -37,7 +37,7 @@ from ..prompts import conversational_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..prompts.prompt_template import format_placeholders
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
@@ -136,10 +136,7 @@ class ConversationalCore(ToolProtocolAgent):
     def template_values(self) -> dict[str, Any]:
         """Adds ``{tools}``: one ``> name: description (arguments)`` line per tool."""
         values = super().template_values()
-        lines = [
-            f"> {api['name']}: {api.get('description', '')} Arguments: {describe_parameters(api)}."
-            for api in self.tool_descriptions()
-        ]
+        lines = self.tool_lines("> {name}: {description} Arguments: {arguments}.")
         values["tools"] = "\n".join(lines) or "(no tools)"
         return values
 

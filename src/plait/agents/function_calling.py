@@ -15,13 +15,13 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
+from ..untrusted import decode_arguments
 from .agent import Agent, AgentCore, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .run_state import PlannedCall, RunState
@@ -34,14 +34,6 @@ __all__ = [
     "FunctionCallingProtocol",
     "StreamingFunctionCallingAgent",
 ]
-
-
-def _arguments(text: str) -> Any:
-    """Decode the model's argument JSON; invalid JSON is passed on as text for the tool's parser to report."""
-    try:
-        return json.loads(text or "{}")
-    except json.JSONDecodeError:
-        return text
 
 
 class FunctionCallingCore(AgentCore):
@@ -149,7 +141,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         """The call through the executor, its argument JSON decoded."""
         executor = self.agent.executor
         name = executor.resolve_name(call["name"])
-        request = AgentMessage(sender=self.agent.name, content=FunctionCall(name, _arguments(call["arguments"])))
+        request = AgentMessage(sender=self.agent.name, content=FunctionCall(name, decode_arguments(call["arguments"])))
         return ToolCall(executor, request, session_id)
 
     def on_results(

@@ -288,6 +288,11 @@ def _action_return(message: AgentMessage, thought: str | None) -> ActionReturn:
     return result
 
 
+def _alias(target: str) -> property:
+    """A property that reads and writes the attribute called `target`."""
+    return property(lambda self: getattr(self, target), lambda self, value: setattr(self, target, value))
+
+
 class Internlm2Agent(AgentForInternLM):
     r"""The InternLM2 chat agent of Lagent's old API (``chat`` / ``stream_chat`` -> `AgentReturn`).
 
@@ -333,30 +338,10 @@ class Internlm2Agent(AgentForInternLM):
         self._processor = InternLMActionProcessor()
         self._apply_protocol()
 
-    # -- Lagent's attribute names --
-    @property
-    def _action_executor(self) -> Any:
-        return self.plugin_executor
-
-    @_action_executor.setter
-    def _action_executor(self, executor: Any) -> None:
-        self.plugin_executor = executor
-
-    @property
-    def _interpreter_executor(self) -> Any:
-        return self.interpreter_executor
-
-    @_interpreter_executor.setter
-    def _interpreter_executor(self, executor: Any) -> None:
-        self.interpreter_executor = executor
-
-    @property
-    def _protocol(self) -> Internlm2Protocol:
-        return self.protocol
-
-    @_protocol.setter
-    def _protocol(self, protocol: Internlm2Protocol) -> None:
-        self.protocol = protocol
+    # -- Lagent's attribute names (the web demo assigns them) --
+    _action_executor = _alias("plugin_executor")
+    _interpreter_executor = _alias("interpreter_executor")
+    _protocol = _alias("protocol")
 
     def _apply_protocol(self, extra_system: Sequence[Mapping[str, object]] = ()) -> None:
         agent = self.agent

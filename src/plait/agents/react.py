@@ -265,15 +265,8 @@ class ReActProtocol(TextToolProtocol[ReActCore]):
         if isinstance(result, AgentMessage) and isinstance(result.content, ActionReturn):
             result.content.thought = thought or None
         agent.update_memory(agent.observation_message(result, call["name"]), session_id)
-        state.steps.append(
-            {
-                "thought": thought,
-                "action": call["name"],
-                "action_input": call["arguments"],
-                "observation": agent.result_text(result),
-                "state": agent.result_state(result),
-            }
-        )
+        step = agent.step_record(result, thought=thought, action=call["name"], action_input=call["arguments"])
+        state.steps.append(step)
         return None
 
 

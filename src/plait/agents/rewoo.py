@@ -28,7 +28,7 @@ from ..effects import Flow
 from ..exceptions import ParseError, UserError
 from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, describe_parameters
+from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from ._react_plan import PlanStep, parse_plan, substitute
 from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
@@ -91,10 +91,7 @@ class ReWOOCore(ToolProtocolAgent):
     def template_values(self) -> dict[str, Any]:
         """``{action_info}``: one ``name[input]: description (arguments)`` line per tool."""
         values = super().template_values()
-        lines = [
-            f"{api['name']}[input]: {api.get('description', '')} Arguments: {describe_parameters(api)}."
-            for api in self.tool_descriptions()
-        ]
+        lines = self.tool_lines("{name}[input]: {description} Arguments: {arguments}.")
         values["action_info"] = "\n".join(lines) or "(no tools)"
         return values
 
@@ -168,16 +165,11 @@ class ReWOOProtocol(TextToolProtocol[ReWOOCore]):
         plans = {step["evidence"]: step["plan"] for step in state.scratch["plan"]}
         for call, result in zip(calls, results, strict=True):
             variable = call.get("id", "")
-            text = agent.result_text(result)
-            state.scratch["evidence"][variable] = text
-            state.scratch["records"][variable] = {
-                "plan": plans.get(variable, ""),
-                "evidence": variable,
-                "tool": call["name"],
-                "tool_input": call["arguments"],
-                "observation": text,
-                "state": agent.result_state(result),
-            }
+            record = agent.step_record(
+                result, plan=plans.get(variable, ""), evidence=variable, tool=call["name"], tool_input=call["arguments"]
+            )
+            state.scratch["evidence"][variable] = record["observation"]
+            state.scratch["records"][variable] = record
         return self._wave(state)
 
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:

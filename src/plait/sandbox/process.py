@@ -104,6 +104,7 @@ class Zygote:
             stderr=None if debug else subprocess.DEVNULL,
             start_new_session=True,
             cwd="/",
+            env=zygote_env(),
         )
         child.close()
         self._sock = parent
@@ -279,6 +280,32 @@ class Child:
 
 
 _COUNTER = itertools.count(1)
+
+
+ZYGOTE_ENV_KEYS = (
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "PLAIT_SANDBOX_DEBUG",
+)
+"""What the zygote inherits of plait's environment: what Python needs to start, nothing else.
+
+Sandboxed processes fork from the zygote, so the environment block it was started with is
+what their ``/proc/self/environ`` shows whatever they later set; API keys and tokens of the
+parent must never be in it.
+"""
+
+
+def zygote_env() -> dict[str, str]:
+    """The zygote's environment: the `ZYGOTE_ENV_KEYS` of ours that are set."""
+    return {key: os.environ[key] for key in ZYGOTE_ENV_KEYS if key in os.environ}
 
 
 def child_env(directory: str, extra: dict[str, str] | None = None) -> dict[str, str]:

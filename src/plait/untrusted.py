@@ -1,0 +1,141 @@
+r"""Values that arrive from outside plait: cleaned where they enter, so nothing downstream breaks on them.
+
+A model reply, a tool result or an HTTP body can hold what no well-behaved sender
+writes, and a JSON escape is enough to send it: a lone surrogate (``"\ud800"``) that no
+UTF-8 encoder accepts, an integer of thousands of digits, arrays nested a hundred
+thousand deep. Stored as they are, they fail much later and far away — every following
+request of the session, `save_state`, the session store. plait cleans them at the
+boundary instead, once:
+
+* `clean_text` / `clean` replace lone surrogates with U+FFFD (the Unicode replacement
+  character), in strings and in the keys and values of nested containers;
+* `loads` is `json.loads` for untrusted text: anything that does not decode — invalid
+  JSON, a number Python refuses to convert, nesting too deep — is a `ParseError` (errors
+  are data: callers turn it into an observation or a 4xx), and the decoded strings are
+  clean.
+
+Example:
+    ```python
+    from plait.untrusted import clean_text, loads
+
+    clean_text('ok \ud800')             # 'ok \ufffd'
+    loads(r'{"a": "\ud800"}')           # {'a': '\ufffd'}
+    loads('[' * 100_000)                # ParseError: invalid JSON (too deep)
+    ```
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import TypeVar, cast
+
+from .exceptions import ParseError
+
+__all__ = ["MAX_DEPTH", "clean", "clean_text", "decode_arguments", "loads"]
+
+T = TypeVar("T")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str every surrogate is a lone one: pairs decode to one character
+
+MAX_DEPTH = 256
+"""The deepest nesting `loads` accepts (tool arguments and API bodies need a handful)."""
+
+
+def clean_text(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (the same object when there is none)."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def clean(value: T) -> T:
+    """`value` with `clean_text` applied to every string in it, dict keys included.
+
+    Dicts, lists and tuples are rebuilt only where something changed; other objects are
+    returned as they are.
+
+    Raises:
+        ParseError: Containers nested deeper than `MAX_DEPTH`.
+    """
+    if isinstance(value, str):
+        return cast(T, clean_text(value))
+    if isinstance(value, (dict, list, tuple)) and _inspect(value):
+        return cast(T, _rebuild(value))
+    return value
+
+
+def _inspect(value: object) -> bool:
+    """Whether `value` holds a string that needs cleaning; raises `ParseError` past `MAX_DEPTH` (no recursion)."""
+    dirty = False
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            dirty = dirty or clean_text(item) is not item
+        elif isinstance(item, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                raise ParseError(f"a value nested deeper than {MAX_DEPTH} levels", raw=None)
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return dirty
+
+
+def _rebuild(value: object) -> object:
+    """`value` with its strings cleaned (depth already checked by `_inspect`)."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_rebuild(key): _rebuild(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rebuild(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_rebuild(item) for item in value)
+    return value
+
+
+def loads(text: str | bytes) -> object:
+    """Decode untrusted JSON; strings in the result are clean.
+
+    Raises:
+        ParseError: The text is not JSON, is nested deeper than `MAX_DEPTH`, or holds a
+            number Python will not convert (more than 4,300 digits).
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8", "replace")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and the int digit limit are ValueErrors
+        raise ParseError(f"invalid JSON: {str(exc)[:200]}", raw=text[:200]) from None
+    return clean(value)
+
+
+def decode_arguments(raw: object) -> dict[str, object] | str:
+    """A tool call's arguments as a model sent them: a dict when they are a JSON object, else clean text.
+
+    Text that is not a JSON object (a scalar, invalid or hostile JSON) goes on as text for
+    the tool's argument parser to report; nothing here raises. None and blank text are
+    no arguments.
+    """
+    if raw is None:
+        return {}
+    if isinstance(raw, Mapping):
+        try:
+            return clean({str(key): value for key, value in raw.items()})
+        except ParseError:
+            return "<arguments nested too deep>"
+    if isinstance(raw, str):
+        text = clean_text(raw)
+    else:
+        try:
+            text = clean_text(json.dumps(raw, ensure_ascii=False, default=str))
+        except (ValueError, TypeError, RecursionError):
+            return f"<unreadable arguments of type {type(raw).__name__}>"
+    if not text.strip():
+        return {}
+    try:
+        value = loads(text)
+    except ParseError:
+        return text
+    return value if isinstance(value, dict) else text
