@@ -4,6 +4,7 @@
 PlaitError
 ├── UserError                 misuse or bad configuration (also a ValueError)
 │   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
+│   ├── SessionBusyError      a call on a session that is still answering another call
 │   └── ModeError             async work met a synchronous agent or executor (raised at once, never handled by a flow)
 ├── StateDictError            missing/unexpected keys or an unknown version in load_state_dict
 ├── ParseError                model output or tool arguments that do not parse (also a ValueError)
@@ -49,6 +50,7 @@ __all__ = [
     "RemoteAgentError",
     "ReplayMismatchError",
     "ScriptError",
+    "SessionBusyError",
     "StateDictError",
     "ToolArgumentError",
     "ToolError",
@@ -64,6 +66,23 @@ class PlaitError(Exception):
 
 class UserError(PlaitError, ValueError):
     """The library was used in a way it does not support (bad argument, wrong mode)."""
+
+
+class SessionBusyError(UserError):
+    """A call on a session while another call on it is still running.
+
+    A session's calls change its memory in order, so an agent answers one call per session
+    at a time; overlapping calls on *different* sessions run concurrently. Wait for the
+    first call (or use another session id) and call again.
+    """
+
+    def __init__(self, agent: str, session_id: object) -> None:
+        super().__init__(
+            f"{agent} is still answering another call on session {session_id!r}; "
+            "a session takes one call at a time (other sessions run concurrently)"
+        )
+        self.agent = agent
+        self.session_id = session_id
 
 
 class ModeError(UserError):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall
-from ..exceptions import UserError
+from ..exceptions import SessionBusyError, UserError
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage
@@ -30,6 +30,7 @@ class CallPathAgent(Protocol):
     name: str
     memory: MemoryManager | None
     _hooks: dict[int, Any]
+    _calls: dict[Hashable, object]
     _stream_forward: ClassVar[bool]
 
     @property
@@ -76,7 +77,26 @@ def _replacement(value: Any) -> list[AgentMessage]:
 def agent_call_flow(
     agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, object]
 ) -> Flow[AgentMessage]:
-    """One agent call as a flow; the result is the response after the after-hooks ran."""
+    """One agent call as a flow; the result is the response after the after-hooks ran.
+
+    Raises:
+        SessionBusyError: Another call of this agent on `session_id` has not finished
+            (agents with memory take one call per session at a time).
+    """
+    if agent.memory is None:
+        return (yield from _call(agent, messages, session_id, kwargs))
+    token = object()
+    if agent._calls.setdefault(session_id, token) is not token:  # atomic: two threads cannot both win
+        raise SessionBusyError(agent.name, session_id)
+    try:
+        return (yield from _call(agent, messages, session_id, kwargs))
+    finally:
+        agent._calls.pop(session_id, None)
+
+
+def _call(
+    agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, object]
+) -> Flow[AgentMessage]:
     inputs = normalize_inputs(messages)
     for hook in list(agent._hooks.values()):
         replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))

@@ -50,6 +50,7 @@ class AgentModule(metaclass=ABCMeta):
     _hooks: dict[int, Any]
     _interceptors: dict[int, Interceptor]
     _runs: dict[Hashable, RunState]
+    _calls: dict[Hashable, object]
     _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
@@ -57,6 +58,7 @@ class AgentModule(metaclass=ABCMeta):
         object.__setattr__(self, "_hooks", {})
         object.__setattr__(self, "_interceptors", {})
         object.__setattr__(self, "_runs", {})
+        object.__setattr__(self, "_calls", {})  # session -> token of the call running on it
 
     def interceptors(self) -> tuple[Interceptor, ...]:
         """The interceptors around this agent's effects, outermost first (see `plait.interceptors`)."""
