@@ -97,6 +97,40 @@ def test_parent_secrets_are_not_in_the_sandbox_view(root_dir: str, monkeypatch: 
         zygote.close()
 
 
+@pytest.mark.skipif(not sandbox_capabilities()["session_memory_cap"], reason="no writable memory cgroup here")
+def test_memory_cap_holds_across_the_sessions_processes(zygote: Zygote, root_dir: str) -> None:
+    """Four children of 150 MiB each under a 256 MiB session cap: stopped at the cap (issue 15, item 10).
+
+    ``RLIMIT_AS`` alone lets each child have its 150 MiB (600 MiB together).
+    """
+    mib = 1024 * 1024
+    limits = Limits(timeout=30, memory_bytes=256 * mib)
+    code = (
+        "import os, time\n"
+        "pids = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = b'x' * (150 * 1024 * 1024)  # touched, so it is really used\n"
+        "        time.sleep(1.5)\n"
+        "        os._exit(0)\n"
+        "    pids.append(pid)\n"
+        "    time.sleep(0.3)\n"
+        "[os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids]"
+    )
+    child = drive(spawn_op("worker", new_session_dir(root_dir, "mem"), limits, zygote=zygote))
+    try:
+        assert child.memory_cap == "session"
+        res = drive(exec_op(child, {"op": "exec", "code": code}, limits))
+        if res.ok:  # the OOM killer chose children: not all four got their memory
+            codes = eval(res.result or "")
+            assert len(codes) == 4 and codes.count(0) < 4 and -9 in codes
+        else:  # it chose the session process itself
+            assert "died" in (res.error or "") or "kill" in (res.error or "").lower()
+    finally:
+        child.release()
+
+
 def test_cpu_limit_is_an_error_not_a_crash(zygote: Zygote, root_dir: str) -> None:
     limits = Limits(timeout=10, cpu_seconds=1)
     child = drive(spawn_op("worker", new_session_dir(root_dir, "cpu"), limits, zygote=zygote))

@@ -45,8 +45,9 @@ from typing import TYPE_CHECKING, TypedDict
 # Stdlib-only siblings, loaded as package modules when imported (``plait.sandbox``) and as
 # top-level modules when this folder runs as the zygote script (it is then ``sys.path[0]``).
 if TYPE_CHECKING or __package__:
-    from . import _zygote_child as zchild, _zygote_os as zos
+    from . import _cgroup as zcg, _zygote_child as zchild, _zygote_os as zos
 else:
+    import _cgroup as zcg
     import _zygote_child as zchild
     import _zygote_os as zos
 
@@ -82,6 +83,7 @@ class ChildInfo(TypedDict):
     private: bool
     released: bool
     exited: bool
+    cgroup: str | None
 
 
 class UidPool:
@@ -124,6 +126,7 @@ class Zygote:
         self.root = os.getuid() == 0 and config.get("switch_user", True)
         self.uids = UidPool(config["uid_base"], config["uid_count"], config["lock_dir"]) if self.root else None
         self.children: dict[int, ChildInfo] = {}
+        self.spawned = 0
         self.sweepers: dict[int, int] = {}  # sweeper pid -> uid being freed
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -207,6 +210,9 @@ class Zygote:
             spec.update({"uid": uid, "gid": uid, "switch_user": True, "expose": self.expose})
         else:
             spec.update({"uid": os.getuid(), "gid": os.getgid(), "switch_user": False})
+        memory = spec["limits"].get("memory_bytes")
+        self.spawned += 1
+        spec["cgroup"] = zcg.create(f"plait-{os.getpid()}-{self.spawned}", memory) if memory else None
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
             code = 0
@@ -228,6 +234,7 @@ class Zygote:
             "private": self.uids is not None,
             "released": False,
             "exited": False,
+            "cgroup": spec["cgroup"],
         }
 
     def _child(self, kind: str, spec: zos.ChildSpec, fds: list[int]) -> None:
@@ -268,6 +275,8 @@ class Zygote:
             ok = False
             try:
                 ok = zos.sweep_uid(info["uid"]) if info["private"] else zos.sweep_session(info["sid"])
+                if info["cgroup"]:
+                    zcg.remove(info["cgroup"])
                 if remove:
                     import shutil
 
@@ -308,6 +317,8 @@ class Zygote:
                 zos.sweep_uid(info["uid"])
             else:
                 zos.sweep_session(info["sid"])
+            if info["cgroup"]:
+                zcg.remove(info["cgroup"], attempts=10)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:

@@ -16,7 +16,12 @@ import socket
 import struct
 import time
 from collections.abc import Iterator, Mapping
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING or __package__:
+    from . import _cgroup as zcg
+else:
+    import _cgroup as zcg
 
 HEADER = struct.Struct("!I")
 MAX_RECORD = 1 << 20
@@ -50,6 +55,7 @@ class Hello(TypedDict):
     pid: int
     uid: int
     network_isolated: bool
+    memory_cap: str  # 'session' (a cgroup holds all its processes), 'process' (RLIMIT_AS each) or 'none'
 
 
 class ChildSpec(TypedDict, total=False):
@@ -65,6 +71,7 @@ class ChildSpec(TypedDict, total=False):
     gid: int
     switch_user: bool
     expose: list[list[str]]
+    cgroup: str | None  # the session's memory cgroup, made by the zygote
     hello: Hello
 
 
@@ -319,8 +326,11 @@ def confine(spec: ChildSpec) -> Hello:
         os.chown(directory, uid, gid)
     os.chmod(directory, 0o700)
     _set_limit(resource.RLIMIT_CORE, 0)
+    memory_cap = "none"
     if memory := limits.get("memory_bytes"):
         _set_limit(resource.RLIMIT_AS, memory)
+        cgroup = spec.get("cgroup")
+        memory_cap = "session" if cgroup and zcg.join(cgroup) else "process"
     if cpu := limits.get("cpu_seconds"):
         set_cpu_limit(cpu, limits.get("cpu_seconds_total"))
     if file_bytes := limits.get("max_file_bytes"):
@@ -344,4 +354,4 @@ def confine(spec: ChildSpec) -> Hello:
     os.chdir(directory)
     os.environ.clear()
     os.environ.update(spec["env"])
-    return {"pid": os.getpid(), "uid": os.getuid(), "network_isolated": isolated_net}
+    return {"pid": os.getpid(), "uid": os.getuid(), "network_isolated": isolated_net, "memory_cap": memory_cap}

@@ -11,7 +11,9 @@ limit                     how it is enforced
 ``cpu_seconds``           ``RLIMIT_CPU`` re-armed before each call (SIGXCPU becomes an error in
                           the code); ``cpu_seconds_total`` is the hard cap for the session
 ``memory_bytes``          ``RLIMIT_AS`` (address space) of each process: large allocations fail
-                          with ``MemoryError``
+                          with ``MemoryError``; and, where memory cgroups are writable, the
+                          cap of the session's processes *together* (past it the kernel
+                          kills one of them; `Child.memory_cap` says which holds)
 ``max_processes``         ``RLIMIT_NPROC`` (processes *and threads*) of the session's private uid
 ``max_output_bytes``      output kept per call; the rest is dropped and a marker says how much
 ``max_file_bytes``        ``RLIMIT_FSIZE``: a larger write fails with ``EFBIG``
@@ -95,8 +97,10 @@ def sandbox_capabilities() -> dict[str, bool]:
     """What the sandbox can enforce on this machine.
 
     Returns:
-        ``{'private_uid': ..., 'network_namespace': ...}``: both need plait to run as root
-        (and, for the namespace, a kernel that allows ``unshare(CLONE_NEWNET)``).
+        ``{'private_uid': ..., 'network_namespace': ..., 'session_memory_cap': ...}``: the
+        first two need plait to run as root (and, for the namespace, a kernel that allows
+        ``unshare(CLONE_NEWNET)``); the third a writable memory cgroup hierarchy, without
+        which ``memory_bytes`` holds per process only.
     """
     global _CAPS
     if _CAPS is None:
@@ -111,5 +115,11 @@ def sandbox_capabilities() -> dict[str, bool]:
                 netns = subprocess.run(args, capture_output=True, timeout=10).returncode == 0
             except (OSError, subprocess.SubprocessError):
                 netns = False
-        _CAPS = {"private_uid": os.geteuid() == 0, "network_namespace": netns}
+        from . import _cgroup
+
+        _CAPS = {
+            "private_uid": os.geteuid() == 0,
+            "network_namespace": netns,
+            "session_memory_cap": _cgroup.available(),
+        }
     return dict(_CAPS)

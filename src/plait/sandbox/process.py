@@ -49,6 +49,7 @@ class _HelloFrame(TypedDict, total=False):
     pid: int
     uid: int
     network_isolated: bool
+    memory_cap: str
     error: str
 
 
@@ -229,6 +230,8 @@ class Child:
         uid: The uid it runs under (private to it when plait is root).
         dir: Its private working directory.
         network_isolated: Whether it runs in an empty network namespace.
+        memory_cap: How ``memory_bytes`` holds: ``'session'`` (one memory cgroup for all its
+            processes), ``'process'`` (``RLIMIT_AS`` of each process) or ``'none'``.
     """
 
     zygote: Zygote
@@ -240,6 +243,7 @@ class Child:
     pidfd: int
     channel: socket.socket
     output: int | None = None
+    memory_cap: str = "none"
     released: bool = False
     info: dict[str, object] = field(default_factory=dict)
 
@@ -396,6 +400,7 @@ def spawn_op(
                     pidfd=_pidfd_open(pid),
                     channel=parent,
                     output=out_r,
+                    memory_cap=str(hello.get("memory_cap", "none")),
                 )
                 ok = True
                 return result
