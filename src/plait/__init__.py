@@ -14,9 +14,9 @@ print(agent('Hi'))  # content='Hello!' sender='Agent' ...
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._lazy import lazy_attribute
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -130,12 +130,7 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

@@ -8,9 +8,9 @@ public names to ``_LAZY`` (and, for type checkers, to the ``TYPE_CHECKING`` bloc
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from .._lazy import lazy_attribute
 from ..exceptions import ParseError
 from ._registry import TOOL_REGISTRY, get_tool, get_tool_cls, list_tools, register_tool
 from ._schema import openai_name, openai_tool, to_json_schema
@@ -74,12 +74,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.actions' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

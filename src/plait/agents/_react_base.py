@@ -346,6 +346,14 @@ T = TypeVar("T", bound=ToolProtocolAgent)
 class TextToolProtocol(LoopProtocol[T]):
     """Base of the text protocols' loops: a planned call runs through `ToolProtocolAgent.tool_call`."""
 
+    def reject(self, state: RunState, session_id: Hashable, correction: str, error: str, **fields: object) -> None:
+        """A reply the loop cannot act on: `correction` goes to the model, a step with `error` to the records.
+
+        `fields` name the step's call fields as the paradigm does (all None: there was no call).
+        """
+        self.agent.update_memory(AgentMessage(sender="system", content=correction), session_id)
+        state.steps.append({**fields, "observation": error, "state": None})
+
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The call through the agent's executor, with the model's input turned into parameters."""
         return self.agent.tool_call(call["name"], call["arguments"], session_id)

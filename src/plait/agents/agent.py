@@ -46,6 +46,14 @@ _DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": DefaultAggregator})
 
 
+def parse_error(message: AgentMessage) -> str | None:
+    """Why the agent's parser rejected this reply (``extra_info['parse_error']``, see `AgentCore.make_response`)."""
+    extra = message.extra_info
+    if isinstance(extra, Mapping) and extra.get("parse_error"):
+        return str(extra["parse_error"])
+    return None
+
+
 class AgentCore(AgentModule):
     """Everything an agent is except how it is called: the base of `Agent` and its mode siblings.
 

@@ -29,7 +29,7 @@ from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
-from .agent import Agent, AsyncAgent
+from .agent import Agent, AsyncAgent, parse_error
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
@@ -195,14 +195,10 @@ class AutoGPTProtocol(TextToolProtocol[AutoGPTCore]):
         agent.update_memory(message, session_id)
         thoughts = message.formatted.get("thoughts") if isinstance(message.formatted, Mapping) else None
         if command is None:
-            extra_info = message.extra_info if isinstance(message.extra_info, Mapping) else {}
-            error = extra_info.get("parse_error") or "the reply has no command with a name."
+            error = parse_error(message) or "the reply has no command with a name."
             names = ", ".join(agent.tool_names()) or "(no tools)"
             text = prompts.AUTOGPT_INVALID.format(error=error, tool_names=names)
-            agent.update_memory(AgentMessage(sender="system", content=text), session_id)
-            state.steps.append(
-                {"thoughts": thoughts, "command": None, "args": None, "observation": error, "state": None}
-            )
+            self.reject(state, session_id, text, error, thoughts=thoughts, command=None, args=None)
             return None
         state.scratch["thoughts"] = thoughts
         return Act([PlannedCall(name=command[0], arguments=command[1])])

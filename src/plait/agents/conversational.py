@@ -38,7 +38,7 @@ from ..prompts.parsers.json_parser import JSONParser
 from ..prompts.prompt_template import format_placeholders
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
-from .agent import Agent, AsyncAgent
+from .agent import Agent, AsyncAgent, parse_error
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, OutOfBudget, check_budget, run_tool_loop
@@ -159,8 +159,7 @@ class ConversationalCore(ToolProtocolAgent):
         formatted = reply.formatted
         if isinstance(formatted, Mapping) and isinstance(formatted.get("action"), str) and formatted["action"].strip():
             return dict(formatted), None
-        extra = reply.extra_info if isinstance(reply.extra_info, Mapping) else {}
-        return None, extra.get("parse_error") or 'the reply has no "action".'
+        return None, parse_error(reply) or 'the reply has no "action".'
 
     def _reply(self, answer: str, steps: list[dict[str, Any]], stopped: bool = False) -> AgentMessage:
         extra: dict[str, Any] = {"intermediate_steps": steps}

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ..effects import AgentCall, ToolCall
 from ..prompts.parsers.tool_parser import ToolStatusCode
 from ..schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentMessage, AgentStatusCode
-from .agent import AgentCore
+from .agent import AgentCore, parse_error
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, LoopProtocol
@@ -49,18 +49,11 @@ def _formatted(message: AgentMessage) -> Mapping[str, object]:
     return message.formatted if isinstance(message.formatted, Mapping) else {}
 
 
-def _parse_error(message: AgentMessage) -> str | None:
-    extra = message.extra_info
-    if isinstance(extra, Mapping) and extra.get("parse_error"):
-        return str(extra["parse_error"])
-    return None
-
-
 def no_tool_call(message: AgentMessage) -> bool:
     """The default finish condition: the reply parsed and calls no tool."""
     if isinstance(message.formatted, Mapping):
         return message.formatted.get("status") == ToolStatusCode.NO_TOOL
-    return _parse_error(message) is None
+    return parse_error(message) is None
 
 
 def _tool_states(message: AgentMessage) -> tuple[AgentStatusCode, AgentStatusCode]:
@@ -114,7 +107,7 @@ def observe(reply: AgentMessage, agent: InternLMAgent) -> AgentMessage | Planned
         reason = formatted.get("error") or "it does not follow the format"
         text = f"The {tool_type} call could not be parsed: {reason}. Write the call again in the required format."
         return _notice(tool_type, text, ActionStatusCode.ARGS_ERROR)
-    error = _parse_error(reply)
+    error = parse_error(reply)
     if not formatted and error is not None:
         return _notice(None, f"Your reply could not be parsed: {error}", ActionStatusCode.ARGS_ERROR)
     if not tool_type or formatted.get("status") == ToolStatusCode.NO_TOOL:

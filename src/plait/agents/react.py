@@ -35,7 +35,7 @@ from ..prompts.parsers.json_parser import JSONParser
 from ..schema import ActionReturn, AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent, merge_stop_words
 from ._react_text import ReActTextParser
-from .agent import Agent, AsyncAgent
+from .agent import Agent, AsyncAgent, parse_error
 from .run_state import PlannedCall, RunState
 from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
 
@@ -244,13 +244,9 @@ class ReActProtocol(TextToolProtocol[ReActCore]):
         thought = _thought(message.formatted)
         call = _action_of(message.formatted)
         if call is None:
-            extra = message.extra_info if isinstance(message.extra_info, Mapping) else {}
-            error = extra.get("parse_error") or "the reply holds neither a tool call nor a final answer."
-            correction = AgentMessage(sender="system", content=agent.format_error.format(error=error))
-            agent.update_memory(correction, session_id)
-            state.steps.append(
-                {"thought": thought, "action": None, "action_input": None, "observation": error, "state": None}
-            )
+            error = parse_error(message) or "the reply holds neither a tool call nor a final answer."
+            correction = agent.format_error.format(error=error)
+            self.reject(state, session_id, correction, error, thought=thought, action=None, action_input=None)
             return None
         state.scratch["thought"] = thought
         return Act([PlannedCall(name=call[0], arguments=call[1])])
