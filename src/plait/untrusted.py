@@ -33,7 +33,7 @@ from typing import TypeVar, cast
 
 from .exceptions import ParseError
 
-__all__ = ["MAX_DEPTH", "clean", "clean_text", "decode_arguments", "loads"]
+__all__ = ["MAX_DEPTH", "as_text", "clean", "clean_text", "decode_arguments", "loads"]
 
 T = TypeVar("T")
 
@@ -48,6 +48,24 @@ def clean_text(text: str) -> str:
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return _SURROGATE.sub("\ufffd", text)
+
+
+def as_text(value: object) -> str:
+    """Clean text for a field that must be a string, whatever was sent: None is ``""``, data is JSON.
+
+    Never raises: a number Python will not print (more than 4,300 digits) or a value JSON
+    cannot hold becomes a short placeholder naming its type.
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None:
+        return ""
+    try:
+        if isinstance(value, (bool, int, float)):
+            return str(value)
+        return clean_text(json.dumps(value, ensure_ascii=False, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return f"<unreadable {type(value).__name__}>"
 
 
 def clean(value: T) -> T:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ParseError, UserError
+from ..untrusted import clean
 
 if TYPE_CHECKING:
     from .base_action import BaseAction
@@ -51,7 +52,7 @@ def _to_text(value: object) -> str:
 
 
 def to_result_items(outputs: object) -> list[dict[str, object]]:
-    """Normalise a tool's return value into result items.
+    """Normalise a tool's return value into result items (strings cleaned, see `plait.untrusted`).
 
     * ``None`` -> ``[]``; a string -> one text item; bytes are decoded as UTF-8.
     * ``{'type': ..., 'content': ...}`` or a list of such dicts -> kept as items.
@@ -59,6 +60,13 @@ def to_result_items(outputs: object) -> list[dict[str, object]]:
       ``file``), e.g. ``{'text': out}`` or ``{'image': path}`` -> one item per key.
     * anything else -> one text item holding its JSON (non-ASCII kept) or ``str()``.
     """
+    try:
+        return clean(_result_items(outputs))
+    except ParseError:  # data nested too deep to keep
+        return [{"type": "text", "content": f"<a {type(outputs).__name__} nested too deep to show>"}]
+
+
+def _result_items(outputs: object) -> list[dict[str, object]]:
     if outputs is None:
         return []
     if isinstance(outputs, Mapping):

@@ -26,6 +26,7 @@ from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..schema import AgentMessage, AgentStatusCode
 from ..types import Aggregator
+from ..untrusted import clean_text
 from ..utils.config import create_object
 from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow
@@ -143,6 +144,8 @@ class AgentCore(AgentModule):
         and ``extra_info['parse_error']`` says why, so the caller can ask the model again.
         """
         formatted = None
+        if isinstance(raw, str):
+            raw = clean_text(raw)  # model text enters plait here: no lone surrogate is ever stored
         if self.output_format is not None and isinstance(raw, str):
             try:
                 formatted = self.output_format.parse_response(raw)

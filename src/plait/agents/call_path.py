@@ -20,6 +20,7 @@ from ..exceptions import SessionBusyError, UserError
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage
+from ..untrusted import clean_text
 
 __all__ = ["CallPathAgent", "agent_call_flow", "normalize_inputs"]
 
@@ -54,17 +55,22 @@ def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
 
     Strings become user messages; messages are deep-copied (one message each, never the
     history) so hooks and memory never alias the caller's objects. None inputs are dropped.
+    Text content is cleaned (`plait.untrusted.clean_text`): a lone surrogate a caller sends
+    never reaches memory.
     """
     result: list[AgentMessage] = []
     for item in messages:
         if item is None:
             continue
         if isinstance(item, AgentMessage):
-            result.append(item.model_copy(deep=True))
+            message = item.model_copy(deep=True)
         elif isinstance(item, (str, Mapping)):
-            result.append(to_message(item))
+            message = to_message(item)
         else:
             raise UserError(f"agents take AgentMessage, str or dict inputs, not {type(item).__name__}")
+        if isinstance(message.content, str):
+            message.content = clean_text(message.content)
+        result.append(message)
     return result
 
 

@@ -44,7 +44,7 @@ class _AgentHost:
     queue; what an async agent returns (a coroutine) is then awaited on the actor's loop.
     """
 
-    def __init__(self, cls: type, kwargs: Mapping[str, Any]) -> None:
+    def __init__(self, cls: type, kwargs: Mapping[str, object]) -> None:
         self.agent = cls(**kwargs)
 
     async def method(self, name: str, *args: object, **kwargs: object) -> object:
@@ -63,7 +63,7 @@ def _import_ray() -> ModuleType:
 class _AgentRayActorCore(metaclass=abc.ABCMeta):  # noqa: B024  # ABCMeta for register(), no abstract API
     """What `AgentRayActor` and `AsyncAgentRayActor` share (the arguments are `AgentRayActor`'s)."""
 
-    def __init__(self, config: Mapping[str, Any], num_gpus: float | None = None, **remote_options: object) -> None:
+    def __init__(self, config: Mapping[str, object], num_gpus: float | None = None, **remote_options: object) -> None:
         self._ray = _import_ray()
         if not isinstance(config, Mapping) or "type" not in config:
             raise UserError("AgentRayActor needs a config dict with a 'type' (the agent class or its dotted path)")
@@ -72,7 +72,8 @@ class _AgentRayActorCore(metaclass=abc.ABCMeta):  # noqa: B024  # ABCMeta for re
         if isinstance(cls, str):
             cls = load_class_from_string(cls)
         if getattr(cls, "_stream_forward", False):
-            raise UserError(f"{cls.__name__} streams its replies; serve it with plait.distributed.http_serve instead")
+            name = cls.__name__ if isinstance(cls, type) else repr(cls)
+            raise UserError(f"{name} streams its replies; serve it with plait.distributed.http_serve instead")
         options = dict(remote_options)
         if num_gpus is not None:
             options["num_gpus"] = num_gpus
@@ -111,9 +112,9 @@ class AgentRayActor(_AgentRayActorCore):
         reply: AgentMessage = self._ray.get(self._remote("__call__", *message, session_id=session_id, **kwargs))
         return reply
 
-    def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
+    def state_dict(self, session_id: SessionId = 0) -> dict[str, object]:
         """The agent's `state_dict` of a session."""
-        state: dict[str, Any] = self._ray.get(self._remote("state_dict", session_id))
+        state: dict[str, object] = self._ray.get(self._remote("state_dict", session_id))
         return state
 
 
@@ -125,9 +126,9 @@ class AsyncAgentRayActor(_AgentRayActorCore):
         reply: AgentMessage = await self._remote("__call__", *message, session_id=session_id, **kwargs)
         return reply
 
-    async def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
+    async def state_dict(self, session_id: SessionId = 0) -> dict[str, object]:
         """The agent's `state_dict` of a session."""
-        state: dict[str, Any] = await self._remote("state_dict", session_id)
+        state: dict[str, object] = await self._remote("state_dict", session_id)
         return state
 
 

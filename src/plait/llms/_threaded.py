@@ -12,13 +12,17 @@ sets ``cancel`` so the engine stops generating. The async driver never blocks th
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import queue
 import threading
-from collections.abc import AsyncGenerator, Callable, Generator
-from typing import TypeAlias, TypeVar, Union
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping
+from typing import ClassVar, TypeAlias, TypeVar, Union
 
-__all__ = ["Producer", "aiterate_thread", "iterate_thread", "to_thread_cancellable"]
+from ..types import SessionIds
+from .base_llm import AsyncBaseLLM, Prompt, StreamItem, aaccumulate
+
+__all__ = ["AsyncThreadStreamed", "Producer", "aiterate_thread", "iterate_thread", "to_thread_cancellable"]
 
 T = TypeVar("T")
 
@@ -101,3 +105,28 @@ async def to_thread_cancellable(fn: Callable[[threading.Event], T]) -> T:
         return await asyncio.to_thread(fn, cancel)
     finally:
         cancel.set()
+
+
+class AsyncThreadStreamed(AsyncBaseLLM):
+    """An async model whose replies are produced piece by piece on a worker thread (`_producer`).
+
+    `stream_generate` runs the producer through `aiterate_thread`, so the event loop never
+    blocks and a caller that stops listening (or is cancelled) stops the engine.
+    """
+
+    _stream_thread: ClassVar[str]
+    """The name of the worker threads (each class sets it)."""
+
+    async def stream_generate(
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
+    ) -> AsyncIterator[StreamItem]:
+        """Stream one reply as cumulative ``(status, text, None)``."""
+        params = self.update_gen_params(**gen_params)
+        async for item in aaccumulate(
+            aiterate_thread(self._producer(inputs, params), name=self._stream_thread), params
+        ):
+            yield item
+
+    @abc.abstractmethod
+    def _producer(self, prompt: Prompt, params: Mapping[str, object]) -> Producer[str]:
+        """A producer emitting the text pieces of the reply to `prompt`."""

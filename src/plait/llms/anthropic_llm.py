@@ -21,42 +21,90 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import ModuleType
-from typing import Any, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias, overload
 
 from ..driver import run_async, run_sync
 from ..effects import Call, Flow
-from ..exceptions import (
-    LLMAPIError,
-    LLMConnectionError,
-    LLMError,
-    LLMRateLimitError,
-    LLMTimeoutError,
-    UserError,
-)
+from ..exceptions import LLMAPIError, LLMConnectionError, LLMError, LLMRateLimitError, LLMTimeoutError, UserError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import close_with_loop
 from ._anthropic_protocol import build_request, parse_message
 from ._openai_core import KeyRing
-from ._openai_protocol import ToolChoice, ToolSpec
 from ._optional import import_optional
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
+from ._tool_llm import AsyncToolLLM, ToolLLM, ToolRequest
+from .base_llm import ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
 from .response import ModelResponse
-from .templates import APITemplateParser, MetaTemplate, RoleSpec
+from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
 __all__ = ["CLAUDE_META", "AsyncClaudeAPI", "ClaudeAPI"]
 
-CLAUDE_META: list[RoleSpec] = [
-    {"role": "system", "api_role": "system"},
-    {"role": "user", "api_role": "user"},
-    {"role": "assistant", "api_role": "assistant"},
-    {"role": "environment", "api_role": "user"},
-]
+CLAUDE_META: list[RoleSpec] = api_meta("user")
 
-_Client: TypeAlias = Any
-"""An ``anthropic.Anthropic`` or ``anthropic.AsyncAnthropic`` client (called with request dicts built at run time)."""
+
+# The parts of the SDK's clients used here (they are called with request dicts built at run time).
+
+
+class _MessageStream(Protocol):
+    """The stream ``client.messages.stream(**request)`` opens (sync)."""
+
+    @property
+    def text_stream(self) -> Iterable[str]:
+        """The reply's text, piece by piece."""
+
+    def get_final_message(self) -> object:
+        """The complete ``Message``."""
+
+
+class _Messages(Protocol):
+    """``client.messages`` (sync)."""
+
+    def stream(self, **request: object) -> AbstractContextManager[_MessageStream]:
+        """Open a streamed request."""
+
+
+class _Client(Protocol):
+    """An ``anthropic.Anthropic`` client."""
+
+    @property
+    def messages(self) -> _Messages:
+        """The Messages API."""
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+
+
+class _AsyncMessageStream(Protocol):
+    """The stream ``client.messages.stream(**request)`` opens (async)."""
+
+    @property
+    def text_stream(self) -> AsyncIterable[str]:
+        """The reply's text, piece by piece."""
+
+    async def get_final_message(self) -> object:
+        """The complete ``Message``."""
+
+
+class _AsyncMessages(Protocol):
+    """``client.messages`` (async)."""
+
+    def stream(self, **request: object) -> AbstractAsyncContextManager[_AsyncMessageStream]:
+        """Open a streamed request."""
+
+
+class _AsyncClient(Protocol):
+    """An ``anthropic.AsyncAnthropic`` client."""
+
+    @property
+    def messages(self) -> _AsyncMessages:
+        """The Messages API."""
+
+    async def close(self) -> object:
+        """Close the pooled connections."""
+
 
 _ClientGetter: TypeAlias = Callable[[str], object]
 """The client for a key, returned (sync) or as an awaitable (async); the driver takes either."""
@@ -127,7 +175,7 @@ class _ClaudeCore(LLMCore):
         *,
         base_url: str | None = None,
         timeout: float = 600.0,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         sampling = {k: base.pop(k, None) for k in ("temperature", "top_p", "top_k")}
@@ -152,7 +200,7 @@ class _ClaudeCore(LLMCore):
             proxies if isinstance(proxies, str) or proxies is None else proxies.get("https") or proxies.get("http")
         )
         # one client per key; per event loop for the async client, whose connections belong to a loop
-        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Client]] = (
+        self._loop_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _AsyncClient]] = (
             weakref.WeakKeyDictionary()
         )
         self._loop_keepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[AsyncGenerator[None, None]]] = (
@@ -167,7 +215,13 @@ class _ClaudeCore(LLMCore):
         """Close the sync clients' pooled connections (async clients close with their event loop)."""
         _close_clients(self._sync_clients)
 
-    def _new_client(self, key: str, asynchronous: bool) -> _Client:
+    @overload
+    def _new_client(self, key: str, asynchronous: Literal[False]) -> _Client: ...
+
+    @overload
+    def _new_client(self, key: str, asynchronous: Literal[True]) -> _AsyncClient: ...
+
+    def _new_client(self, key: str, asynchronous: bool) -> _Client | _AsyncClient:
         cls = self.sdk.AsyncAnthropic if asynchronous else self.sdk.Anthropic
         kwargs: dict[str, object] = {"api_key": key, "max_retries": self.retry - 1, "timeout": self.timeout}
         if self.base_url is not None:
@@ -175,17 +229,16 @@ class _ClaudeCore(LLMCore):
         if self.proxy is not None:
             http = self.sdk.DefaultAsyncHttpxClient if asynchronous else self.sdk.DefaultHttpxClient
             kwargs["http_client"] = http(proxy=self.proxy)
-        return cls(**kwargs)
+        client: _Client | _AsyncClient = cls(**kwargs)
+        return client
 
     # shared request logic
 
-    def _request(
-        self, inputs: ChatInput, overrides: Mapping[str, Any], tools: Sequence[ToolSpec] | None, tool_choice: ToolChoice
-    ) -> tuple[dict[str, Any], GenParams]:
-        messages, params = self._prepare(inputs, overrides)
+    def _request(self, call: ToolRequest) -> tuple[dict[str, object], GenParams]:
+        messages, params = self._prepare(call.inputs, call.overrides)
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]
-        return build_request(self.model_type, messages, params, tools, tool_choice), params
+        return build_request(self.model_type, messages, params, call.tools, call.tool_choice), params
 
     def _after_failure(self, exc: BaseException, key: str) -> None:
         """Return when another key should be tried; otherwise raise the plait error."""
@@ -197,7 +250,7 @@ class _ClaudeCore(LLMCore):
         raise error from exc
 
     def _complete_flow(
-        self, request: Mapping[str, Any], params: Mapping[str, Any], client_for: _ClientGetter
+        self, request: Mapping[str, object], params: Mapping[str, object], client_for: _ClientGetter
     ) -> Flow[ModelResponse]:
         """One reply, trying the next key when one is rejected; `client_for` is the class's client getter."""
         while True:
@@ -221,7 +274,7 @@ class _ClaudeCore(LLMCore):
             raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
         self._after_failure(exc, key)
 
-    def _stream_end(self, final: object, params: Mapping[str, Any]) -> StreamItem:
+    def _stream_end(self, final: object, params: Mapping[str, object]) -> StreamItem:
         """The `END` item for the SDK's final message: the reply text and the `ModelResponse`."""
         response = self._finish_response(parse_message(final), params)
         return ModelStatusCode.END, response.content, response
@@ -230,7 +283,7 @@ class _ClaudeCore(LLMCore):
         return f"{type(self).__name__}(model_type={self.model_type!r})"
 
 
-class ClaudeAPI(_ClaudeCore, BaseLLM):
+class ClaudeAPI(_ClaudeCore, ToolLLM):
     """Synchronous Claude client (see `_ClaudeCore` for the arguments). Thread-safe."""
 
     def _client(self, key: str) -> _Client:
@@ -241,30 +294,16 @@ class ClaudeAPI(_ClaudeCore, BaseLLM):
                 client = self._sync_clients[key] = self._new_client(key, asynchronous=False)
         return client
 
-    def complete(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> ModelResponse:
-        """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
-        request, params = self._request(inputs, gen_params, tools, tool_choice)
+    def _respond(self, call: ToolRequest) -> ModelResponse:
+        request, params = self._request(call)
         return run_sync(self._complete_flow(request, params, self._client))
 
     def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
         """The reply text."""
         return self.complete(inputs, **gen_params).content
 
-    def stream_chat(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> Iterator[StreamItem]:
-        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
-        request, params = self._request(inputs, gen_params, tools, tool_choice)
+    def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
+        request, params = self._request(call)
         while True:
             key = self.keys.pick()[0] or ""
             text = ""
@@ -281,10 +320,10 @@ class ClaudeAPI(_ClaudeCore, BaseLLM):
             return
 
 
-class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
+class AsyncClaudeAPI(_ClaudeCore, AsyncToolLLM):
     """Asynchronous Claude client (see `_ClaudeCore` for the arguments). Task-safe."""
 
-    async def _client(self, key: str) -> _Client:
+    async def _client(self, key: str) -> _AsyncClient:
         """The running loop's client for `key`; it is closed when that loop shuts down."""
         loop = asyncio.get_running_loop()
         clients = self._loop_clients.setdefault(loop, {})
@@ -295,32 +334,16 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncBaseLLM):
             self._loop_keepers.setdefault(loop, []).append(await close_with_loop(client))
         return client
 
-    async def complete(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        session_ids: SessionIds = None,
-        **gen_params: Any,
-    ) -> ModelResponse:
-        """One reply as a `ModelResponse`; `tools` are OpenAI-style schemas, calls come back as `ToolCall`s."""
-        request, params = self._request(inputs, gen_params, tools, tool_choice)
+    async def _respond(self, call: ToolRequest) -> ModelResponse:
+        request, params = self._request(call)
         return await run_async(self._complete_flow(request, params, self._client))
 
     async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
         """The reply text."""
         return (await self.complete(inputs, **gen_params)).content
 
-    async def stream_chat(
-        self,
-        inputs: ChatInput,
-        session_ids: SessionIds = None,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> AsyncIterator[StreamItem]:
-        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
-        request, params = self._request(inputs, gen_params, tools, tool_choice)
+    async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
+        request, params = self._request(call)
         while True:
             key = self.keys.pick()[0] or ""
             text = ""

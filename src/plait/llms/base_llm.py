@@ -32,7 +32,7 @@ import abc
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, Union, overload
 
-from typing_extensions import TypeIs
+from typing_extensions import TypedDict, TypeIs
 
 from ..exceptions import UserError
 from ..schema import ModelStatusCode
@@ -45,6 +45,7 @@ __all__ = [
     "BaseLLM",
     "ChatBatch",
     "ChatInput",
+    "CoreOptions",
     "GenParams",
     "LLMCore",
     "Message",
@@ -58,6 +59,7 @@ __all__ = [
     "filter_suffix",
     "is_chat_batch",
     "is_prompt_batch",
+    "stop_words_of",
 ]
 
 Message: TypeAlias = Mapping[str, object]
@@ -102,7 +104,24 @@ def pop_base_gen_params(gen_params: GenParams) -> GenParams:
     return {key: gen_params.pop(key) for key in BASE_GEN_PARAMS if key in gen_params}
 
 
-def engine_fields(params: Mapping[str, Any], renamed: Mapping[str, str]) -> dict[str, object]:
+def _iterable(value: object) -> Iterable[object]:
+    """`value` itself when it can be iterated; the `TypeError` iterating it would raise otherwise."""
+    if not isinstance(value, Iterable):
+        raise TypeError(f"'{type(value).__name__}' object is not iterable")
+    return value
+
+
+def stop_words_of(params: Mapping[str, object]) -> Iterable[str] | None:
+    """The ``stop_words`` of a call's parameters, as `filter_suffix` takes them (None when there are none)."""
+    stops = params.get("stop_words")
+    if not stops:
+        return None
+    if isinstance(stops, Iterable):
+        return stops
+    raise TypeError(f"'{type(stops).__name__}' object is not iterable")
+
+
+def engine_fields(params: Mapping[str, object], renamed: Mapping[str, str]) -> dict[str, object]:
     """Generation parameters under an engine's own field names (`renamed` maps plait's names).
 
     None values and ``session_ids`` are left out; ``stop_words`` becomes a list.
@@ -111,13 +130,13 @@ def engine_fields(params: Mapping[str, Any], renamed: Mapping[str, str]) -> dict
     for key, value in params.items():
         if value is None or key == "session_ids":
             continue
-        out[renamed.get(key, key)] = list(value) if key == "stop_words" else value
+        out[renamed.get(key, key)] = list(_iterable(value)) if key == "stop_words" else value
     return out
 
 
-def accumulate(deltas: Iterable[str], params: Mapping[str, Any]) -> Iterator[StreamItem]:
+def accumulate(deltas: Iterable[str], params: Mapping[str, object]) -> Iterator[StreamItem]:
     """Stream items for a reply arriving in pieces: the text so far (stop words applied), then `END`."""
-    stops = params.get("stop_words")
+    stops = stop_words_of(params)
     text = ""
     for delta in deltas:
         text += delta
@@ -125,9 +144,9 @@ def accumulate(deltas: Iterable[str], params: Mapping[str, Any]) -> Iterator[Str
     yield ModelStatusCode.END, filter_suffix(text, stops), None
 
 
-async def aaccumulate(deltas: AsyncIterable[str], params: Mapping[str, Any]) -> AsyncIterator[StreamItem]:
+async def aaccumulate(deltas: AsyncIterable[str], params: Mapping[str, object]) -> AsyncIterator[StreamItem]:
     """The asynchronous twin of `accumulate`."""
-    stops = params.get("stop_words")
+    stops = stop_words_of(params)
     text = ""
     async for delta in deltas:
         text += delta
@@ -147,12 +166,12 @@ def is_prompt_batch(inputs: Prompt | PromptBatch) -> TypeIs[PromptBatch]:
     return not inputs or not isinstance(inputs[0], Mapping)
 
 
-def _stop_list(value: str | Iterable[object] | None) -> list[str]:
+def _stop_list(value: object) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
-    return [str(v) for v in value]
+    return [str(v) for v in _iterable(value)]
 
 
 def _template_parser(
@@ -165,6 +184,19 @@ def _template_parser(
         parser: TemplateParser = template_parser(meta_template)
         return parser
     return template_parser
+
+
+class CoreOptions(TypedDict, total=False):
+    """The keyword arguments of `LLMCore` a subclass may take as its own ``**gen_params`` and pass on."""
+
+    tokenizer_only: bool
+    meta_template: MetaTemplate | None
+    max_new_tokens: int
+    top_p: float
+    top_k: int
+    temperature: float
+    repetition_penalty: float
+    stop_words: str | Sequence[str] | None
 
 
 class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.register; subclasses add abstract hooks)
@@ -213,7 +245,7 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
             "stop_words": _stop_list(stop_words),
         }
 
-    def update_gen_params(self, **kwargs: Any) -> GenParams:
+    def update_gen_params(self, **kwargs: object) -> GenParams:
         """This call's generation parameters: `gen_params` with `kwargs` applied (a new dict)."""
         params = dict(self.gen_params)
         params["stop_words"] = list(params.get("stop_words") or [])
@@ -221,7 +253,7 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
             params[key] = _stop_list(value) if key == "stop_words" else value
         return params
 
-    def _prepare(self, inputs: ChatInput, overrides: Mapping[str, Any]) -> tuple[Prompt, GenParams]:
+    def _prepare(self, inputs: ChatInput, overrides: Mapping[str, object]) -> tuple[Prompt, GenParams]:
         """Render `inputs` with the template parser and merge `overrides` into the parameters."""
         if not isinstance(inputs, Sequence):
             raise UserError(f"chat() takes a list of message dicts or a str, not {type(inputs).__name__}")
@@ -230,16 +262,16 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
             return inputs, params
         return self.template_parser(inputs), params
 
-    def _render_batch(self, inputs: ChatBatch, overrides: Mapping[str, Any]) -> tuple[list[Prompt], GenParams]:
+    def _render_batch(self, inputs: ChatBatch, overrides: Mapping[str, object]) -> tuple[list[Prompt], GenParams]:
         """Render each conversation of a batch; merge `overrides` into the parameters."""
         return [self.template_parser(conversation) for conversation in inputs], self.update_gen_params(**overrides)
 
     @staticmethod
-    def _finish(text: str, params: Mapping[str, Any]) -> str:
+    def _finish(text: str, params: Mapping[str, object]) -> str:
         """Apply client-side stop words to a complete reply."""
-        return filter_suffix(text, params.get("stop_words"))
+        return filter_suffix(text, stop_words_of(params))
 
-    def _finish_response(self, response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
+    def _finish_response(self, response: ModelResponse, params: Mapping[str, object]) -> ModelResponse:
         """Apply client-side stop words to a structured reply's text (in place; returns it)."""
         response.content = self._finish(response.content, params)
         return response
@@ -255,15 +287,15 @@ class BaseLLM(LLMCore):
     (`AsyncBaseLLM` is registered as a virtual subclass).
     """
 
-    def generate(self, inputs: Prompt, **gen_params: Any) -> str:
+    def generate(self, inputs: Prompt, **gen_params: object) -> str:
         """Complete a rendered prompt. Raw-completion backends implement this."""
         raise TypeError(f"{type(self).__name__} implements neither generate() nor chat()")
 
-    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream a completion; by default one `END` item holding `generate`'s full reply."""
         yield ModelStatusCode.END, self.generate(inputs, **gen_params), None
 
-    def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
+    def chat(self, inputs: ChatInput, **gen_params: object) -> str:
         """Reply to a conversation (or a raw prompt string)."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._finish(self.generate(prompt, **params), params)
@@ -282,17 +314,17 @@ class AsyncBaseLLM(LLMCore):
     of it, so ``isinstance(llm, BaseLLM)`` is true for async models too.
     """
 
-    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str:
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object) -> str:
         """Complete a rendered prompt. Raw-completion backends implement this."""
         raise TypeError(f"{type(self).__name__} implements neither generate() nor chat()")
 
     async def stream_generate(
-        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
         """Stream a completion; by default one `END` item holding `generate`'s full reply."""
         yield ModelStatusCode.END, await self.generate(inputs, session_ids, **gen_params), None
 
-    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str:
         """Reply to a conversation (or a raw prompt string)."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._finish(await self.generate(prompt, session_ids, **params), params)
@@ -321,12 +353,12 @@ class BatchLLM(BaseLLM):
         """The replies to `prompts`, client-side stop words applied."""
 
     @overload
-    def generate(self, inputs: Prompt, **gen_params: Any) -> str: ...
+    def generate(self, inputs: Prompt, **gen_params: object) -> str: ...
 
     @overload
-    def generate(self, inputs: PromptBatch, **gen_params: Any) -> list[str]: ...
+    def generate(self, inputs: PromptBatch, **gen_params: object) -> list[str]: ...
 
-    def generate(self, inputs: Prompt | PromptBatch, **gen_params: Any) -> str | list[str]:
+    def generate(self, inputs: Prompt | PromptBatch, **gen_params: object) -> str | list[str]:
         """Complete a prompt, or each prompt of a list in one batch (a list of str)."""
         params = self.update_gen_params(**gen_params)
         if is_prompt_batch(inputs):
@@ -334,12 +366,12 @@ class BatchLLM(BaseLLM):
         return self._generate_batch([inputs], params)[0]
 
     @overload
-    def chat(self, inputs: ChatInput, **gen_params: Any) -> str: ...
+    def chat(self, inputs: ChatInput, **gen_params: object) -> str: ...
 
     @overload
-    def chat(self, inputs: ChatBatch, **gen_params: Any) -> list[str]: ...
+    def chat(self, inputs: ChatBatch, **gen_params: object) -> list[str]: ...
 
-    def chat(self, inputs: ChatInput | ChatBatch, **gen_params: Any) -> str | list[str]:
+    def chat(self, inputs: ChatInput | ChatBatch, **gen_params: object) -> str | list[str]:
         """Reply to a conversation, or to each conversation of a list in one batch."""
         if is_chat_batch(inputs):
             return self._generate_batch(*self._render_batch(inputs, gen_params))
@@ -354,13 +386,15 @@ class AsyncBatchLLM(AsyncBaseLLM):
         """The replies to `prompts`, client-side stop words applied."""
 
     @overload
-    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object) -> str: ...
 
     @overload
-    async def generate(self, inputs: PromptBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+    async def generate(
+        self, inputs: PromptBatch, session_ids: SessionIds = None, **gen_params: object
+    ) -> list[str]: ...
 
     async def generate(
-        self, inputs: Prompt | PromptBatch, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: Prompt | PromptBatch, session_ids: SessionIds = None, **gen_params: object
     ) -> str | list[str]:
         """Complete a prompt, or each prompt of a list concurrently (a list of str)."""
         params = self.update_gen_params(**gen_params)
@@ -369,13 +403,13 @@ class AsyncBatchLLM(AsyncBaseLLM):
         return (await self._generate_batch([inputs], params, session_ids))[0]
 
     @overload
-    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str: ...
 
     @overload
-    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: object) -> list[str]: ...
 
     async def chat(
-        self, inputs: ChatInput | ChatBatch, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: ChatInput | ChatBatch, session_ids: SessionIds = None, **gen_params: object
     ) -> str | list[str]:
         """Reply to a conversation, or to each conversation of a list concurrently."""
         if is_chat_batch(inputs):

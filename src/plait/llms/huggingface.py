@@ -22,13 +22,14 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, Protocol, cast
 
 from ..exceptions import MissingDependencyError, UserError
 from ..types import SessionIds
-from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
+from ._decoded import number
+from ._threaded import AsyncThreadStreamed, Producer, iterate_thread, to_thread_cancellable
 from .base_llm import (
     AsyncBatchLLM,
     BatchLLM,
@@ -37,9 +38,9 @@ from .base_llm import (
     Message,
     Prompt,
     StreamItem,
-    aaccumulate,
     accumulate,
     pop_base_gen_params,
+    stop_words_of,
 )
 from .templates import APITemplateParser, MetaTemplate
 
@@ -80,7 +81,7 @@ def pick_device(torch: ModuleType) -> str:
     return "cpu"
 
 
-def generation_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
+def generation_kwargs(params: Mapping[str, object]) -> dict[str, object]:
     """`GenerationConfig` fields for plait generation parameters.
 
     ``temperature <= 0`` means greedy decoding, and then the sampling fields get their
@@ -95,13 +96,13 @@ def generation_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
     penalty = params.pop("repetition_penalty", None)
     do_sample = params.pop("do_sample", None)
     if do_sample is None:
-        do_sample = temperature is not None and float(temperature) > 0
+        do_sample = temperature is not None and number(temperature) > 0
     out: dict[str, object] = {"do_sample": bool(do_sample)}
     if do_sample:
         out.update(temperature=temperature, top_p=top_p, top_k=top_k)
     else:
         out.update(temperature=1.0, top_p=1.0, top_k=50)
-    if penalty is not None and float(penalty) != 1.0:
+    if penalty is not None and number(penalty) != 1.0:
         out["repetition_penalty"] = penalty
     out.update({k: v for k, v in params.items() if k not in _NOT_PASSED and v is not None})
     return out
@@ -177,10 +178,41 @@ def _cancel_criteria(cancel: threading.Event) -> object:
     return StoppingCriteriaList([_Cancelled()])
 
 
+class _GenerationConfig(Protocol):
+    """The ``GenerationConfig`` fields read or set by name here (the others go through ``setattr``)."""
+
+    eos_token_id: int | list[int] | None
+    pad_token_id: int | None
+
+
+class _CausalLM(Protocol):
+    """The parts of a ``transformers`` causal LM (``AutoModelForCausalLM``) used here."""
+
+    @property
+    def generation_config(self) -> _GenerationConfig:
+        """The checkpoint's generation defaults."""
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are."""
+
+    def generate(self, **kwargs: object) -> torch.Tensor:
+        """The prompt and reply token ids, one row per prompt."""
+
+
+class _ChatTokenizer(Protocol):
+    """The part of a ``transformers`` tokenizer `_ChatTemplate` uses."""
+
+    def apply_chat_template(
+        self, conversation: list[dict[str, object]], *, add_generation_prompt: bool, tokenize: bool
+    ) -> object:
+        """The conversation rendered by the tokenizer's chat template (a str when not tokenized)."""
+
+
 class _ChatTemplate:
     """Renders messages with the tokenizer's chat template (roles mapped by an optional meta template)."""
 
-    def __init__(self, meta_template: MetaTemplate | None, tokenizer: Any) -> None:
+    def __init__(self, meta_template: MetaTemplate | None, tokenizer: _ChatTokenizer) -> None:
         self.roles = APITemplateParser(meta_template)
         self.tokenizer = tokenizer
         if not getattr(tokenizer, "chat_template", None):
@@ -199,20 +231,21 @@ class _HFCore(LLMCore):
     """Loading, request building and blocking generation; shared by the sync and async classes (see `HFTransformer`)."""
 
     chat_template: ClassVar[bool] = False
+    _stream_thread: ClassVar[str] = "plait-hf"
 
     def __init__(
         self,
         path: str,
         tokenizer_path: str | None = None,
-        tokenizer_kwargs: Mapping[str, Any] | None = None,
+        tokenizer_kwargs: Mapping[str, object] | None = None,
         tokenizer_only: bool = False,
-        model_kwargs: Mapping[str, Any] | None = None,
+        model_kwargs: Mapping[str, object] | None = None,
         meta_template: MetaTemplate | None = None,
         stop_words_id: int | Sequence[int] | None = None,
         *,
         device: str | None = None,
         trust_remote_code: bool = False,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         super().__init__(path, tokenizer_only, meta_template=meta_template, **base)
@@ -225,12 +258,12 @@ class _HFCore(LLMCore):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         if self.chat_template:
             self.template_parser = _ChatTemplate(meta_template, self.tokenizer)
-        self.model: Any = None
+        self.model: _CausalLM | None = None
         self.device: str | None = None
         if not tokenizer_only:
             self._load_model(path, dict(model_kwargs or {}), device, trust_remote_code)
 
-    def _load_model(self, path: str, kwargs: dict[str, Any], device: str | None, trust_remote_code: bool) -> None:
+    def _load_model(self, path: str, kwargs: dict[str, object], device: str | None, trust_remote_code: bool) -> None:
         kwargs.setdefault("trust_remote_code", trust_remote_code)
         if "torch_dtype" not in kwargs:
             kwargs.setdefault("dtype", "auto")
@@ -242,9 +275,15 @@ class _HFCore(LLMCore):
 
     # requests
 
-    def _stop_config(self, stop_words: Sequence[str]) -> dict[str, object]:
+    def _loaded(self) -> _CausalLM:
+        """The model (`UserError` for a tokenizer-only object)."""
+        if self.model is None:
+            raise UserError(f"{type(self).__name__} was created with tokenizer_only=True and cannot generate")
+        return self.model
+
+    def _stop_config(self, stop_words: Iterable[str]) -> dict[str, object]:
         """Stop words as eos ids (one-token words and `stop_words_id`) and ``stop_strings`` (the rest)."""
-        eos = self.model.generation_config.eos_token_id
+        eos = self._loaded().generation_config.eos_token_id
         eos_ids: list[int] = [eos] if isinstance(eos, int) else list(eos or [])
         eos_ids += [i for i in self.stop_words_id if i not in eos_ids]
         strings = []
@@ -260,19 +299,18 @@ class _HFCore(LLMCore):
         return out
 
     def _generate_args(
-        self, prompts: Sequence[Prompt], params: Mapping[str, Any], cancel: threading.Event | None
-    ) -> tuple[Any, dict[str, object]]:
+        self, prompts: Sequence[Prompt], params: Mapping[str, object], cancel: threading.Event | None
+    ) -> tuple[Mapping[str, torch.Tensor], dict[str, object]]:
         """``(inputs, kwargs)`` for one ``model.generate`` call."""
-        if self.model is None:
-            raise UserError(f"{type(self).__name__} was created with tokenizer_only=True and cannot generate")
+        model = self._loaded()
         self.tokenizer.padding_side = "left"
         # a chat template writes its own BOS; a meta template does not
         inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template)
-        inputs = inputs.to(self.model.device)
-        config = copy.deepcopy(self.model.generation_config)
+        inputs = inputs.to(model.device)
+        config = copy.deepcopy(model.generation_config)
         # keys GenerationConfig does not know go to generate(), which rejects the ones the model cannot use
         unknown: dict[str, object] = {}
-        for key, value in {**generation_kwargs(params), **self._stop_config(params.get("stop_words") or [])}.items():
+        for key, value in {**generation_kwargs(params), **self._stop_config(stop_words_of(params) or [])}.items():
             if hasattr(config, key):
                 setattr(config, key, value)
             else:
@@ -287,21 +325,21 @@ class _HFCore(LLMCore):
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
     def _generate_texts(
-        self, prompts: Sequence[Prompt], params: Mapping[str, Any], cancel: threading.Event | None = None
+        self, prompts: Sequence[Prompt], params: Mapping[str, object], cancel: threading.Event | None = None
     ) -> list[str]:
         """Blocking generation: the replies to `prompts`, in one padded batch."""
         encoded, kwargs = self._generate_args(prompts, params, cancel)
-        output = self.model.generate(**encoded, **kwargs)
+        output = self._loaded().generate(**encoded, **kwargs)
         width = encoded["input_ids"].shape[1]
         return [self._finish(self._decode(row[width:].tolist()), params) for row in output]
 
-    def _producer(self, prompt: Prompt, params: Mapping[str, Any]) -> Producer[str]:
+    def _producer(self, prompt: Prompt, params: Mapping[str, object]) -> Producer[str]:
         """Streaming generation for `iterate_thread`: emits text deltas."""
 
         def produce(emit: Callable[[str], None], cancel: threading.Event) -> None:
             encoded, kwargs = self._generate_args([prompt], params, cancel)
             kwargs["streamer"] = _streamer(self._decode, emit)
-            self.model.generate(**encoded, **kwargs)
+            self._loaded().generate(**encoded, **kwargs)
 
         return produce
 
@@ -334,25 +372,17 @@ class HFTransformer(_HFCore, BatchLLM):
     def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
         return self._generate_texts(prompts, params)
 
-    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
-        yield from accumulate(iterate_thread(self._producer(inputs, params), name="plait-hf"), params)
+        yield from accumulate(iterate_thread(self._producer(inputs, params), name=self._stream_thread), params)
 
 
-class AsyncHFTransformer(_HFCore, AsyncBatchLLM):
+class AsyncHFTransformer(_HFCore, AsyncThreadStreamed, AsyncBatchLLM):
     """The asynchronous twin of `HFTransformer`: generation runs in worker threads."""
 
     async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
         return await to_thread_cancellable(functools.partial(self._generate_texts, prompts, params))
-
-    async def stream_generate(
-        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
-    ) -> AsyncIterator[StreamItem]:
-        """Stream the completion of one prompt as cumulative ``(status, text, None)``."""
-        params = self.update_gen_params(**gen_params)
-        async for item in aaccumulate(aiterate_thread(self._producer(inputs, params), name="plait-hf"), params):
-            yield item
 
 
 class HFTransformerCasualLM(HFTransformer):

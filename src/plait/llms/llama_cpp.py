@@ -28,17 +28,28 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias, Union
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import TypeAlias, Union
 
 from ..exceptions import LLMAPIError, LLMError, LLMResponseError, ParseError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
-from ._llama_engine import _ENGINES, _ENGINES_LOCK, _Engine, _EngineKey, _import_xllamacpp, default_model_path
+from ._decoded import json_object
+from ._llama_engine import (
+    _ENGINES,
+    _ENGINES_LOCK,
+    Handle,
+    Server,
+    _Engine,
+    _EngineKey,
+    _import_xllamacpp,
+    default_model_path,
+)
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
 from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
-from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, GenParams, LLMCore, Prompt, StreamItem, pop_base_gen_params
+from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
+from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
@@ -54,11 +65,8 @@ _NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
 # -- response decoding -----------------------------------------------------------------------
 
 
-_Result: TypeAlias = Mapping[str, Any]
+_Result: TypeAlias = Mapping[str, object]
 """An engine result: a decoded OpenAI-shaped JSON object."""
-
-_Handle: TypeAlias = Callable[..., Any]
-"""One of the engine's request handlers (``handle_completions``, ``handle_chat_completions``)."""
 
 _CompleteItem: TypeAlias = Union[str, ModelResponse]
 """What a streamed `complete` emits: answer texts so far, then the final `ModelResponse`."""
@@ -74,7 +82,7 @@ def _usage(data: object) -> Usage | None:
     )
 
 
-def _choice(result: object) -> Mapping[str, Any]:
+def _choice(result: object) -> Mapping[str, object]:
     """The first choice of an engine result; raises `LLMError` for an error body."""
     if isinstance(result, Mapping):
         choices = result.get("choices")
@@ -87,12 +95,23 @@ def _choice(result: object) -> Mapping[str, Any]:
     raise LLMResponseError(f"llama.cpp returned a result without choices: {result!r:.300}")
 
 
-def _choice_text(choice: Mapping[str, Any]) -> str:
+def _checked(result: object) -> _Result:
+    """`result` once `_choice` found its first choice (it raises for an error body)."""
+    _choice(result)
+    return json_object(result)
+
+
+def _choice_text(choice: Mapping[str, object]) -> str:
     if "message" in choice:
-        return str((choice["message"] or {}).get("content") or "")
+        return str(json_object(choice["message"] or {}).get("content") or "")
     if "delta" in choice:
-        return str((choice["delta"] or {}).get("content") or "")
+        return str(json_object(choice["delta"] or {}).get("content") or "")
     return str(choice.get("text") or "")
+
+
+def _finish_reason(choice: Mapping[str, object]) -> str | None:
+    reason = choice.get("finish_reason")
+    return None if reason is None else str(reason)
 
 
 _THREAD = "plait-llama-cpp"
@@ -134,7 +153,7 @@ class _StreamState:
         if isinstance(chunk, Mapping) and chunk.get("choices") == []:
             return False
         choice = _choice(chunk)
-        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        self.finish_reason = _finish_reason(choice) or self.finish_reason
         delta = _choice_text(choice)
         self.text += delta
         return bool(delta)
@@ -157,7 +176,7 @@ class _LlamaCppCore(LLMCore):
         *,
         n_parallel: int = 1,
         tool_retries: int = 2,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         _import_xllamacpp()  # fail at construction, not at the first call
@@ -175,7 +194,7 @@ class _LlamaCppCore(LLMCore):
 
     # engine lifetime
 
-    def _server(self) -> Any:
+    def _server(self) -> Server:
         engine = self._engine
         if engine is None:
             with _ENGINES_LOCK:
@@ -215,14 +234,9 @@ class _LlamaCppCore(LLMCore):
 
     # requests
 
-    def _request(self, prompt: Prompt, params: Mapping[str, Any], stream: bool = False) -> dict[str, object]:
-        request: dict[str, object] = {}
-        for key, value in params.items():
-            if value is None or key in _NOT_SENT:
-                continue
-            if key == "stop_words" and not value:
-                continue
-            request[_RENAMED.get(key, key)] = list(value) if key == "stop_words" else value
+    def _request(self, prompt: Prompt, params: Mapping[str, object], stream: bool = False) -> dict[str, object]:
+        sent = {key: value for key, value in params.items() if key not in _NOT_SENT and (key != "stop_words" or value)}
+        request = engine_fields(sent, _RENAMED)
         if isinstance(prompt, str):
             request["prompt"] = prompt
         else:
@@ -239,7 +253,7 @@ class _LlamaCppCore(LLMCore):
 
     def _call(
         self, request: Mapping[str, object], cancel: threading.Event | None = None, on_text: _OnText | None = None
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
 
         With `cancel`, the engine streams internally and stops at the next token once
@@ -255,13 +269,13 @@ class _LlamaCppCore(LLMCore):
                 result = self._collect(handle, request, cancel or threading.Event(), on_text)
         except ValueError as exc:  # the engine rejected the request
             raise _rejected(exc) from exc
-        _choice(result)  # raises on an error body
+        result = _checked(result)  # raises on an error body
         self._record(_usage(result.get("usage")))
         return dict(result)
 
     @staticmethod
     def _collect(
-        handle: _Handle, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None
+        handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None
     ) -> _Result:
         state = _StreamState()
         errors: list[BaseException] = []
@@ -298,7 +312,9 @@ class _LlamaCppCore(LLMCore):
             else None,
         }
 
-    def _generate_sync(self, prompt: Prompt, params: Mapping[str, Any], cancel: threading.Event | None = None) -> str:
+    def _generate_sync(
+        self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event | None = None
+    ) -> str:
         return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
 
     def _stream_producer(self, request: Mapping[str, object]) -> Producer[object]:
@@ -325,13 +341,11 @@ class _LlamaCppCore(LLMCore):
         self._record(state.usage)
         return ModelStatusCode.END, state.text, None
 
-    def _complete_producer(
-        self, messages: ChatInput, tools: Sequence[ToolSpec], tool_choice: ToolChoice, gen: Mapping[str, Any]
-    ) -> Producer[_CompleteItem]:
+    def _complete_producer(self, call: ToolRequest) -> Producer[_CompleteItem]:
         """A streamed `complete` for `iterate_thread`: answer texts so far, then the `ModelResponse`."""
 
         def produce(emit: Callable[[_CompleteItem], None], cancel: threading.Event) -> None:
-            emit(self._complete_sync(messages, tools, tool_choice, gen, cancel, emit))
+            emit(self._complete_sync(call, cancel, emit))
 
         return produce
 
@@ -344,20 +358,15 @@ class _LlamaCppCore(LLMCore):
     # structured completion
 
     def _complete_sync(
-        self,
-        messages: ChatInput,
-        tools: Sequence[ToolSpec] | None,
-        tool_choice: ToolChoice,
-        gen: Mapping[str, Any],
-        cancel: threading.Event | None = None,
-        on_text: _OnText | None = None,
+        self, call: ToolRequest, cancel: threading.Event | None = None, on_text: _OnText | None = None
     ) -> ModelResponse:
         """The structured reply; `on_text`, when given, sees the answer text as it is generated."""
-        params = self.update_gen_params(**gen)
+        params = self.update_gen_params(**call.overrides)
+        messages = call.inputs
         turns = normalize_messages([{"role": "user", "content": messages}] if isinstance(messages, str) else messages)
-        if not tools:
+        if not call.tools:
             return self._plain(turns, params, cancel, on_text)
-        plan = ToolPlan(tools, tool_choice)
+        plan = ToolPlan(call.tools, call.tool_choice)
         total = Usage()
         reply = self._constrained(plan, turns, params, total, cancel, on_text)
         if isinstance(reply, ModelResponse):
@@ -400,7 +409,7 @@ class _LlamaCppCore(LLMCore):
             try:
                 parsed = plan.parse(reply)
             except InvalidToolReply:
-                params = self._retry_params(params, choice.get("finish_reason"))
+                params = self._retry_params(params, _finish_reason(choice))
                 continue
             if isinstance(parsed, ToolCall):
                 return ModelResponse("", [parsed], "tool_calls", total, result)
@@ -426,7 +435,7 @@ class _LlamaCppCore(LLMCore):
     def _plain(
         self,
         turns: list[dict[str, str]],
-        params: Mapping[str, Any],
+        params: Mapping[str, object],
         cancel: threading.Event | None = None,
         on_text: _OnText | None = None,
     ) -> ModelResponse:
@@ -434,11 +443,15 @@ class _LlamaCppCore(LLMCore):
         result = self._call(self._request(turns, params), cancel, finished)
         choice = _choice(result)
         text = self._finish(_choice_text(choice), params)
-        return ModelResponse(text, [], choice.get("finish_reason"), _usage(result.get("usage")), result)
+        return ModelResponse(text, [], _finish_reason(choice), _usage(result.get("usage")), result)
 
 
-class LlamaCppModel(_LlamaCppCore, BaseLLM):
+class LlamaCppModel(_LlamaCppCore, ToolStreaming):
     """A GGUF chat model run in-process by llama.cpp; the default model of plait.
+
+    ``stream_chat(messages, tools=...)`` streams as `complete` does its work: the items are
+    the answer text as it is generated (a tool call shows no text) and the `END` item's
+    extra is the `ModelResponse` `complete` would return.
 
     Args:
         path: A ``.gguf`` file; ``None`` uses `default_model_path()` (SmolLM2-135M-Instruct).
@@ -459,11 +472,11 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
 
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
 
-    def generate(self, inputs: Prompt, **gen_params: Any) -> str:
+    def generate(self, inputs: Prompt, **gen_params: object) -> str:
         """Reply to normalized messages, or complete a raw prompt string (no chat template)."""
         return self._generate_sync(inputs, self.update_gen_params(**gen_params))
 
-    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
         state = _StreamState()
@@ -473,23 +486,11 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
                     yield ModelStatusCode.STREAM_ING, state.text, None
         yield self._stream_end(state)
 
-    def stream_chat(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> Iterator[StreamItem]:
-        """Stream ``(status, text_so_far, extra)``; with `tools`, as `complete` does its work.
-
-        With tools, the items are the answer text as it is generated (a tool call shows no
-        text) and the `END` item's extra is the `ModelResponse` `complete` would return.
-        """
-        if not tools:
-            yield from super().stream_chat(inputs, **gen_params)
+    def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
+        if not call.tools:
+            yield from super()._respond_stream(call)
             return
-        producer = self._complete_producer(inputs, tools, tool_choice, gen_params)
-        with contextlib.closing(iterate_thread(producer, name=_THREAD)) as items:
+        with contextlib.closing(iterate_thread(self._complete_producer(call), name=_THREAD)) as items:
             for item in items:
                 yield self._complete_item(item)
 
@@ -498,7 +499,7 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
         messages: ChatInput,
         tools: Sequence[ToolSpec] | None = None,
         tool_choice: ToolChoice = None,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> ModelResponse:
         """Reply as a `ModelResponse`; with `tools`, the reply is a schema-valid tool call or an answer.
 
@@ -509,21 +510,21 @@ class LlamaCppModel(_LlamaCppCore, BaseLLM):
                 (its name or ``{"type": "function", "function": {"name": ...}}``).
             **gen_params: Per-call generation overrides.
         """
-        return self._complete_sync(messages, tools, tool_choice, gen_params)
+        return self._complete_sync(ToolRequest(messages, tools, tool_choice, gen_params))
 
 
-class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
+class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
     """The asynchronous twin of `LlamaCppModel` (same arguments, same engine, coroutine methods)."""
 
     stream_tools = True
 
-    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any) -> str:
+    async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object) -> str:
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
         params = self.update_gen_params(**gen_params)
         return await to_thread_cancellable(functools.partial(self._generate_sync, inputs, params))
 
     async def stream_generate(
-        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
@@ -534,21 +535,13 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
                     yield ModelStatusCode.STREAM_ING, state.text, None
         yield self._stream_end(state)
 
-    async def stream_chat(
-        self,
-        inputs: ChatInput,
-        session_ids: SessionIds = None,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> AsyncIterator[StreamItem]:
-        """Like `LlamaCppModel.stream_chat`; the engine runs in a thread feeding an asyncio queue."""
-        if not tools:
-            async for item in super().stream_chat(inputs, session_ids, **gen_params):
-                yield item
+    async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
+        if not call.tools:  # the engine runs in a thread feeding an asyncio queue, here and below
+            async with contextlib.aclosing(super()._respond_stream(call, session_ids)) as plain:
+                async for item in plain:
+                    yield item
             return
-        producer = self._complete_producer(inputs, tools, tool_choice, gen_params)
-        async with contextlib.aclosing(aiterate_thread(producer, name=_THREAD)) as items:
+        async with contextlib.aclosing(aiterate_thread(self._complete_producer(call), name=_THREAD)) as items:
             async for step in items:
                 yield self._complete_item(step)
 
@@ -558,9 +551,8 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncBaseLLM):
         tools: Sequence[ToolSpec] | None = None,
         tool_choice: ToolChoice = None,
         session_ids: SessionIds = None,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> ModelResponse:
         """Like `LlamaCppModel.complete`, run in a worker thread."""
-        return await to_thread_cancellable(
-            functools.partial(self._complete_sync, messages, tools, tool_choice, gen_params)
-        )
+        call = ToolRequest(messages, tools, tool_choice, gen_params)
+        return await to_thread_cancellable(functools.partial(self._complete_sync, call))

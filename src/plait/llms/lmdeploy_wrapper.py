@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
-from typing import Any
+from typing import ClassVar
 
 from ..types import SessionIds
+from ._decoded import number
 from ._lmdeploy_server import (
     AsyncLMDeployClient,
     AsyncLMDeployServer,
@@ -29,7 +30,7 @@ from ._lmdeploy_server import (
     serve_command,
 )
 from ._optional import import_optional
-from ._threaded import Producer, aiterate_thread
+from ._threaded import AsyncThreadStreamed, Producer, aiterate_thread
 from .base_llm import (
     AsyncBatchLLM,
     BatchLLM,
@@ -37,7 +38,6 @@ from .base_llm import (
     LLMCore,
     Prompt,
     StreamItem,
-    aaccumulate,
     accumulate,
     engine_fields,
     pop_base_gen_params,
@@ -62,7 +62,7 @@ def _import_lmdeploy() -> ModuleType:
     return import_optional("lmdeploy", "lmdeploy", "LMDeployPipeline")
 
 
-def gen_config_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
+def gen_config_kwargs(params: Mapping[str, object]) -> dict[str, object]:
     """``lmdeploy.GenerationConfig`` fields for plait generation parameters.
 
     LMDeploy (>= 0.6) decodes greedily unless ``do_sample`` is set, so ``do_sample``
@@ -72,21 +72,23 @@ def gen_config_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
     """
     out: dict[str, object] = {"n": 1, **engine_fields(params, _RENAMED)}
     if "do_sample" not in out:
-        out["do_sample"] = float(params.get("temperature") or 0) > 0
+        out["do_sample"] = number(params.get("temperature") or 0) > 0
     return out
 
 
 class _PipelineCore(LLMCore):
     """Engine construction and request building shared by the sync and async pipelines (see `LMDeployPipeline`)."""
 
+    _stream_thread: ClassVar[str] = "plait-lmdeploy"
+
     def __init__(
         self,
         path: str,
         model_name: str | None = None,
         tp: int = 1,
-        pipeline_cfg: Mapping[str, Any] | None = None,
+        pipeline_cfg: Mapping[str, object] | None = None,
         meta_template: MetaTemplate | None = None,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         parser = LMTemplateParser if meta_template else APITemplateParser
@@ -102,7 +104,7 @@ class _PipelineCore(LLMCore):
             cfg["chat_template_config"] = self._lmdeploy.ChatTemplateConfig(model_name=model_name)
         self.model = self._lmdeploy.pipeline(path, **cfg)
 
-    def _call_args(self, prompt: Prompt, params: Mapping[str, Any]) -> dict[str, object]:
+    def _call_args(self, prompt: Prompt, params: Mapping[str, object]) -> dict[str, object]:
         """Keyword arguments of a pipeline call: the gen config, and whether LMDeploy applies its template."""
         return {
             "gen_config": self._lmdeploy.GenerationConfig(**gen_config_kwargs(params)),
@@ -110,7 +112,7 @@ class _PipelineCore(LLMCore):
         }
 
     def _deltas(
-        self, prompt: Prompt, params: Mapping[str, Any], cancel: threading.Event | None = None
+        self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event | None = None
     ) -> Iterator[str]:
         """The text pieces of one streamed reply (the stream is closed when left or cancelled)."""
         with contextlib.closing(self.model.stream_infer([prompt], **self._call_args(prompt, params))) as outputs:
@@ -120,7 +122,7 @@ class _PipelineCore(LLMCore):
                 if output.text:
                     yield str(output.text)
 
-    def _producer(self, prompt: Prompt, params: Mapping[str, Any]) -> Producer[str]:
+    def _producer(self, prompt: Prompt, params: Mapping[str, object]) -> Producer[str]:
         def produce(emit: Callable[[str], None], cancel: threading.Event) -> None:
             for delta in self._deltas(prompt, params, cancel):
                 emit(delta)
@@ -152,13 +154,13 @@ class LMDeployPipeline(_PipelineCore, BatchLLM):
         responses = self.model(prompts, **self._call_args(prompts[0], params))
         return [self._finish(str(r.text), params) for r in responses]
 
-    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream one reply as cumulative ``(status, text, None)``."""
         params = self.update_gen_params(**gen_params)
         yield from accumulate(self._deltas(inputs, params), params)
 
 
-class AsyncLMDeployPipeline(_PipelineCore, AsyncBatchLLM):
+class AsyncLMDeployPipeline(_PipelineCore, AsyncThreadStreamed, AsyncBatchLLM):
     """The asynchronous twin of `LMDeployPipeline` (same arguments).
 
     Each request streams from the pipeline on a worker thread, so the event loop never
@@ -166,17 +168,9 @@ class AsyncLMDeployPipeline(_PipelineCore, AsyncBatchLLM):
     its stream.
     """
 
-    async def _one(self, prompt: Prompt, params: Mapping[str, Any]) -> str:
-        pieces = [delta async for delta in aiterate_thread(self._producer(prompt, params), name="plait-lmdeploy")]
+    async def _one(self, prompt: Prompt, params: Mapping[str, object]) -> str:
+        pieces = [delta async for delta in aiterate_thread(self._producer(prompt, params), name=self._stream_thread)]
         return self._finish("".join(pieces), params)
 
     async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
         return list(await asyncio.gather(*(self._one(p, params) for p in prompts)))
-
-    async def stream_generate(
-        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
-    ) -> AsyncIterator[StreamItem]:
-        """Stream one reply as cumulative ``(status, text, None)``."""
-        params = self.update_gen_params(**gen_params)
-        async for item in aaccumulate(aiterate_thread(self._producer(inputs, params), name="plait-lmdeploy"), params):
-            yield item

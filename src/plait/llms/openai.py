@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, TypeAlias, overload
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
+from typing import Any, SupportsFloat, TypeAlias, overload
 
 from ..schema import ModelStatusCode
 from ..types import SessionIds
@@ -27,28 +27,14 @@ from ..utils._aio import LoopThread
 from ._openai_core import ChatTransport, KeyRing
 from ._openai_protocol import Payload, StreamAccumulator, ToolChoice, ToolSpec, build_payload, chat_completions_url
 from ._retry import RetryPolicy
-from .base_llm import (
-    AsyncBaseLLM,
-    BaseLLM,
-    ChatBatch,
-    ChatInput,
-    GenParams,
-    LLMCore,
-    StreamItem,
-    is_chat_batch,
-    pop_base_gen_params,
-)
+from ._tool_llm import AsyncToolLLM, ToolLLM, ToolRequest
+from .base_llm import ChatBatch, ChatInput, GenParams, LLMCore, StreamItem, is_chat_batch, pop_base_gen_params
 from .response import ModelResponse, Usage
-from .templates import APITemplateParser, MetaTemplate, RoleSpec
+from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
 __all__ = ["GPTAPI", "OPENAI_META", "AsyncGPTAPI"]
 
-OPENAI_META: list[RoleSpec] = [
-    {"role": "system", "api_role": "system"},
-    {"role": "user", "api_role": "user"},
-    {"role": "assistant", "api_role": "assistant"},
-    {"role": "environment", "api_role": "system"},
-]
+OPENAI_META: list[RoleSpec] = api_meta("system")
 
 _Request: TypeAlias = tuple[Payload, GenParams, float | None]
 """One prepared request: the body, this call's parameters, and its timeout override."""
@@ -65,6 +51,15 @@ def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
         env = os.environ.get("OPENAI_API_KEY", "")
         return [k.strip() for k in env.split(",") if k.strip()]
     return _as_list(key)
+
+
+def _seconds(value: object) -> float | None:
+    """A per-call ``timeout=`` override: seconds, or None for the client's own."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, SupportsFloat):  # numpy scalars and the like
+        return float(value)
+    raise TypeError(f"timeout must be a number of seconds or None, not {type(value).__name__}")
 
 
 def _proxy_url(proxies: str | Mapping[str, str] | None, url: str) -> str | None:
@@ -109,6 +104,8 @@ class _GPTAPICore(LLMCore):
 
     is_api = True
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
+    _extra_fields: tuple[str, ...] = ()
+    """Generation parameters the server takes beyond OpenAI's fields, sent as body fields when set."""
 
     def __init__(
         self,
@@ -126,7 +123,7 @@ class _GPTAPICore(LLMCore):
         backoff_max: float = 8.0,
         max_retry_after: float = 60.0,
         max_connections: int = 1024,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         super().__init__(
@@ -173,7 +170,7 @@ class _GPTAPICore(LLMCore):
     def _request(
         self,
         inputs: ChatInput,
-        overrides: Mapping[str, Any],
+        overrides: Mapping[str, object],
         *,
         stream: bool,
         tools: Sequence[ToolSpec] | None = None,
@@ -182,7 +179,7 @@ class _GPTAPICore(LLMCore):
     ) -> _Request:
         """``(payload, params, timeout)`` for one call: render, merge overrides, build the body."""
         overrides = dict(overrides)
-        timeout: float | None = overrides.pop("timeout", None)
+        timeout = _seconds(overrides.pop("timeout", None))
         if rendered:
             messages, params = inputs, self.update_gen_params(**overrides)
         else:
@@ -198,14 +195,21 @@ class _GPTAPICore(LLMCore):
             tools=tools,
             tool_choice=tool_choice,
         )
+        for name in self._extra_fields:
+            if params.get(name) is not None:
+                payload.setdefault(name, params[name])
         return payload, params, timeout
+
+    def _tool_request(self, call: ToolRequest, *, stream: bool) -> _Request:
+        """The prepared request of a `complete` or `stream_chat` call."""
+        return self._request(call.inputs, call.overrides, stream=stream, tools=call.tools, tool_choice=call.tool_choice)
 
     async def _complete(self, request: _Request) -> ModelResponse:
         """Send one prepared request; the reply with client-side stop words applied."""
         payload, params, timeout = request
         return self._finish_response(await self._transport.complete(payload, timeout), params)
 
-    def _batch_requests(self, inputs: ChatBatch, gen_params: Mapping[str, Any]) -> list[_Request]:
+    def _batch_requests(self, inputs: ChatBatch, gen_params: Mapping[str, object]) -> list[_Request]:
         """One request per conversation of a batch."""
         return [self._request(conversation, gen_params, stream=False) for conversation in inputs]
 
@@ -213,7 +217,7 @@ class _GPTAPICore(LLMCore):
         """The reply texts of `requests`, sent concurrently."""
         return [response.content for response in await asyncio.gather(*map(self._complete, requests))]
 
-    def _stream_item(self, acc: StreamAccumulator, final: bool, params: Mapping[str, Any]) -> StreamItem:
+    def _stream_item(self, acc: StreamAccumulator, final: bool, params: Mapping[str, object]) -> StreamItem:
         if final:
             return ModelStatusCode.END, self._finish(acc.text, params), self._finish_response(acc.response(), params)
         return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
@@ -222,7 +226,7 @@ class _GPTAPICore(LLMCore):
         return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={self.api_base!r})"
 
 
-class GPTAPI(_GPTAPICore, BaseLLM):
+class GPTAPI(_GPTAPICore, ToolLLM):
     """Synchronous client for OpenAI-compatible servers (see `_GPTAPICore` for the arguments).
 
     Thread-safe: calls from many threads share one private IO loop and its connection
@@ -234,22 +238,14 @@ class GPTAPI(_GPTAPICore, BaseLLM):
         self._io = LoopThread(name=f"plait-{self.model_type}")
         self._finalizer = weakref.finalize(self, self._io.close, self._transport.pool.aclose)
 
-    def complete(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> ModelResponse:
-        """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
-        request = self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
-        return self._io.run(self._complete(request))
+    def _respond(self, call: ToolRequest) -> ModelResponse:
+        return self._io.run(self._complete(self._tool_request(call, stream=False)))
 
     @overload
-    def chat(self, inputs: ChatInput, **gen_params: Any) -> str: ...
+    def chat(self, inputs: ChatInput, **gen_params: object) -> str: ...
 
     @overload
-    def chat(self, inputs: ChatBatch, **gen_params: Any) -> list[str]: ...
+    def chat(self, inputs: ChatBatch, **gen_params: object) -> list[str]: ...
 
     def chat(self, inputs: ChatInput | ChatBatch, **gen_params: Any) -> str | list[str]:
         """The reply text (a list of texts for a batch: a list of conversations)."""
@@ -257,20 +253,13 @@ class GPTAPI(_GPTAPICore, BaseLLM):
             return self._io.run(self._complete_texts(self._batch_requests(inputs, gen_params)))
         return self.complete(inputs, **gen_params).content
 
-    def generate(self, inputs: ChatInput, **gen_params: Any) -> str:
+    def generate(self, inputs: ChatInput, **gen_params: object) -> str:
         """Reply to already-rendered API messages (``chat`` renders them for you)."""
         request = self._request(inputs, gen_params, stream=False, rendered=True)
         return self._io.run(self._complete(request)).content
 
-    def stream_chat(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> Iterator[StreamItem]:
-        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
+    def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
+        payload, params, timeout = self._tool_request(call, stream=True)
         for acc, final in self._io.iterate(self._transport.stream(payload, timeout)):
             yield self._stream_item(acc, final, params)
 
@@ -285,7 +274,7 @@ class GPTAPI(_GPTAPICore, BaseLLM):
         self.close()
 
 
-class AsyncGPTAPI(_GPTAPICore, AsyncBaseLLM):
+class AsyncGPTAPI(_GPTAPICore, AsyncToolLLM):
     """Asynchronous client for OpenAI-compatible servers (see `_GPTAPICore` for the arguments).
 
     Task-safe: concurrent calls on one event loop share one pooled session; each loop the
@@ -293,24 +282,14 @@ class AsyncGPTAPI(_GPTAPICore, AsyncBaseLLM):
     (or ``async with``) closes the current loop's session now.
     """
 
-    async def complete(
-        self,
-        inputs: ChatInput,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        session_ids: SessionIds = None,
-        **gen_params: Any,
-    ) -> ModelResponse:
-        """One reply as a `ModelResponse`: text, native tool calls (in order), usage."""
-        return await self._complete(
-            self._request(inputs, gen_params, stream=False, tools=tools, tool_choice=tool_choice)
-        )
+    async def _respond(self, call: ToolRequest) -> ModelResponse:
+        return await self._complete(self._tool_request(call, stream=False))
 
     @overload
-    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str: ...
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str: ...
 
     @overload
-    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: Any) -> list[str]: ...
+    async def chat(self, inputs: ChatBatch, session_ids: SessionIds = None, **gen_params: object) -> list[str]: ...
 
     async def chat(
         self, inputs: ChatInput | ChatBatch, session_ids: SessionIds = None, **gen_params: Any
@@ -320,20 +299,12 @@ class AsyncGPTAPI(_GPTAPICore, AsyncBaseLLM):
             return await self._complete_texts(self._batch_requests(inputs, gen_params))
         return (await self.complete(inputs, **gen_params)).content
 
-    async def generate(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
+    async def generate(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str:
         """Reply to already-rendered API messages (``chat`` renders them for you)."""
         return (await self._complete(self._request(inputs, gen_params, stream=False, rendered=True))).content
 
-    async def stream_chat(
-        self,
-        inputs: ChatInput,
-        session_ids: SessionIds = None,
-        tools: Sequence[ToolSpec] | None = None,
-        tool_choice: ToolChoice = None,
-        **gen_params: Any,
-    ) -> AsyncIterator[StreamItem]:
-        """Stream ``(status, text_so_far, extra)``; the `END` item's extra is the `ModelResponse`."""
-        payload, params, timeout = self._request(inputs, gen_params, stream=True, tools=tools, tool_choice=tool_choice)
+    async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
+        payload, params, timeout = self._tool_request(call, stream=True)
         async for acc, final in self._transport.stream(payload, timeout):
             yield self._stream_item(acc, final, params)
 

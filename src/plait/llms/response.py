@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..types import ToolCallRecord
+from ..types import JSONValue, ToolCallRecord
+from ..untrusted import as_text
 
 __all__ = ["ModelResponse", "ToolCall", "Usage"]
 
@@ -25,9 +25,15 @@ class ToolCall:
     name: str
     arguments: str = "{}"
 
-    def parsed_arguments(self) -> Any:
+    def __post_init__(self) -> None:
+        # A server may send anything here (numbers, objects, lone surrogates): keep clean strings only.
+        self.id, self.name = as_text(self.id), as_text(self.name)
+        self.arguments = as_text(self.arguments)
+
+    def parsed_arguments(self) -> JSONValue:
         """The arguments decoded from JSON (raises `json.JSONDecodeError` when the model wrote invalid JSON)."""
-        return json.loads(self.arguments or "{}")
+        value: JSONValue = json.loads(self.arguments or "{}")
+        return value
 
     def to_openai(self) -> ToolCallRecord:
         """The OpenAI wire form (an item of an assistant message's ``tool_calls``)."""
@@ -65,4 +71,7 @@ class ModelResponse:
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
-    raw: Any = None
+    raw: object = None
+
+    def __post_init__(self) -> None:
+        self.content = as_text(self.content)  # what reaches memory is clean text, whatever the server sent

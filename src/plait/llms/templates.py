@@ -35,6 +35,7 @@ __all__ = [
     "RoleConfig",
     "RoleSpec",
     "TemplateParserClass",
+    "api_meta",
 ]
 
 
@@ -184,6 +185,15 @@ class LMTemplateParser(_TemplateParser):
 def _is_native(message: Mapping[str, object]) -> bool:
     """OpenAI tool-calling messages pass through the API parser untouched."""
     return message.get("role") == "tool" or "tool_calls" in message or "tool_call_id" in message
+
+
+def api_meta(environment_role: str) -> list[RoleSpec]:
+    """A chat API's meta template: ``environment`` turns (tool results) sent as `environment_role`.
+
+    System, user and assistant turns keep their roles.
+    """
+    roles: list[RoleSpec] = [{"role": role, "api_role": role} for role in ("system", "user", "assistant")]
+    return [*roles, {"role": "environment", "api_role": environment_role}]
 
 
 class APITemplateParser(_TemplateParser):

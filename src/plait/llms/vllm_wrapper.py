@@ -18,9 +18,9 @@ import abc
 import asyncio
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 from ..exceptions import LLMError
 from ..schema import ModelStatusCode
@@ -47,7 +47,7 @@ def _import_vllm() -> ModuleType:
     return import_optional("vllm", "vllm", "VllmModel")
 
 
-def sampling_kwargs(params: Mapping[str, Any]) -> dict[str, object]:
+def sampling_kwargs(params: Mapping[str, object]) -> dict[str, object]:
     """``SamplingParams`` fields for plait generation parameters.
 
     ``max_new_tokens`` becomes ``max_tokens`` and ``stop_words`` becomes ``stop``; vLLM
@@ -82,16 +82,71 @@ def _prompt_text(prompt: Prompt) -> str:
     return prompt if isinstance(prompt, str) else str(prompt)
 
 
-class _VllmCore(LLMCore):
+# The parts of vLLM's engines used here (vLLM ships no type information).
+
+
+class _Output(Protocol):
+    """A ``RequestOutput`` (its ``outputs`` are read by `_text`)."""
+
+    @property
+    def request_id(self) -> str:
+        """The request it answers."""
+
+    @property
+    def finished(self) -> bool:
+        """Whether the request is complete."""
+
+
+class _EngineLoop(Protocol):
+    """``vllm.LLM().llm_engine``: requests stepped by hand."""
+
+    def add_request(self, request_id: str, prompt: Prompt, params: object, /) -> None:
+        """Queue a request."""
+
+    def has_unfinished_requests(self) -> bool:
+        """Whether any request is still running."""
+
+    def step(self) -> Iterable[_Output]:
+        """Run one decoding step; the outputs of the requests it advanced."""
+
+    def abort_request(self, request_ids: list[str], /) -> None:
+        """Drop requests."""
+
+
+class _OfflineEngine(Protocol):
+    """A ``vllm.LLM``."""
+
+    @property
+    def llm_engine(self) -> _EngineLoop:
+        """The engine underneath."""
+
+    def generate(self, prompts: list[str], params: object, /, *, use_tqdm: bool) -> Iterable[object]:
+        """One finished ``RequestOutput`` per prompt."""
+
+
+class _AsyncEngine(Protocol):
+    """A ``vllm.AsyncLLMEngine``."""
+
+    def generate(self, prompt: Prompt, params: object, request_id: str, /) -> AsyncIterator[_Output]:
+        """The request's cumulative outputs."""
+
+    async def abort(self, request_id: str, /) -> None:
+        """Stop a request."""
+
+
+EngineT = TypeVar("EngineT")
+
+
+class _VllmCore(LLMCore, Generic[EngineT]):
     """Configuration and request building shared by `VllmModel` and `AsyncVllmModel` (see `VllmModel`)."""
 
     def __init__(
         self,
         path: str,
         tp: int = 1,
-        vllm_cfg: Mapping[str, Any] | None = None,
+        vllm_cfg: Mapping[str, object] | None = None,
         meta_template: MetaTemplate | None = None,
-        **gen_params: Any,
+        **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         super().__init__(path, meta_template=meta_template, **base)
@@ -99,20 +154,20 @@ class _VllmCore(LLMCore):
         self.tp = tp
         self.vllm_cfg = dict(vllm_cfg or {})
         self._vllm = _import_vllm()
-        self.model = self._build_engine(path)
+        self.model: EngineT = self._build_engine(path)
 
     @abc.abstractmethod
-    def _build_engine(self, path: str) -> Any:
+    def _build_engine(self, path: str) -> EngineT:
         """The engine this class drives (each builds its own kind), loaded from `path`."""
 
-    def _sampling(self, params: Mapping[str, Any]) -> object:
+    def _sampling(self, params: Mapping[str, object]) -> object:
         return self._vllm.SamplingParams(**sampling_kwargs(params))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, tp={self.tp})"
 
 
-class VllmModel(_VllmCore, BatchLLM):
+class VllmModel(_VllmCore[_OfflineEngine], BatchLLM):
     """The offline vLLM engine (``vllm.LLM``) prompted through a meta template.
 
     Args:
@@ -127,16 +182,17 @@ class VllmModel(_VllmCore, BatchLLM):
     use `AsyncVllmModel` for concurrent requests.
     """
 
-    def _build_engine(self, path: str) -> Any:
+    def _build_engine(self, path: str) -> _OfflineEngine:
         self._lock = threading.Lock()
-        return self._vllm.LLM(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
+        engine: _OfflineEngine = self._vllm.LLM(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
+        return engine
 
     def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
         with self._lock:
             outputs = self.model.generate([_prompt_text(p) for p in prompts], self._sampling(params), use_tqdm=False)
         return [self._finish(_text(out), params) for out in outputs]
 
-    def stream_generate(self, inputs: Prompt, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream one completion by stepping the engine (holds the engine's lock until done)."""
         params = self.update_gen_params(**gen_params)
         engine = self.model.llm_engine
@@ -157,7 +213,7 @@ class VllmModel(_VllmCore, BatchLLM):
         yield ModelStatusCode.END, self._finish(text, params), None
 
 
-class AsyncVllmModel(_VllmCore, AsyncBatchLLM):
+class AsyncVllmModel(_VllmCore[_AsyncEngine], AsyncBatchLLM):
     """vLLM's ``AsyncLLMEngine``: concurrent requests batched by the engine, streamed as produced.
 
     Takes the arguments of `VllmModel` (``vllm_cfg`` goes to ``AsyncEngineArgs``). Each
@@ -165,12 +221,13 @@ class AsyncVllmModel(_VllmCore, AsyncBatchLLM):
     whose caller stops listening or is cancelled is aborted in the engine.
     """
 
-    def _build_engine(self, path: str) -> Any:
+    def _build_engine(self, path: str) -> _AsyncEngine:
         args = self._vllm.AsyncEngineArgs(model=path, tensor_parallel_size=self.tp, **self.vllm_cfg)
-        return self._vllm.AsyncLLMEngine.from_engine_args(args)
+        engine: _AsyncEngine = self._vllm.AsyncLLMEngine.from_engine_args(args)
+        return engine
 
     async def _texts(
-        self, prompt: Prompt, params: Mapping[str, Any], session_id: SessionId | None
+        self, prompt: Prompt, params: Mapping[str, object], session_id: SessionId | None
     ) -> AsyncIterator[str]:
         """Cumulative texts of one request; aborts the request when left early."""
         rid = request_id(session_id)
@@ -183,7 +240,7 @@ class AsyncVllmModel(_VllmCore, AsyncBatchLLM):
             if not finished:
                 await self.model.abort(rid)
 
-    async def _one(self, prompt: Prompt, params: Mapping[str, Any], session_id: SessionId | None) -> str:
+    async def _one(self, prompt: Prompt, params: Mapping[str, object], session_id: SessionId | None) -> str:
         last = ""
         async for text in self._texts(prompt, params, session_id):
             last = text
@@ -196,7 +253,7 @@ class AsyncVllmModel(_VllmCore, AsyncBatchLLM):
         return list(texts)
 
     async def stream_generate(
-        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
         """Stream one completion from the engine's async generator."""
         params = self.update_gen_params(**gen_params)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .base_memory import Memory, MemoryJournal, MessageLike
 from .manager import MemoryManager
 
+if TYPE_CHECKING:
+    from .session_store import SessionStore
+
 __all__ = ["Memory", "MemoryJournal", "MemoryManager", "MessageLike", "SessionStore"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> type[SessionStore]:
     if name == "SessionStore":  # sqlite3 is imported only by those who use it
         from .session_store import SessionStore
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, Union
+from typing import Protocol, Union
 
 from ..exceptions import UserError
 from ..schema import AgentMessage
 
 __all__ = ["Memory", "MemoryJournal", "MessageLike"]
 
-MessageLike = Union[AgentMessage, str, Mapping[str, Any]]
+MessageLike = Union[AgentMessage, str, Mapping[str, object]]
 
 
 def to_message(item: MessageLike) -> AgentMessage:
@@ -118,7 +118,7 @@ class Memory:
         if self.journal is not None:
             self.journal.rewrite([])
 
-    def load(self, memories: Mapping[str, Any] | Iterable[MessageLike], overwrite: bool = True) -> None:
+    def load(self, memories: Mapping[str, object] | Iterable[MessageLike], overwrite: bool = True) -> None:
         """Load messages saved by `save` (dicts) or messages; replaces the current ones unless `overwrite=False`."""
         journal, self.journal = self.journal, None  # one rewrite at the end, not an append per message
         try:
@@ -130,7 +130,7 @@ class Memory:
         if journal is not None:
             journal.rewrite(self.memory)
 
-    def save(self) -> list[dict[str, Any]]:
+    def save(self) -> list[dict[str, object]]:
         """The messages as plain dicts (`AgentMessage.model_dump()`)."""
         return [m.model_dump() for m in self.memory]
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from typing_extensions import TypedDict, Unpack
 
 from ..schema import AgentMessage
 from ..utils.config import create_object
@@ -13,6 +15,13 @@ if TYPE_CHECKING:
     from .session_store import SessionStore
 
 __all__ = ["MemoryManager"]
+
+
+class _MemoryQuery(TypedDict, total=False):
+    """The keyword arguments `MemoryManager.get_memory` passes on to `Memory.get_memory`."""
+
+    recent_n: int | None
+    filter_func: Callable[[int, AgentMessage], bool] | None
 
 
 class MemoryManager:
@@ -31,8 +40,8 @@ class MemoryManager:
         ```
     """
 
-    def __init__(self, cfg: Mapping[str, Any] | type[Memory] | None = None) -> None:
-        self.cfg: Mapping[str, Any] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
+    def __init__(self, cfg: Mapping[str, object] | type[Memory] | None = None) -> None:
+        self.cfg: Mapping[str, object] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
         self.memory_map: dict[Hashable, Memory] = {}
         self.store: SessionStore | None = None
         self.keypath = "memory"
@@ -87,7 +96,7 @@ class MemoryManager:
         """The `Memory` of a session, or None if it has none."""
         return self._stored(session_id)
 
-    def get_memory(self, session_id: Hashable = 0, **kwargs: Any) -> list[AgentMessage]:
+    def get_memory(self, session_id: Hashable = 0, **kwargs: Unpack[_MemoryQuery]) -> list[AgentMessage]:
         """A session's messages (see `Memory.get_memory` for `recent_n` / `filter_func`); [] for an unknown session."""
         memory = self._stored(session_id)
         return memory.get_memory(**kwargs) if memory is not None else []

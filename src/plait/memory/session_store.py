@@ -32,12 +32,13 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Protocol, TypeVar
 
 from ..exceptions import UserError
 from ..schema import AgentMessage
+from ..types import JSONValue
 from ..utils._json import json_default
 
 __all__ = ["SessionStore"]
@@ -60,8 +61,28 @@ CREATE TABLE IF NOT EXISTS sessions (
 ) WITHOUT ROWID;
 """
 
-Job = Callable[[sqlite3.Connection], Any]
-Pending = tuple[Job, "concurrent.futures.Future[Any] | None"]
+Job = Callable[[sqlite3.Connection], None]
+
+
+class _Waiter(Protocol):
+    """The part of a job's `concurrent.futures.Future` the writer thread uses (its result is set by the job)."""
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """Hand `exception` to the waiting caller."""
+
+    def done(self) -> bool:
+        """Whether the caller already has its answer."""
+
+
+class _AgentTree(Protocol):
+    """An agent whose tree can be walked (`AgentModule.named_agents`)."""
+
+    def named_agents(self) -> Iterable[tuple[str, object]]:
+        """Every agent of the tree with its dotted path."""
+
+
+AgentT = TypeVar("AgentT", bound=_AgentTree)
+Pending = tuple[Job, "_Waiter | None"]
 _TOUCH = "INSERT INTO sessions VALUES (?, ?, ?) ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated"
 _FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
 
@@ -111,15 +132,12 @@ class _Writer:
             connection.execute("BEGIN")
             for job, future in batch:
                 try:
-                    result = job(connection)
+                    job(connection)  # a waited-for job sets its own future's result
                 except Exception as exc:  # reported to the waiting caller, or kept for the next flush
                     if future is not None:
                         future.set_exception(exc)
                     else:
                         self.failure = exc
-                else:
-                    if future is not None:
-                        future.set_result(result)
             connection.execute("COMMIT")
         except sqlite3.Error as exc:  # the transaction itself failed (disk full, file removed...)
             with contextlib.suppress(sqlite3.Error):
@@ -140,7 +158,11 @@ class _Writer:
     def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
         self._check_open()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self.jobs.put((job, future))
+
+        def run(connection: sqlite3.Connection) -> None:
+            future.set_result(job(connection))
+
+        self.jobs.put((run, future))
         return future.result()
 
     def stop(self) -> None:
@@ -210,7 +232,7 @@ class SessionStore:
         self._finalizer = weakref.finalize(self, self._writer.stop)  # also runs at interpreter exit
 
     # -- agents -------------------------------------------------------------------------------
-    def attach(self, agent: Any) -> Any:
+    def attach(self, agent: AgentT) -> AgentT:
         """Persist every memory of `agent`'s tree here; returns `agent`.
 
         Sessions already in memory are written now; the others are read back on first use.
@@ -227,11 +249,11 @@ class SessionStore:
         """The writer of one memory's changes."""
         return _Journal(self._writer, keypath, _session_key(session_id))
 
-    def read(self, keypath: str, session_id: Hashable) -> list[dict[str, Any]] | None:
+    def read(self, keypath: str, session_id: Hashable) -> list[dict[str, JSONValue]] | None:
         """The stored messages of a session (as dicts), or None when it has none."""
         session = _session_key(session_id)
 
-        def read(connection: sqlite3.Connection) -> list[dict[str, Any]] | None:
+        def read(connection: sqlite3.Connection) -> list[dict[str, JSONValue]] | None:
             rows = connection.execute(
                 "SELECT message FROM messages WHERE keypath = ? AND session = ? ORDER BY position", (keypath, session)
             ).fetchall()

@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
+from typing_extensions import Unpack
+
+from ..llms.base_llm import CoreOptions
 from .faults import FaultInjector
-from .llms import AsyncFunctionLLM, AsyncScriptedLLM, FunctionLLM, LLMCall, ScriptedLLM
+from .llms import AsyncFunctionLLM, AsyncScriptedLLM, FunctionLLM, LLMCall, ScriptedLLM, ScriptItem
 
 __all__ = [
     "AsyncFunctionLLM",
@@ -25,7 +27,9 @@ __all__ = [
 ]
 
 
-def scripted_llm(script: Iterable[Any], mode: str = "sync", **gen_params: Any) -> ScriptedLLM | AsyncScriptedLLM:
+def scripted_llm(
+    script: Iterable[ScriptItem], mode: str = "sync", **gen_params: Unpack[CoreOptions]
+) -> ScriptedLLM | AsyncScriptedLLM:
     """A scripted model for sync (``'sync'``) or async (``'async'``) agents, from the same script."""
     if mode == "async":
         return AsyncScriptedLLM(script, **gen_params)

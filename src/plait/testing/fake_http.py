@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any, Union
 
 from aiohttp import web
+from typing_extensions import TypedDict, Unpack
 
+from ..types import JSONValue
 from ._server import BackgroundServer
 
 __all__ = ["Canned", "FakeHTTPServer", "RecordedRequest"]
@@ -52,9 +54,10 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
 
-    def json(self) -> Any:
+    def json(self) -> JSONValue:
         """The body parsed as JSON."""
-        return json.loads(self.body.decode("utf-8"))
+        value: JSONValue = json.loads(self.body.decode("utf-8"))
+        return value
 
     def form(self) -> dict[str, list[str]]:
         """The body parsed as an urlencoded form."""
@@ -66,6 +69,13 @@ class RecordedRequest:
         """The first value of query parameter `name`."""
         values = self.query.get(name)
         return values[0] if values else None
+
+
+class _CannedOptions(TypedDict, total=False):
+    """The keyword arguments every `Canned` constructor takes besides its own."""
+
+    headers: Mapping[str, str]
+    delay: float
 
 
 @dataclass(frozen=True)
@@ -85,12 +95,10 @@ class Canned:
     delay: float = 0.0
 
     @classmethod
-    def json(cls, data: Any, status: int = 200, **kwargs: Any) -> Canned:
+    def json(cls, data: object, status: int = 200, **kwargs: Unpack[_CannedOptions]) -> Canned:
         """A JSON body (``data`` as given, or the text of a file path)."""
-        body = Path(data).read_bytes() if isinstance(data, Path) else json.dumps(data, ensure_ascii=False).encode()
-        return cls(
-            status, body, {"Content-Type": "application/json; charset=utf-8", **kwargs.pop("headers", {})}, **kwargs
-        )
+        body = data.read_bytes() if isinstance(data, Path) else json.dumps(data, ensure_ascii=False).encode()
+        return cls.text(body, status, "application/json; charset=utf-8", **kwargs)
 
     @classmethod
     def text(
@@ -101,12 +109,12 @@ class Canned:
         return cls(status, body, {"Content-Type": content_type, **kwargs.pop("headers", {})}, **kwargs)
 
     @classmethod
-    def html(cls, html: str | Path, status: int = 200, **kwargs: Any) -> Canned:
+    def html(cls, html: str | Path, status: int = 200, **kwargs: Unpack[_CannedOptions]) -> Canned:
         """An HTML page."""
         return cls.text(html, status, "text/html; charset=utf-8", **kwargs)
 
     @classmethod
-    def xml(cls, xml: str | Path, status: int = 200, **kwargs: Any) -> Canned:
+    def xml(cls, xml: str | Path, status: int = 200, **kwargs: Unpack[_CannedOptions]) -> Canned:
         """An Atom/XML document."""
         return cls.text(xml, status, "application/atom+xml; charset=utf-8", **kwargs)
 
@@ -116,7 +124,7 @@ class Canned:
         return cls(status, b"", {"Location": location})
 
     @classmethod
-    def error(cls, status: int, message: str = "", **kwargs: Any) -> Canned:
+    def error(cls, status: int, message: str = "", **kwargs: Unpack[_CannedOptions]) -> Canned:
         """An error status with a JSON ``{"error": {"message": ...}}`` body."""
         return cls.json({"error": {"code": status, "message": message or f"error {status}"}}, status, **kwargs)
 

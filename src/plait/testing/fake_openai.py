@@ -29,11 +29,12 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Protocol, Union
 
 from aiohttp import web
 
 from ..exceptions import ScriptError
+from ..llms._decoded import json_object
 from ..types import JSONValue
 from ._server import BackgroundServer
 
@@ -46,6 +47,23 @@ __all__ = [
     "Reply",
     "Truncated",
 ]
+
+
+class _NamedCall(Protocol):
+    """A tool call given as an object: a plait `ToolCall`, or anything with the same attributes."""
+
+    @property
+    def name(self) -> str:
+        """The tool name."""
+
+    @property
+    def arguments(self) -> object:
+        """The arguments: JSON text, or a value to encode."""
+
+
+_ToolCallSpec = Union[tuple[str, object], Mapping[str, object], _NamedCall]
+"""One tool call of a `Reply`: a ``(name, arguments)`` pair, an OpenAI ``tool_calls`` item,
+a ``{'name':..., 'arguments':...}`` dict, or a `_NamedCall` such as a plait `ToolCall`."""
 
 
 @dataclass
@@ -62,7 +80,7 @@ class Reply:
     """
 
     content: str = ""
-    tool_calls: Sequence[Any] = ()
+    tool_calls: Sequence[_ToolCallSpec] = ()
     finish_reason: str | None = None
     usage: Mapping[str, int] | None = None
     delay: float = 0.0
@@ -107,37 +125,58 @@ class RawSSE:
 
 
 ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, InvalidJSON, RawSSE, Mapping[str, JSONValue]]
-Handler = Callable[[dict[str, Any]], Union[ReplyLike, Awaitable[ReplyLike]]]
+Handler = Callable[[dict[str, JSONValue]], Union[ReplyLike, Awaitable[ReplyLike]]]
 
 
 def _count_tokens(text: str) -> int:
     return len(text.split())
 
 
-def _prompt_tokens(body: Mapping[str, Any]) -> int:
+def _messages(body: Mapping[str, object]) -> list[object]:
+    messages = body.get("messages")
+    return messages if isinstance(messages, list) else []
+
+
+def _prompt_tokens(body: Mapping[str, object]) -> int:
     total = 0
-    for message in body.get("messages") or ():
+    for message in _messages(body):
         content = message.get("content") if isinstance(message, Mapping) else None
         total += _count_tokens(content) if isinstance(content, str) else 0
     return total
 
 
-def _tool_call(spec: Any, index: int) -> dict[str, Any]:
+@dataclass
+class _Call:
+    """One tool call of a reply: its id and its ``function`` object (``arguments`` as JSON text)."""
+
+    id: object
+    function: dict[str, object]
+
+    @property
+    def arguments(self) -> str:
+        return str(self.function["arguments"])
+
+    def record(self) -> dict[str, object]:
+        """The item of a message's ``tool_calls``."""
+        return {"id": self.id, "type": "function", "function": self.function}
+
+
+def _tool_call(spec: _ToolCallSpec, index: int) -> _Call:
+    call_id: object = f"call_{index}"
     if isinstance(spec, tuple):
         name, arguments = spec
-        function = {"name": name, "arguments": arguments}
-        call_id = f"call_{index}"
+        function: dict[str, object] = {"name": name, "arguments": arguments}
     elif isinstance(spec, Mapping) and "function" in spec:
-        function, call_id = dict(spec["function"]), spec.get("id", f"call_{index}")
+        function, call_id = dict(json_object(spec["function"])), spec.get("id", call_id)
     elif isinstance(spec, Mapping):
         function = {"name": spec["name"], "arguments": spec.get("arguments", "{}")}
-        call_id = spec.get("id", f"call_{index}")
+        call_id = spec.get("id", call_id)
     else:  # plait ToolCall or anything with the same attributes
         function = {"name": spec.name, "arguments": spec.arguments}
-        call_id = getattr(spec, "id", f"call_{index}")
+        call_id = getattr(spec, "id", call_id)
     if not isinstance(function["arguments"], str):
         function["arguments"] = json.dumps(function["arguments"], ensure_ascii=False)
-    return {"id": call_id, "type": "function", "function": function}
+    return _Call(call_id, function)
 
 
 def _split(text: str, size: int) -> list[str]:
@@ -157,28 +196,28 @@ def _split(text: str, size: int) -> list[str]:
 class _Render:
     """Builds the JSON and SSE bodies of a `Reply` for one request."""
 
-    def __init__(self, body: Mapping[str, Any], model: str, seq: int) -> None:
+    def __init__(self, body: Mapping[str, object], model: str, seq: int) -> None:
         self.body = body
         self.model = str(body.get("model") or model)
         self.id = f"chatcmpl-fake{seq}"
         self.created = int(time.time())
 
-    def usage(self, reply: Reply, calls: list[dict[str, Any]]) -> dict[str, int]:
+    def usage(self, reply: Reply, calls: list[_Call]) -> dict[str, int]:
         prompt = _prompt_tokens(self.body)
-        completion = _count_tokens(reply.content) + sum(_count_tokens(c["function"]["arguments"]) + 1 for c in calls)
+        completion = _count_tokens(reply.content) + sum(_count_tokens(c.arguments) + 1 for c in calls)
         usage = {"prompt_tokens": prompt, "completion_tokens": completion}
         usage.update(reply.usage or {})
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         return usage
 
-    def completion(self, reply: Reply) -> dict[str, Any]:
+    def completion(self, reply: Reply) -> dict[str, object]:
         calls = [_tool_call(spec, i) for i, spec in enumerate(reply.tool_calls)]
-        message: dict[str, Any] = {
+        message: dict[str, object] = {
             "role": "assistant",
             "content": reply.content if (reply.content or not calls) else None,
         }
         if calls:
-            message["tool_calls"] = calls
+            message["tool_calls"] = [call.record() for call in calls]
         return {
             "id": self.id,
             "object": "chat.completion",
@@ -195,9 +234,9 @@ class _Render:
         }
 
     def chunk(
-        self, delta: Mapping[str, JSONValue] | None, finish: str | None = None, usage: Mapping[str, int] | None = None
+        self, delta: Mapping[str, object] | None, finish: str | None = None, usage: Mapping[str, int] | None = None
     ) -> bytes:
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
@@ -213,10 +252,10 @@ class _Render:
         out = [self.chunk({"role": "assistant", "content": ""})]
         out += [self.chunk({"content": piece}) for piece in _split(reply.content, chunk_size)]
         for index, call in enumerate(calls):
-            head = {"index": index, "id": call["id"], "type": "function"}
-            head["function"] = {"name": call["function"]["name"], "arguments": ""}
+            head = {"index": index, "id": call.id, "type": "function"}
+            head["function"] = {"name": call.function["name"], "arguments": ""}
             out.append(self.chunk({"tool_calls": [head]}))
-            for piece in _split(call["function"]["arguments"], chunk_size or 8):
+            for piece in _split(call.arguments, chunk_size or 8):
                 out.append(self.chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
         out.append(self.chunk({}, reply.finish_reason or ("tool_calls" if calls else "stop")))
         options = self.body.get("stream_options") or {}
@@ -226,8 +265,8 @@ class _Render:
         return out
 
 
-def _echo(body: Mapping[str, Any]) -> Reply:
-    messages = body.get("messages") or [{}]
+def _echo(body: Mapping[str, object]) -> Reply:
+    messages = _messages(body) or [{}]
     content = messages[-1].get("content") if isinstance(messages[-1], Mapping) else None
     return Reply(content=content if isinstance(content, str) else "ok")
 
@@ -276,7 +315,7 @@ class FakeOpenAIServer(BackgroundServer):
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
         self.exhausted_keys = set(exhausted_keys)
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict[str, JSONValue]] = []
         self.headers: list[dict[str, str]] = []
         self._seq = 0
 
@@ -318,7 +357,7 @@ class FakeOpenAIServer(BackgroundServer):
         if self.script:
             raise ScriptError(f"FakeOpenAIServer: {len(self.script)} scripted replies were never requested")
 
-    async def _next_reply(self, body: dict[str, Any]) -> ReplyLike:
+    async def _next_reply(self, body: dict[str, JSONValue]) -> ReplyLike:
         if self.script:
             return self.script.popleft()
         if self.handler is not None:
@@ -357,7 +396,7 @@ class FakeOpenAIServer(BackgroundServer):
             return _error(500, f"handler raised {exc!r}")
         return await self._answer(request, body, reply)
 
-    async def _answer(self, request: web.Request, body: dict[str, Any], reply: ReplyLike) -> web.StreamResponse:
+    async def _answer(self, request: web.Request, body: dict[str, JSONValue], reply: ReplyLike) -> web.StreamResponse:
         stream = bool(body.get("stream"))
         if isinstance(reply, str):
             reply = Reply(content=reply)
@@ -396,7 +435,7 @@ class FakeOpenAIServer(BackgroundServer):
         return resp
 
     async def _truncate(
-        self, request: web.Request, body: dict[str, Any], reply: Truncated, stream: bool
+        self, request: web.Request, body: dict[str, JSONValue], reply: Truncated, stream: bool
     ) -> web.StreamResponse:
         render = _Render(body, self.model, self._seq)
         if stream:

@@ -36,20 +36,21 @@ from ..interceptors import Interceptor
 __all__ = ["FaultInjector"]
 
 R = TypeVar("R")
-_NO_VALUE: Any = object()
+E = TypeVar("E", bound="Effect[Any]")
+_NO_VALUE = object()
 
 
 @dataclass
 class _Rule:
     kind: type[Effect[Any]]
     error: BaseException | None
-    value: Any
+    value: Any  # sent back as the answered effect's result, whatever its type
     nth: int | None
     times: int | None
     when: Callable[[Any], bool] | None
     used: int = 0
 
-    def matches(self, effect: Effect[Any], index: int) -> bool:
+    def matches(self, effect: object, index: int) -> bool:
         if not isinstance(effect, self.kind):
             return False
         if self.nth is not None and index != self.nth:
@@ -70,19 +71,19 @@ class FaultInjector(Interceptor):
 
     def __init__(self) -> None:
         self._rules: list[_Rule] = []
-        self._counts: dict[type[Any], int] = {}
+        self._counts: dict[type, int] = {}
         self._lock = threading.Lock()
         self.seen: list[tuple[str, int, str]] = []
         self.effects = ()
 
     def fail(
         self,
-        kind: type[Effect[Any]],
+        kind: type[E],
         error: BaseException,
         *,
         nth: int | None = None,
         times: int | None = None,
-        when: Callable[[Any], bool] | None = None,
+        when: Callable[[E], bool] | None = None,
     ) -> FaultInjector:
         """Raise `error` for effects of class `kind`.
 
@@ -100,12 +101,12 @@ class FaultInjector(Interceptor):
 
     def answer(
         self,
-        kind: type[Effect[Any]],
-        value: Any,
+        kind: type[E],
+        value: object,
         *,
         nth: int | None = None,
         times: int | None = None,
-        when: Callable[[Any], bool] | None = None,
+        when: Callable[[E], bool] | None = None,
     ) -> FaultInjector:
         """Return `value` for effects of class `kind` instead of running them (same matching as `fail`)."""
         return self._add(_Rule(kind, None, value, nth, times, when))
@@ -115,7 +116,7 @@ class FaultInjector(Interceptor):
         self.effects = tuple(dict.fromkeys(r.kind for r in self._rules))
         return self
 
-    def _decide(self, effect: Effect[Any]) -> tuple[_Rule | None, int]:
+    def _decide(self, effect: object) -> tuple[_Rule | None, int]:
         with self._lock:
             kind = type(effect)
             index = self._counts.get(kind, 0) + 1

@@ -23,17 +23,21 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, Union
 
+from typing_extensions import Unpack
+
 from ..exceptions import ScriptError
 from ..llms.base_llm import (
     AsyncBaseLLM,
     BaseLLM,
     ChatInput,
+    CoreOptions,
     GenParams,
     LLMCore,
     Message,
     Prompt,
     StreamItem,
     filter_suffix,
+    stop_words_of,
 )
 from ..llms.response import ModelResponse
 from ..schema import ModelStatusCode
@@ -102,7 +106,7 @@ class _ScriptCore(LLMCore):
 
     stream_tools = True  # stream_chat serves ModelResponse replies (tool calls in the END item's extra)
 
-    def __init__(self, script: Iterable[ScriptItem] | None = None, **gen_params: Any) -> None:
+    def __init__(self, script: Iterable[ScriptItem] | None = None, **gen_params: Unpack[CoreOptions]) -> None:
         super().__init__(path=type(self).__name__, template_parser=_passthrough, **gen_params)
         self.script: _Replies = deque(script or [])
         self.calls: list[LLMCall] = []
@@ -125,15 +129,15 @@ class _ScriptCore(LLMCore):
         return item(messages, params) if callable(item) else item
 
     @staticmethod
-    def _stopped(response: ModelResponse, params: Mapping[str, Any]) -> ModelResponse:
-        text = filter_suffix(response.content, params.get("stop_words"))
+    def _stopped(response: ModelResponse, params: Mapping[str, object]) -> ModelResponse:
+        text = filter_suffix(response.content, stop_words_of(params))
         if text == response.content:
             return response
         return ModelResponse(content=text, tool_calls=response.tool_calls, finish_reason="stop", raw=response.raw)
 
     @staticmethod
-    def _stream_items(item: object, response: ModelResponse, params: Mapping[str, Any]) -> Iterator[StreamItem]:
-        stops = params.get("stop_words")
+    def _stream_items(item: object, response: ModelResponse, params: Mapping[str, object]) -> Iterator[StreamItem]:
+        stops = stop_words_of(params)
         text = ""
         for piece in _pieces(item, response):
             candidate = text + piece
@@ -163,17 +167,17 @@ class ScriptedLLM(_ScriptCore, BaseLLM):
         item = self._resolve(self._take(messages, params, method), messages, params)
         return item, self._stopped(_to_response(item), params)
 
-    def complete(self, inputs: ChatInput, **gen_params: Any) -> ModelResponse:
+    def complete(self, inputs: ChatInput, **gen_params: object) -> ModelResponse:
         """The next reply as a structured `ModelResponse`."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._reply(prompt, params, "complete")[1]
 
-    def chat(self, inputs: ChatInput, **gen_params: Any) -> str:
+    def chat(self, inputs: ChatInput, **gen_params: object) -> str:
         """The next reply's text."""
         prompt, params = self._prepare(inputs, gen_params)
         return self._reply(prompt, params, "chat")[1].content
 
-    def stream_chat(self, inputs: ChatInput, **gen_params: Any) -> Iterator[StreamItem]:
+    def stream_chat(self, inputs: ChatInput, **gen_params: object) -> Iterator[StreamItem]:
         """The next reply, piece by piece."""
         prompt, params = self._prepare(inputs, gen_params)
         item, response = self._reply(prompt, params, "stream_chat")
@@ -189,18 +193,18 @@ class AsyncScriptedLLM(_ScriptCore, AsyncBaseLLM):
             item = await item
         return item, self._stopped(_to_response(item), params)
 
-    async def complete(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> ModelResponse:
+    async def complete(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> ModelResponse:
         """The next reply as a structured `ModelResponse`."""
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "complete"))[1]
 
-    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any) -> str:
+    async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str:
         """The next reply's text."""
         prompt, params = self._prepare(inputs, gen_params)
         return (await self._reply(prompt, params, "chat"))[1].content
 
     async def stream_chat(
-        self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: Any
+        self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
         """The next reply, piece by piece."""
         prompt, params = self._prepare(inputs, gen_params)
@@ -237,7 +241,7 @@ class FunctionLLM(ScriptedLLM):
         ```
     """
 
-    def __init__(self, fn: ReplyFunction, **gen_params: Any) -> None:
+    def __init__(self, fn: ReplyFunction, **gen_params: Unpack[CoreOptions]) -> None:
         super().__init__(None, **gen_params)
         self.script = _Forever(fn)
 
@@ -245,6 +249,6 @@ class FunctionLLM(ScriptedLLM):
 class AsyncFunctionLLM(AsyncScriptedLLM):
     """The async twin of `FunctionLLM`; `fn` may be sync or ``async def``."""
 
-    def __init__(self, fn: ReplyFunction, **gen_params: Any) -> None:
+    def __init__(self, fn: ReplyFunction, **gen_params: Unpack[CoreOptions]) -> None:
         super().__init__(None, **gen_params)
         self.script = _Forever(fn)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import UserError
@@ -49,7 +49,7 @@ def load_class_from_string(class_path: str, path: str | None = None) -> Any:
         raise UserError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def _resolve_bare_name(name: str) -> Any:
+def _resolve_bare_name(name: str) -> object:
     import plait
 
     for namespace in ("plait", "plait.agents", "plait.actions", "plait.llms", "plait.memory", "plait.hooks"):
@@ -61,7 +61,7 @@ def _resolve_bare_name(name: str) -> Any:
     raise UserError(f"{name!r} is not a plait name; give a dotted path such as 'mypkg.module.{name}'")
 
 
-def create_object(config: Any) -> Any:
+def create_object(config: object) -> Any:
     """Build an object from a config dict; anything that is not a dict is returned as is.
 
     Classes are instantiated with the remaining keys; other callables become a
@@ -75,12 +75,11 @@ def create_object(config: Any) -> Any:
     if "type" not in config:
         raise UserError(f"a config dict needs a 'type' key (a class or dotted path); got keys {sorted(config)}")
     kwargs = dict(config)
-    target: Any = kwargs.pop("type")
+    target: object = kwargs.pop("type")
     if isinstance(target, str):
         target = load_class_from_string(target)
     if isinstance(target, type):
         return target(**kwargs)
     if callable(target):
-        fn: Callable[..., Any] = target
-        return functools.partial(fn, **kwargs)
+        return functools.partial(target, **kwargs)
     raise UserError(f"config 'type' must be a class, a callable or a dotted path, not {type(target).__name__}")

@@ -9,7 +9,6 @@ streams each answer with its tool calls. Every browser session has its own agent
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import streamlit as st
 
@@ -18,6 +17,7 @@ from plait.web.render import LiveEntry, render_entry
 from plait.web.session import ChatSession
 from plait.web.settings import (
     AGENT_KINDS,
+    Preset,
     Settings,
     default_prompts,
     import_tool_modules,
@@ -41,7 +41,7 @@ def get_session() -> ChatSession:
     return session
 
 
-def _model_settings(pre: dict[str, Any]) -> dict[str, str]:
+def _model_settings(pre: Preset) -> dict[str, str]:
     sb = st.sidebar
     sb.header("Model")
     source: object = sb.radio("Model source", _SOURCES, index=1 if pre["api_base"] else 0, key="model_source")

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
 from ..schema import ActionReturn, ActionStatusCode, AgentStatusCode
 from .settings import INTERPRETER_TOOL
+
+if TYPE_CHECKING:
+    from ..agents.internlm2_agent import AgentReturn
 
 __all__ = [
     "ChatEntry",
@@ -47,7 +50,7 @@ class ToolCall:
     """The model called a tool."""
 
     name: str
-    arguments: Any
+    arguments: object
     kind: str = "plugin"
 
 
@@ -60,7 +63,7 @@ class ToolResult:
     """
 
     name: str
-    items: tuple[Mapping[str, Any], ...] = ()
+    items: tuple[Mapping[str, object], ...] = ()
     error: str | None = None
     thought: str | None = None
 
@@ -101,9 +104,9 @@ class ToolBlock:
     """One tool call and, once it is back, its result."""
 
     name: str
-    arguments: Any
+    arguments: object
     kind: str = "plugin"
-    items: list[Mapping[str, Any]] | None = None
+    items: list[Mapping[str, object]] | None = None
     error: str | None = None
 
     @property
@@ -218,11 +221,11 @@ class InternLM2Reader:
     """
 
     def __init__(self) -> None:
-        self.final: Any = None
+        self.final: AgentReturn | None = None
         self._state: AgentStatusCode | None = None
         self._seen = 0
 
-    def feed(self, snapshot: Any) -> list[Event]:
+    def feed(self, snapshot: AgentReturn) -> list[Event]:
         """The events that `snapshot` adds to what was read before."""
         state = AgentStatusCode(snapshot.state)
         previous, self._state, self.final = self._state, state, snapshot

@@ -7,7 +7,8 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from typing_extensions import TypedDict, Unpack
 
 from ..exceptions import MissingDependencyError
 
@@ -41,6 +42,19 @@ def streamlit_command(host: str = "127.0.0.1", port: int = 8501, python: str | N
         "--client.toolbarMode",
         "minimal",
     ]
+
+
+class _Presets(TypedDict, total=False):
+    """The keyword arguments of `web_environment` that `launch` passes on."""
+
+    base: Mapping[str, str] | None
+    api_base: str | None
+    model: str | None
+    agent: str | None
+    tools: str | None
+    tool_modules: Sequence[str]
+    work_dir: str | None
+    mcp: Sequence[str]
 
 
 def web_environment(
@@ -81,7 +95,7 @@ def web_environment(
     return env
 
 
-def launch(host: str = "127.0.0.1", port: int = 8501, **presets: Any) -> int:
+def launch(host: str = "127.0.0.1", port: int = 8501, **presets: Unpack[_Presets]) -> int:
     """Serve the app until interrupted (on POSIX this process becomes the streamlit server).
 
     Returns streamlit's exit status where the process cannot be replaced (Windows).

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
-from .events import ChatEntry, NoticeBlock, TextBlock, ToolBlock
+from .events import Block, ChatEntry, NoticeBlock, TextBlock, ToolBlock
 
 __all__ = ["AVATARS", "LiveEntry", "render_block", "render_entry", "tool_label"]
 
@@ -59,7 +60,7 @@ def _result(block: ToolBlock) -> None:
         st.error(block.error)
 
 
-def render_block(block: Any, cursor: bool = False) -> None:
+def render_block(block: Block, cursor: bool = False) -> None:
     """Draw one block; `cursor` marks text that is still streaming."""
     if isinstance(block, TextBlock):
         st.markdown(block.text + (_CURSOR if cursor else ""))
@@ -94,7 +95,7 @@ class LiveEntry:
         self._message = st.chat_message(entry.role, avatar=AVATARS.get(entry.role))
         with self._message:
             self._waiting = st.empty()
-        self._slots: list[Any] = []
+        self._slots: list[DeltaGenerator] = []
         self._shown: list[str] = []
         self.update()
 

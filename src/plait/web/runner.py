@@ -16,21 +16,31 @@ import inspect
 import logging
 import queue
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..agents.aggregator.default_aggregator import content_to_text
 from ..exceptions import PlaitError
 from ..hooks.hook import Hook
+from ..llms._tool_llm import ToolCalling, ToolRequest
 from ..llms.response import ModelResponse
 from ..schema import FunctionCall
+from ..types import ChatInput, SessionId
 from .events import Event, Failed, Finished, InternLM2Reader, Notice, Text, ToolCall, tool_kind, tool_result
 from .settings import INTERPRETER_TOOL, Settings
+
+if TYPE_CHECKING:
+    from ..actions import BaseAction
+    from ..actions.mcp import MCPToolkit
+    from ..llms.base_llm import BaseLLM, StreamItem
+    from ..llms.llama_cpp import LlamaCppModel
+    from ..llms.openai import GPTAPI
 
 __all__ = ["StreamingLLM", "ToolEvents", "Turn", "build_agent", "build_llm", "build_tools"]
 
 _log = logging.getLogger(__name__)
 Emit = Callable[[Event], None]
+T = TypeVar("T")
 
 #: The call format of seed 001's web demo.
 INTERNLM2_TOOL_FORMAT = {
@@ -42,7 +52,7 @@ INTERNLM2_TOOL_FORMAT = {
 }
 
 
-class StreamingLLM:
+class StreamingLLM(ToolCalling):
     """A model wrapper that streams every reply to `sink` while agents call ``chat`` / ``complete``.
 
     ``complete(messages, tools=...)`` streams too when the model's ``stream_chat`` takes
@@ -60,41 +70,40 @@ class StreamingLLM:
         self.llm = llm
         self.sink: Callable[[str], None] | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self.llm, name)
 
     def _emit(self, text: str) -> None:
         if self.sink is not None:
             self.sink(text)
 
-    def stream_chat(self, inputs: Any, **gen_params: Any) -> Iterator[Any]:
+    def stream_chat(self, inputs: ChatInput, **gen_params: object) -> Iterator[StreamItem]:
         """The model's ``stream_chat``, reporting each step."""
         for item in self.llm.stream_chat(inputs, **gen_params):
             self._emit(item[1])
             yield item
 
-    def chat(self, inputs: Any, **gen_params: Any) -> str:
+    def chat(self, inputs: ChatInput, **gen_params: object) -> str:
         """The reply text, streamed to `sink` as it is produced."""
         last = _last(self.stream_chat(inputs, **gen_params))
         return str(last[1]) if last is not None else ""
 
-    def complete(
-        self, inputs: Any, tools: Sequence[Any] | None = None, tool_choice: Any = None, **gen_params: Any
-    ) -> ModelResponse:
-        """The reply as a `ModelResponse` (text and tool calls), streamed to `sink` where the model can."""
+    def _respond(self, call: ToolRequest) -> ModelResponse:
+        """The reply of `complete` (text and tool calls), streamed to `sink` where the model can."""
+        tools, tool_choice, gen_params = call.tools, call.tool_choice, call.overrides
         if tools and "tools" not in inspect.signature(self.llm.stream_chat).parameters:
-            response: ModelResponse = self.llm.complete(inputs, tools=tools, tool_choice=tool_choice, **gen_params)
+            response: ModelResponse = self.llm.complete(call.inputs, tools=tools, tool_choice=tool_choice, **gen_params)
             self._emit(response.content)
             return response
         if tools:
             gen_params = {**gen_params, "tools": tools, "tool_choice": tool_choice}
-        last = _last(self.stream_chat(inputs, **gen_params))
+        last = _last(self.stream_chat(call.inputs, **gen_params))
         if last is not None and isinstance(last[2], ModelResponse):
             return last[2]
         return ModelResponse(content=str(last[1]) if last is not None else "")
 
 
-def _last(items: Iterator[Any]) -> Any:
+def _last(items: Iterator[T]) -> T | None:
     """Exhaust `items`; return the last one (None when there was none)."""
     tail = collections.deque(items, maxlen=1)
     return tail[0] if tail else None
@@ -106,7 +115,7 @@ class ToolEvents(Hook):
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
 
-    def before_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def before_action(self, executor: object, message: object, session_id: SessionId) -> None:
         """Report the call (name and arguments)."""
         call = getattr(message, "content", message)
         if isinstance(call, FunctionCall):
@@ -114,12 +123,12 @@ class ToolEvents(Hook):
         else:
             self.emit(ToolCall("?", content_to_text(call)))
 
-    def after_action(self, executor: Any, message: Any, session_id: Any) -> None:
+    def after_action(self, executor: object, message: object, session_id: SessionId) -> None:
         """Report the result."""
         self.emit(tool_result(getattr(message, "content", message)))
 
 
-def build_llm(settings: Settings) -> Any:
+def build_llm(settings: Settings) -> GPTAPI | LlamaCppModel:
     """The model of `settings`: the server at ``api_base``, else the embedded model."""
     from ..cli import build_llm as cli_build_llm
 
@@ -133,15 +142,15 @@ def build_llm(settings: Settings) -> Any:
 
 
 def build_tools(
-    settings: Settings, work_dir: str, mcp: dict[str, Any] | None = None
-) -> tuple[list[Any], Any, list[str]]:
+    settings: Settings, work_dir: str, mcp: dict[str, MCPToolkit] | None = None
+) -> tuple[list[BaseAction], BaseAction | None, list[str]]:
     """``(plugins, interpreter or None, problems)``: tools that cannot be built are left out and reported.
 
     `mcp` caches MCP toolkits by server (so rebuilding the agent does not restart them).
     """
     from ..actions import get_tool
 
-    plugins: list[Any] = []
+    plugins: list[BaseAction] = []
     problems: list[str] = []
     for name in settings.plugins:
         try:
@@ -169,7 +178,7 @@ def build_tools(
 
 
 def build_agent(
-    settings: Settings, llm: Any, work_dir: str, mcp: dict[str, Any] | None = None
+    settings: Settings, llm: BaseLLM, work_dir: str, mcp: dict[str, MCPToolkit] | None = None
 ) -> tuple[Any, list[str]]:
     """The agent of `settings` over `llm`, and the problems met building its tools.
 
@@ -190,7 +199,7 @@ def build_agent(
         )
         agent = Internlm2Agent(
             llm=llm,
-            plugin_executor=ActionExecutor(plugins) if plugins else None,
+            plugin_executor=ActionExecutor(tuple(plugins)) if plugins else None,
             interpreter_executor=ActionExecutor([interpreter]) if interpreter is not None else None,
             protocol=protocol,
             max_turn=settings.max_turn,
@@ -209,13 +218,13 @@ def build_agent(
     return calling, problems
 
 
-def run_internlm2(agent: Any, history: list[dict[str, Any]], session_id: Hashable, emit: Emit) -> None:
+def run_internlm2(agent: Any, history: list[dict[str, object]], session_id: Hashable, emit: Emit) -> None:
     """Answer the last user message of `history` with an `Internlm2Agent`; extend `history` when done."""
     reader = InternLM2Reader()
     for snapshot in agent.stream_chat(history, session_id=session_id):
         for event in reader.feed(snapshot):
             if isinstance(event, Finished):
-                history.extend(reader.final.inner_steps)
+                history.extend(snapshot.inner_steps)
             emit(event)
 
 

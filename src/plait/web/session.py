@@ -12,12 +12,16 @@ import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import PlaitError
 from .events import ChatEntry, Event, Failed, NoticeBlock, TextBlock, apply_event
 from .runner import Turn, build_agent, build_llm, run_internlm2, run_tool_agent
 from .settings import AGENT_KINDS, Settings
+
+if TYPE_CHECKING:
+    from ..actions.mcp import MCPToolkit
+    from ..llms.base_llm import BaseLLM
 
 __all__ = ["ChatSession", "compose_message", "work_root"]
 
@@ -51,16 +55,16 @@ class ChatSession:
 
     session_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     transcript: list[ChatEntry] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[dict[str, object]] = field(default_factory=list)
     turn: Turn | None = None
     queued: list[tuple[str, list[str]]] = field(default_factory=list)
     uploads: dict[str, str] = field(default_factory=dict)
     upload_epoch: int = 0
     agent: Any = None
     settings: Settings | None = None
-    _llm: Any = None
-    _llm_key: Any = None
-    _mcp: dict[str, Any] = field(default_factory=dict)  # MCP toolkits by server, kept across rebuilds
+    _llm: BaseLLM | None = None
+    _llm_key: tuple[str, str, str, int, float] | None = None
+    _mcp: dict[str, MCPToolkit] = field(default_factory=dict)  # MCP toolkits by server, kept across rebuilds
 
     @property
     def work_dir(self) -> str:

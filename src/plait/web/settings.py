@@ -23,11 +23,14 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+
+from typing_extensions import TypedDict
 
 __all__ = [
     "AGENT_KINDS",
     "INTERPRETER_TOOL",
+    "Preset",
     "Settings",
     "default_prompts",
     "import_tool_modules",
@@ -143,7 +146,7 @@ def plugin_choices() -> list[str]:
     return names
 
 
-_LOADED_FILES: dict[str, Any] = {}
+_LOADED_FILES: dict[str, ModuleType] = {}
 
 
 def import_tool_modules(specs: str) -> list[str]:
@@ -200,7 +203,17 @@ def server_url(text: str) -> str:
     return text
 
 
-def preset(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+class Preset(TypedDict):
+    """The sidebar's starting values (see `preset`)."""
+
+    api_base: str
+    model: str
+    agent: str
+    plugins: list[str]
+    mcp: str
+
+
+def preset(environ: Mapping[str, str] | None = None) -> Preset:
     """Initial sidebar values from the environment (see the module docstring)."""
     env = os.environ if environ is None else environ
     agent = env.get("PLAIT_WEB_AGENT", "function_calling")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 from ...exceptions import LLMError, ParseError, UserError
@@ -37,7 +37,7 @@ def _take_one(iterator: Iterator[AgentMessage]) -> list[AgentMessage]:
 
 
 async def agent_chunks(
-    agent: Any, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
+    agent: Callable[..., object], inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
 ) -> AsyncIterator[AgentMessage]:
     """The agent's reply as chunks: a streaming agent's own, or one final message."""
     result: Any  # an agent's reply: a message, an awaitable of one, or a stream of them

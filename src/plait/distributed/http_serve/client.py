@@ -25,7 +25,7 @@ import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import aiohttp
 
@@ -33,7 +33,7 @@ from ...exceptions import RemoteAgentError
 from ...llms._sse import SSEDecoder
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
-from ...types import SessionId
+from ...types import JSONValue, SessionId
 from ...utils._aio import LoopThread, SessionPool
 from ...utils._json import json_default
 
@@ -51,6 +51,14 @@ def _json(value: object) -> str:
 
 def _message(item: MessageLike) -> object:
     return item.model_dump() if isinstance(item, AgentMessage) else item
+
+
+def _state(body: str | bytes, url: str) -> dict[str, JSONValue]:
+    """A served agent's state, decoded (the server sends `state_dict` as one JSON object)."""
+    state = json.loads(body)
+    if not isinstance(state, dict):
+        raise RemoteAgentError(f"the agent at {url} sent a state that is not a JSON object: {state!r:.200}")
+    return state
 
 
 def _raise_for(status: int, text: str, url: str) -> NoReturn:
@@ -111,9 +119,8 @@ class _ClientCore:
         text = await self._request("POST", "/chat_completion", self._body(messages, session_id, kwargs))
         return AgentMessage(**json.loads(text))
 
-    async def _astate_dict(self, session_id: SessionId) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(await self._request("GET", f"/memory/{session_id}"))
-        return data
+    async def _astate_dict(self, session_id: SessionId) -> dict[str, JSONValue]:
+        return _state(await self._request("GET", f"/memory/{session_id}"), self.url)
 
     async def _astream(
         self, messages: tuple[MessageLike, ...], session_id: SessionId, kwargs: Mapping[str, object]
@@ -166,7 +173,7 @@ class HTTPAgentClient(_ClientCore):
         """The reply as the agent streams it (a streaming agent's chunks; else one message)."""
         return self._io.iterate(self._astream(message, session_id, kwargs))
 
-    def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
+    def state_dict(self, session_id: SessionId = 0) -> dict[str, JSONValue]:
         """The served agent's `state_dict` of a session."""
         return self._io.run(self._astate_dict(session_id))
 
@@ -186,7 +193,7 @@ class AsyncHTTPAgentClient(_ClientCore):
         """The reply as the agent streams it."""
         return self._astream(message, session_id, kwargs)
 
-    def state_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
+    def state_dict(self, session_id: SessionId = 0) -> dict[str, JSONValue]:
         """The served agent's `state_dict` of a session (synchronous, as Lagent's: a short blocking request).
 
         Inside a coroutine, ``await client.astate_dict(...)`` does not block the event loop.
@@ -194,14 +201,13 @@ class AsyncHTTPAgentClient(_ClientCore):
         url = f"{self.url}/memory/{urllib.parse.quote(str(session_id), safe='')}"
         try:
             with urllib.request.urlopen(url, timeout=self.timeout) as response:
-                data: dict[str, Any] = json.loads(response.read())
-                return data
+                return _state(response.read(), url)
         except urllib.error.HTTPError as exc:
             _raise_for(exc.code, exc.read().decode("utf-8", "replace"), url)
         except (OSError, ValueError) as exc:
             raise RemoteAgentError(f"could not reach the agent at {url}: {exc or type(exc).__name__}") from exc
 
-    async def astate_dict(self, session_id: SessionId = 0) -> dict[str, Any]:
+    async def astate_dict(self, session_id: SessionId = 0) -> dict[str, JSONValue]:
         """The served agent's `state_dict` of a session, awaited."""
         return await self._astate_dict(session_id)
 
