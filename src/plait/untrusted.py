@@ -38,6 +38,7 @@ __all__ = ["MAX_DEPTH", "as_text", "clean", "clean_text", "decode_arguments", "l
 T = TypeVar("T")
 
 _SURROGATE = re.compile("[\ud800-\udfff]")  # in a str every surrogate is a lone one: pairs decode to one character
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")  # how JSON text writes one
 
 MAX_DEPTH = 256
 """The deepest nesting `loads` accepts (tool arguments and API bodies need a handful)."""
@@ -126,6 +127,9 @@ def loads(text: str | bytes) -> object:
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and the int digit limit are ValueErrors
         raise ParseError(f"invalid JSON: {str(exc)[:200]}", raw=text[:200]) from None
+    brackets = text.count("[") + text.count("{")
+    if brackets < MAX_DEPTH and _ESCAPED_SURROGATE.search(text) is None and clean_text(text) is text:
+        return value  # the common case, decided on the text: nothing deep, no surrogate to clean
     return clean(value)
 
 

@@ -149,3 +149,17 @@ def test_native_tool_call_fields_of_any_type_are_data(mode: str) -> None:
     llm = ScriptedLLM([odd, "done"])
     cls = FunctionCallingAgent if mode == "sync" else AsyncFunctionCallingAgent
     assert resolve(cls(llm, [Doubler()], max_turn=3)("go")).content == "done"
+
+
+@pytest.mark.parametrize("body", ['{"choices": [{"message": {"content": ' + "9" * 5000 + "}}]}", "[" * 100_000])
+def test_a_hostile_200_body_is_an_llm_error(mode: str, body: str) -> None:
+    """Issue 15, item 5: a 200 whose body Python's JSON decoder chokes on is an `LLMResponseError`, not a bare error."""
+    from plait.exceptions import LLMResponseError
+    from plait.llms import GPTAPI, AsyncGPTAPI
+    from plait.testing.fake_openai import FakeOpenAIServer, HTTPFault
+
+    with FakeOpenAIServer(handler=lambda _: HTTPFault(status=200, body=body)) as server:
+        llm_cls = GPTAPI if mode == "sync" else AsyncGPTAPI
+        llm = llm_cls("m", api_base=server.base_url, key="k", retry=2, backoff_base=0.01)
+        with pytest.raises(LLMResponseError):
+            resolve(llm.chat("hi"))

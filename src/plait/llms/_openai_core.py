@@ -17,7 +17,15 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from ..exceptions import LLMConnectionError, LLMError, LLMRateLimitError, LLMResponseError, LLMTimeoutError
+from ..exceptions import (
+    LLMConnectionError,
+    LLMError,
+    LLMRateLimitError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ParseError,
+)
+from ..untrusted import loads
 from ..utils._aio import SessionPool
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
@@ -83,7 +91,7 @@ def _llm_error(exc: BaseException) -> LLMError | None:
         return LLMConnectionError(f"the connection broke before the response was complete: {exc}")
     if isinstance(exc, aiohttp.ClientError):
         return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {exc}")
-    if isinstance(exc, (json.JSONDecodeError, UnicodeDecodeError)):
+    if isinstance(exc, (ParseError, UnicodeDecodeError)):  # `plait.untrusted.loads`: also huge numbers, deep nesting
         return LLMResponseError(f"the server's response is not valid JSON: {exc}")
     return None
 
@@ -179,7 +187,9 @@ class ChatTransport:
         """The encoded body, the per-attempt timeout and a fresh try count (after `before_send`)."""
         if self.before_send is not None:
             await self.before_send()
-        body = json.dumps(payload, ensure_ascii=False).encode()
+        # Text is cleaned where it enters plait; "replace" is the last guard (a lone surrogate in a
+        # caller's own generation parameter becomes "?" instead of failing before the request).
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace")
         return body, self.timeout if timeout is None else timeout, _Tries()
 
     def _next_try(self, tries: _Tries) -> tuple[str | None, str | None]:
@@ -216,7 +226,7 @@ class ChatTransport:
                 async with await self._post(body, key, org, seconds, stream=False) as resp:
                     await self._raise_for_status(resp)
                     raw = await resp.read()
-                response = parse_completion(json.loads(raw))
+                response = parse_completion(loads(raw))
             except Exception as exc:  # classified in _after_failure
                 await self._after_failure(exc, tries, key)
                 continue

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias, Union
 from urllib.parse import urlsplit
 
-from ..exceptions import LLMResponseError, UserError
+from ..exceptions import LLMResponseError, ParseError, UserError
+from ..untrusted import loads
 from ._decoded import count, json_array, json_object
 from .response import ModelResponse, ToolCall, Usage
 
@@ -280,8 +281,8 @@ class StreamAccumulator:
             self.done = True
             return False
         try:
-            chunk = json.loads(data)
-        except ValueError as exc:
+            chunk = loads(data)
+        except ParseError as exc:
             raise LLMResponseError(f"the stream carried a chunk that is not JSON: {data[:300]!r}") from exc
         return self.feed(chunk)
 
