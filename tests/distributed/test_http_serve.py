@@ -140,6 +140,35 @@ def test_slow_conversations_do_not_wait_for_each_other(serve: Any) -> None:
         client.close()
 
 
+def test_a_busy_session_answers_409(serve: Any) -> None:
+    """A second request on a session that is still answering is refused with 409, not interleaved (issue 15, item 6)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    with FakeOpenAIServer(handler=echo, latency=0.5) as slow:
+        server = serve(Agent(served_llm(slow, False)))
+        url = f"http://{server.host}:{server.port}/chat_completion"
+
+        def post(message: str) -> tuple[int, dict[str, Any]]:
+            data = json.dumps({"message": message, "session_id": 7}).encode()
+            request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as error:
+                return error.code, json.loads(error.read())
+
+        first: list[tuple[int, dict[str, Any]]] = []
+        thread = threading.Thread(target=lambda: first.append(post("first")))
+        thread.start()
+        time.sleep(0.2)
+        status, body = post("second")
+        thread.join()
+        assert status == 409 and body["error"]["type"] == "SessionBusyError"
+        assert first[0][0] == 200 and first[0][1]["content"] == "echo first after 0 earlier"
+
+
 def test_server_in_a_subprocess(model: FakeOpenAIServer) -> None:
     llm = {"type": AsyncGPTAPI, "model_type": "m", "api_base": model.base_url}  # a class travels as its path
     config = {"type": "plait.agents.AsyncAgent", "llm": llm}

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any
 
-from ...exceptions import LLMError, ParseError, UserError
+from ...exceptions import LLMError, ParseError, SessionBusyError, UserError
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 
@@ -55,9 +55,15 @@ async def agent_chunks(
 
 
 def http_status(error: BaseException) -> int:
-    """The HTTP status of a failed agent call: 502 the model backend failed, 400 a bad request or argument, else 500."""
+    """The HTTP status of a failed agent call.
+
+    502 the model backend failed, 409 the session is answering another request
+    (`SessionBusyError`), 400 a bad request or argument, else 500.
+    """
     if isinstance(error, LLMError):
         return 502
+    if isinstance(error, SessionBusyError):
+        return 409
     if isinstance(error, (UserError, ParseError, TypeError, ValueError)):
         return 400
     return 500
