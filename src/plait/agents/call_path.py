@@ -89,49 +89,42 @@ def agent_call_flow(
         SessionBusyError: Another call of this agent on `session_id` has not finished
             (agents with memory take one call per session at a time).
     """
-    if agent.memory is None:
-        return (yield from _call(agent, messages, session_id, kwargs))
+    memory = agent.memory
     token = object()
-    if agent._calls.setdefault(session_id, token) is not token:  # atomic: two threads cannot both win
+    if memory is not None and agent._calls.setdefault(session_id, token) is not token:  # atomic across threads
         raise SessionBusyError(agent.name, session_id)
     try:
-        return (yield from _call(agent, messages, session_id, kwargs))
+        inputs = normalize_inputs(messages)
+        for hook in list(agent._hooks.values()):
+            replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
+            if replaced is not None:
+                inputs = _replacement(replaced)
+        mark = memory.length(session_id) if memory is not None else 0
+        agent.update_memory(inputs, session_id)
+        try:
+            if getattr(type(agent).forward, "__plait_forward__", False):
+                raw = yield from agent.forward_flow(inputs, session_id, kwargs)
+            else:  # a user-defined forward
+                raw = yield Call(
+                    agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
+                )
+        except BaseException as error:
+            if memory is not None:
+                memory.truncate(session_id, mark)
+            if not isinstance(error, GeneratorExit):  # a closed flow must not yield
+                for hook in list(agent._hooks.values()):
+                    told = getattr(hook, "on_agent_error", None)  # hooks need not derive from Hook
+                    if told is not None:
+                        yield HookCall(told, (agent, error, session_id))
+            raise
+        response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
+        agent.update_memory(response, session_id)
+        output = response.model_copy()  # hooks and callers may reassign fields without touching memory
+        for hook in list(agent._hooks.values()):
+            replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
+            if replaced is not None:
+                output = replaced
+        return output
     finally:
-        agent._calls.pop(session_id, None)
-
-
-def _call(
-    agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, object]
-) -> Flow[AgentMessage]:
-    inputs = normalize_inputs(messages)
-    for hook in list(agent._hooks.values()):
-        replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
-        if replaced is not None:
-            inputs = _replacement(replaced)
-    memory = agent.memory
-    mark = memory.length(session_id) if memory is not None else 0
-    agent.update_memory(inputs, session_id)
-    try:
-        if getattr(type(agent).forward, "__plait_forward__", False):
-            raw = yield from agent.forward_flow(inputs, session_id, kwargs)
-        else:  # a user-defined forward
-            raw = yield Call(
-                agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
-            )
-    except BaseException as error:
         if memory is not None:
-            memory.truncate(session_id, mark)
-        if not isinstance(error, GeneratorExit):  # a closed flow must not yield
-            for hook in list(agent._hooks.values()):
-                told = getattr(hook, "on_agent_error", None)  # hooks need not derive from Hook
-                if told is not None:
-                    yield HookCall(told, (agent, error, session_id))
-        raise
-    response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
-    agent.update_memory(response, session_id)
-    output = response.model_copy()  # hooks and callers may reassign fields without touching memory
-    for hook in list(agent._hooks.values()):
-        replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
-        if replaced is not None:
-            output = replaced
-    return output
+            agent._calls.pop(session_id, None)
