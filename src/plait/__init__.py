@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._lazy import lazy_attribute
+from ._lazy import lazy_module
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -129,9 +129,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 
-def __getattr__(name: str) -> Any:
-    return lazy_attribute(__name__, _EXPORTS, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_module(__name__, _EXPORTS, __all__)

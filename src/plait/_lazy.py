@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-__all__ = ["lazy_attribute"]
+__all__ = ["lazy_attribute", "lazy_module"]
 
 
 def lazy_attribute(package: str, exports: Mapping[str, str], name: str) -> object:
@@ -24,3 +24,24 @@ def lazy_attribute(package: str, exports: Mapping[str, str], name: str) -> objec
     value = getattr(importlib.import_module(module, package), name)
     setattr(sys.modules[package], name, value)
     return value
+
+
+def lazy_module(
+    package: str, exports: Mapping[str, str], names: Iterable[str] = ()
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """A package's ``__getattr__`` and ``__dir__`` for its lazy `exports` (and its eager `names`).
+
+    Example:
+        ```python
+        __getattr__, __dir__ = lazy_module(__name__, {"BINGMap": ".bing_map"}, __all__)
+        ```
+    """
+    listed = sorted({*names, *exports})
+
+    def getattr_(name: str) -> object:
+        return lazy_attribute(package, exports, name)
+
+    def dir_() -> list[str]:
+        return list(listed)
+
+    return getattr_, dir_

@@ -18,7 +18,14 @@ PlaitError
 │   ├── ToolNotFoundError     no tool of that name (names the valid ones)
 │   ├── ToolArgumentError     arguments that do not fit the tool's signature
 │   ├── ToolExecutionError    the tool raised
+│   │   └── WebError          a web tool's request failed (``state``: the ActionStatusCode it reports)
+│   │       ├── HTTPStatusError     the server answered 4xx/5xx (status, body)
+│   │       ├── WebTimeoutError     the request took longer than its timeout
+│   │       ├── WebConnectionError  the server could not be reached, or the connection broke
+│   │       ├── BlockedURLError     a URL the SSRF guard refuses
+│   │       └── APIResponseError    an error payload, or not a valid answer
 │   └── MCPError              an MCP server failed to start, to handshake, or to answer
+├── SandboxError              the sandbox itself failed (a process could not be started or talked to)
 ├── ReplayMismatchError       a replayed run made a call its recording does not hold
 ├── RemoteAgentError          an agent served over HTTP failed or could not be reached
 └── ScriptError               a plait.testing double was used outside its script
@@ -33,9 +40,12 @@ log or print.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
+    "APIResponseError",
+    "BlockedURLError",
+    "HTTPStatusError",
     "LLMAPIError",
     "LLMConnectionError",
     "LLMError",
@@ -49,6 +59,7 @@ __all__ = [
     "PlaitError",
     "RemoteAgentError",
     "ReplayMismatchError",
+    "SandboxError",
     "ScriptError",
     "SessionBusyError",
     "StateDictError",
@@ -57,6 +68,9 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotFoundError",
     "UserError",
+    "WebConnectionError",
+    "WebError",
+    "WebTimeoutError",
 ]
 
 
@@ -205,12 +219,61 @@ class ToolExecutionError(ToolError):
     """The tool itself raised while running."""
 
 
+class WebError(ToolExecutionError):
+    """A web request failed.
+
+    Attributes:
+        state: The `ActionStatusCode` a tool reports for it (``HTTP_ERROR``, ``ARGS_ERROR`` or
+            ``API_ERROR``; `plait.actions.web.as_data` makes it an `ActionReturn`).
+    """
+
+    state: ClassVar[int] = -1000  # ActionStatusCode.HTTP_ERROR
+
+
+class HTTPStatusError(WebError):
+    """The server answered with an error status (4xx/5xx).
+
+    Attributes:
+        status: The HTTP status code.
+        body: The start of the response body, secrets redacted.
+    """
+
+    def __init__(self, message: str, *, status: int, body: str = "", tool: str | None = None) -> None:
+        super().__init__(message, tool=tool)
+        self.status = status
+        self.body = body
+
+
+class WebTimeoutError(WebError):
+    """The request took longer than its timeout."""
+
+
+class WebConnectionError(WebError):
+    """The server could not be reached, or the connection broke."""
+
+
+class BlockedURLError(WebError):
+    """The URL is not allowed: bad scheme, or it resolves to a private/loopback/link-local address."""
+
+    state: ClassVar[int] = -1001  # ActionStatusCode.ARGS_ERROR
+
+
+class APIResponseError(WebError):
+    """The service answered, but with an error payload or something that is not a valid response."""
+
+    state: ClassVar[int] = -1002  # ActionStatusCode.API_ERROR
+
+
 class MCPError(ToolError):
     """An MCP server could not be started or reached, failed the handshake, or answered with an error.
 
     Raised by `MCPToolkit` construction (the server's tools are listed then); a failed
     *tool call* comes back to the model as an `ActionReturn` instead.
     """
+
+
+class SandboxError(PlaitError):
+    """The sandbox itself failed (a process could not be started or talked to)."""
 
 
 class ReplayMismatchError(PlaitError):

@@ -8,9 +8,7 @@ public names to ``_LAZY`` (and, for type checkers, to the ``TYPE_CHECKING`` bloc
 
 from __future__ import annotations
 
-from typing import Any
-
-from .._lazy import lazy_attribute
+from .._lazy import lazy_module
 from ..exceptions import ParseError
 from ._registry import TOOL_REGISTRY, get_tool, get_tool_cls, list_tools, register_tool
 from ._schema import openai_name, openai_tool, to_json_schema
@@ -73,9 +71,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    return lazy_attribute(__name__, _LAZY, name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*__all__, *_LAZY})
+__getattr__, __dir__ = lazy_module(__name__, _LAZY, __all__)

@@ -10,12 +10,15 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
+
+from typing_extensions import Unpack
 
 from ..exceptions import ToolArgumentError
 from ..schema import ActionReturn
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, as_data
+from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, WebToolOptions, as_data
 
 __all__ = ["ArxivPaper", "ArxivSearch", "AsyncArxivSearch", "build_arxiv_request", "parse_arxiv_feed"]
 
@@ -105,6 +108,8 @@ def format_papers(papers: list[ArxivPaper], chars_max: int) -> str:
 class _ArxivSearchCore(WebToolMixin, ActionCore, register=False):
     """What `ArxivSearch` and `AsyncArxivSearch` share (the arguments are `ArxivSearch`'s)."""
 
+    client_defaults: ClassVar[WebToolOptions] = {"timeout": 10.0, "max_retry": 3, "backoff": 1.0, "cache_ttl": 600.0}
+
     def __init__(
         self,
         top_k_results: int = 3,
@@ -115,16 +120,14 @@ class _ArxivSearchCore(WebToolMixin, ActionCore, register=False):
         enable: bool = True,
         *,
         endpoint: str = "https://export.arxiv.org/api/query",
-        timeout: float = 10.0,
-        max_retry: int = 3,
-        cache_ttl: float = 600.0,
+        **options: Unpack[WebToolOptions],
     ) -> None:
         super().__init__(description, parser, enable)
         self.top_k_results = top_k_results
         self.max_query_len = max_query_len
         self.doc_content_chars_max = doc_content_chars_max
         self.endpoint = endpoint
-        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, backoff=1.0, cache_ttl=cache_ttl)
+        self.client = self._client_for(options)
 
     def web_clients(self) -> list[WebClient]:
         """The arXiv API client."""
@@ -156,9 +159,8 @@ class ArxivSearch(_ArxivSearchCore, BaseAction):
         parser: The argument parser class.
         enable: Whether executors offer this tool.
         endpoint: The arXiv API query endpoint.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per query.
-        cache_ttl: Seconds an answer is reused.
+        **options: `WebToolOptions`: ``timeout`` (10 s per attempt), ``max_retry`` (3 attempts),
+            ``cache_ttl`` (answers reused for 600 s).
     """  # noqa: E501
 
     @tool_api(explode_return=True)

@@ -10,11 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated
 
+from typing_extensions import Unpack
+
 from ..schema import ActionReturn
 from ..types import JSONValue
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, WebClient, WebToolMixin, as_data, as_dict, as_list, env_or, require
+from .web import (
+    APIResponseError,
+    HTTPRequest,
+    WebClient,
+    WebToolMixin,
+    WebToolOptions,
+    as_data,
+    as_dict,
+    as_list,
+    env_or,
+    require,
+)
 
 __all__ = ["AsyncBINGMap", "BINGMap", "first_resource", "parse_places", "parse_route"]
 
@@ -85,14 +98,12 @@ class _BINGMapCore(WebToolMixin, ActionCore, register=False):
         enable: bool = True,
         *,
         base_url: str = "https://dev.virtualearth.net/REST/v1",
-        timeout: float = 10.0,
-        max_retry: int = 3,
-        cache_ttl: float = 600.0,
+        **options: Unpack[WebToolOptions],
     ) -> None:
         super().__init__(description, parser, enable)
         self._key = require(env_or(key, "BING_MAP_KEY"), "BINGMap's Bing Maps key (key=)", "BING_MAP_KEY")
         self.base_url = base_url.rstrip("/")
-        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
+        self.client = self._client_for(options)
 
     def web_clients(self) -> list[WebClient]:
         """The Bing Maps client."""
@@ -151,9 +162,8 @@ class BINGMap(_BINGMapCore, BaseAction):
         parser: The argument parser class.
         enable: Whether executors offer this tool.
         base_url: The REST API base URL.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per request.
-        cache_ttl: Seconds an answer is reused.
+        **options: `WebToolOptions`: ``timeout`` (10 s per attempt), ``max_retry`` (3 attempts),
+            ``cache_ttl`` (answers reused for 600 s).
     """
 
     @tool_api(explode_return=True)

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Optional, TypeAlias, Union
+from typing import ClassVar, Optional, TypeAlias, Union
+
+from typing_extensions import Unpack
 
 from ..schema import ActionReturn
 from ..types import JSONValue
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, WebClient, WebToolMixin, as_data, as_dict, as_list, env_or, require
+from .web import (
+    APIResponseError,
+    HTTPRequest,
+    WebClient,
+    WebToolMixin,
+    WebToolOptions,
+    as_data,
+    as_dict,
+    as_list,
+    env_or,
+    require,
+)
 
 __all__ = [
     "AsyncGoogleScholar",
@@ -100,6 +113,8 @@ def parse_author_id(data: object) -> dict[str, str]:
 class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
     """What `GoogleScholar` and `AsyncGoogleScholar` share (the arguments are `GoogleScholar`'s)."""
 
+    client_defaults: ClassVar[WebToolOptions] = {"timeout": 20.0, "max_retry": 3, "backoff": 0.5, "cache_ttl": 600.0}
+
     def __init__(
         self,
         api_key: str | None = None,
@@ -108,16 +123,14 @@ class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
         enable: bool = True,
         *,
         endpoint: str = "https://serpapi.com/search.json",
-        timeout: float = 20.0,
-        max_retry: int = 3,
-        cache_ttl: float = 600.0,
+        **options: Unpack[WebToolOptions],
     ) -> None:
         super().__init__(description, parser, enable)
         self._api_key = require(
             env_or(api_key, "SERPAPI_API_KEY"), "GoogleScholar's SerpAPI key (api_key=)", "SERPAPI_API_KEY"
         )
         self.endpoint = endpoint
-        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
+        self.client = self._client_for(options)
 
     def web_clients(self) -> list[WebClient]:
         """The SerpAPI client."""
@@ -159,9 +172,8 @@ class GoogleScholar(_GoogleScholarCore, BaseAction):
         parser: The argument parser class.
         enable: Whether executors offer this tool.
         endpoint: SerpAPI's search endpoint.
-        timeout: Seconds per attempt.
-        max_retry: Attempts per request.
-        cache_ttl: Seconds an answer is reused.
+        **options: `WebToolOptions`: ``timeout`` (20 s per attempt), ``max_retry`` (3 attempts),
+            ``cache_ttl`` (answers reused for 600 s).
     """
 
     @tool_api(explode_return=True)

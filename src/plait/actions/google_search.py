@@ -9,12 +9,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+from typing_extensions import Unpack
+
 from ..exceptions import UserError
 from ..schema import ActionReturn
 from ..types import JSONValue
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, as_data, as_dict, env_or, require
+from .web import (
+    APIResponseError,
+    HTTPRequest,
+    HTTPResponse,
+    RetryOptions,
+    WebClient,
+    WebToolMixin,
+    WebToolOptions,
+    as_data,
+    as_dict,
+    env_or,
+    require,
+)
 from .web.searchers import clean_snippet
 
 __all__ = ["AsyncGoogleSearch", "GoogleSearch", "serper_snippets"]
@@ -66,8 +80,7 @@ class _GoogleSearchCore(WebToolMixin, ActionCore, register=False):
         enable: bool = True,
         *,
         endpoint: str = "https://google.serper.dev",
-        max_retry: int = 3,
-        cache_ttl: float = 600.0,
+        **options: Unpack[RetryOptions],
     ) -> None:
         super().__init__(description, parser, enable)
         key = require(
@@ -78,7 +91,7 @@ class _GoogleSearchCore(WebToolMixin, ActionCore, register=False):
         self._api_key = key
         self.search_type = search_type
         self.endpoint = endpoint.rstrip("/")
-        self.client = WebClient.build(timeout=timeout, max_retry=max_retry, cache_ttl=cache_ttl)
+        self.client = self._client_for(WebToolOptions(**options, timeout=timeout))
 
     def web_clients(self) -> list[WebClient]:
         """The serper.dev client."""
@@ -119,8 +132,7 @@ class GoogleSearch(_GoogleSearchCore, BaseAction):
         parser: The argument parser class.
         enable: Whether executors offer this tool.
         endpoint: The serper.dev base URL (``/{search_type}`` is appended).
-        max_retry: Attempts per query.
-        cache_ttl: Seconds an answer is reused.
+        **options: `WebToolOptions`: ``max_retry`` (3 attempts), ``cache_ttl`` (answers reused for 600 s).
     """  # noqa: E501
 
     @tool_api

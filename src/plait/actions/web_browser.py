@@ -24,7 +24,7 @@ from typing import Any
 from ..schema import ActionReturn, ActionStatusCode
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import URLGuard, WebClient, WebError, WebToolMixin, as_data
+from .web import URLGuard, WebClient, WebError, WebToolMixin, as_data, error_return
 from .web.fetcher import ContentFetcher
 from .web.searchers import DEFAULT_BLACK_LIST, BaseSearch, get_searcher, search_all
 
@@ -112,7 +112,7 @@ class _WebBrowserCore(WebToolMixin, ActionCore, register=False):
                 elif item["summ"] and item["summ"] not in merged[key]["summ"]:
                     merged[key]["summ"] += "\n" + item["summ"]
         if errors and len(errors) == len(queries):
-            return errors[0].action_return()
+            return error_return(errors[0])
         results = dict(enumerate(merged.values()))
         self.session_state(session_id)[_RESULTS] = results
         if not results:

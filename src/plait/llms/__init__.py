@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_attribute
+from .._lazy import lazy_module
 from .base_llm import AsyncBaseLLM, BaseLLM, filter_suffix
 
 if TYPE_CHECKING:
@@ -90,9 +90,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    return lazy_attribute(__name__, _LAZY, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_module(__name__, _LAZY, __all__)

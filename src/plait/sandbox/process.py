@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypedDict, TypeVar
 
-from ..exceptions import PlaitError
+from ..exceptions import SandboxError
 from . import _zygote, _zygote_os
 from ._io import Op, Wait
 from .limits import Limits
@@ -34,10 +34,6 @@ __all__ = ["Child", "FrameReader", "SandboxError", "Zygote", "get_zygote", "shut
 ZYGOTE_SCRIPT = _zygote.__file__
 UID_BASE = int(os.environ.get("PLAIT_SANDBOX_UID_BASE", "990000"))
 UID_COUNT = int(os.environ.get("PLAIT_SANDBOX_UID_COUNT", "2048"))
-
-
-class SandboxError(PlaitError):
-    """The sandbox itself failed (a process could not be started or talked to)."""
 
 
 F = TypeVar("F")

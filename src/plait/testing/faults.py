@@ -28,16 +28,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
+
+from typing_extensions import TypedDict, Unpack
 
 from ..effects import Effect, Flow
 from ..interceptors import Interceptor
 
-__all__ = ["FaultInjector"]
+__all__ = ["FaultInjector", "Match"]
 
 R = TypeVar("R")
 E = TypeVar("E", bound="Effect[Any]")
 _NO_VALUE = object()
+
+
+class Match(TypedDict, Generic[E], total=False):
+    """Which effects of a class a rule decides (every one when empty).
+
+    Attributes:
+        nth: Only the n-th effect of that class (1-based), counted from the injector's creation.
+        times: At most this many times (None: every match).
+        when: Only effects for which ``when(effect)`` is true.
+    """
+
+    nth: int | None
+    times: int | None
+    when: Callable[[E], bool] | None
 
 
 @dataclass
@@ -76,42 +92,25 @@ class FaultInjector(Interceptor):
         self.seen: list[tuple[str, int, str]] = []
         self.effects = ()
 
-    def fail(
-        self,
-        kind: type[E],
-        error: BaseException,
-        *,
-        nth: int | None = None,
-        times: int | None = None,
-        when: Callable[[E], bool] | None = None,
-    ) -> FaultInjector:
+    def fail(self, kind: type[E], error: BaseException, **match: Unpack[Match[E]]) -> FaultInjector:
         """Raise `error` for effects of class `kind`.
 
         Args:
             kind: The effect class (`ModelCall`, `ActionCall`, `ToolCall`, ...).
             error: What to raise where the effect would run.
-            nth: Only the n-th effect of that class (1-based), counted from registration.
-            times: At most this many times (None: every match).
-            when: Only effects for which ``when(effect)`` is true.
+            **match: Which of them (`Match`: ``nth``, ``times``, ``when``).
 
         Returns:
             The injector, for chaining.
         """
-        return self._add(_Rule(kind, error, _NO_VALUE, nth, times, when))
+        return self._add(kind, error, _NO_VALUE, match)
 
-    def answer(
-        self,
-        kind: type[E],
-        value: object,
-        *,
-        nth: int | None = None,
-        times: int | None = None,
-        when: Callable[[E], bool] | None = None,
-    ) -> FaultInjector:
+    def answer(self, kind: type[E], value: object, **match: Unpack[Match[E]]) -> FaultInjector:
         """Return `value` for effects of class `kind` instead of running them (same matching as `fail`)."""
-        return self._add(_Rule(kind, None, value, nth, times, when))
+        return self._add(kind, None, value, match)
 
-    def _add(self, rule: _Rule) -> FaultInjector:
+    def _add(self, kind: type[E], error: BaseException | None, value: object, match: Match[E]) -> FaultInjector:
+        rule = _Rule(kind, error, value, match.get("nth"), match.get("times"), match.get("when"))
         self._rules.append(rule)
         self.effects = tuple(dict.fromkeys(r.kind for r in self._rules))
         return self

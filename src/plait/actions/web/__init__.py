@@ -1,7 +1,7 @@
 """Building blocks of plait's web tools (`WebBrowser`, `ArxivSearch`, `GoogleSearch`, ...).
 
-* `errors`: the `WebError` family (each knows the `ActionStatusCode` a tool reports) and
-  `redact`, which keeps secrets out of messages.
+* `errors`: `error_return` (a `WebError` of `plait.exceptions` as the `ActionReturn` a tool
+  reports) and `redact`, which keeps secrets out of messages.
 * `messages`: `HTTPRequest` / `HTTPResponse`, requests and responses as plain data, and
   `as_dict` / `as_list` for JSON of unknown shape.
 * `policy`: `RetryConfig` (bounded retries, backoff) and `TTLCache`.
@@ -17,20 +17,20 @@
 
 from __future__ import annotations
 
-from .client import RETRYABLE_STATUS, SyncBridge, WebClient
-from .errors import (
+from ...exceptions import (
     APIResponseError,
     BlockedURLError,
     HTTPStatusError,
     WebConnectionError,
     WebError,
     WebTimeoutError,
-    redact,
 )
+from .client import RETRYABLE_STATUS, SyncBridge, WebClient
+from .errors import error_return, redact
 from .messages import HTTPRequest, HTTPResponse, as_dict, as_list, encode_query
 from .policy import RetryConfig, TTLCache
 from .ssrf import URLGuard, is_public_address
-from .tool import WebToolMixin, as_data, env_or, require
+from .tool import RetryOptions, WebToolMixin, WebToolOptions, as_data, env_or, require
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -40,6 +40,7 @@ __all__ = [
     "HTTPResponse",
     "HTTPStatusError",
     "RetryConfig",
+    "RetryOptions",
     "SyncBridge",
     "TTLCache",
     "URLGuard",
@@ -48,11 +49,13 @@ __all__ = [
     "WebError",
     "WebTimeoutError",
     "WebToolMixin",
+    "WebToolOptions",
     "as_data",
     "as_dict",
     "as_list",
     "encode_query",
     "env_or",
+    "error_return",
     "is_public_address",
     "redact",
     "require",

@@ -21,9 +21,9 @@ from urllib.parse import urljoin
 import aiohttp
 from typing_extensions import TypedDict, Unpack
 
-from ...exceptions import UserError
+from ...exceptions import HTTPStatusError, UserError, WebConnectionError, WebError, WebTimeoutError
 from ...utils._aio import LoopThread, SessionPool
-from .errors import HTTPStatusError, WebConnectionError, WebError, WebTimeoutError, redact
+from .errors import redact
 from .messages import HTTPRequest, HTTPResponse
 from .policy import RetryConfig, TTLCache
 

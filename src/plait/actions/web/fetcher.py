@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+from ...exceptions import APIResponseError
 from .client import WebClient
-from .errors import APIResponseError
 from .html_text import html_to_text
 from .messages import HTTPRequest, HTTPResponse
 from .ssrf import URLGuard

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from email.message import Message
 from urllib.parse import quote, urlencode, urlsplit
 
+from ...exceptions import APIResponseError
 from ...types import JSONValue
-from .errors import APIResponseError, redact
+from .errors import redact
 
 __all__ = ["HTTPRequest", "HTTPResponse", "as_dict", "as_list", "encode_query"]
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from .errors import BlockedURLError
+from ...exceptions import BlockedURLError
 
 __all__ = ["URLGuard", "is_public_address"]
 

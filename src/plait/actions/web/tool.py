@@ -6,6 +6,8 @@ thread (`run_io`); its async sibling (``AsyncX(AsyncActionMixin, _XCore, sibling
 declares the same API as ``async def`` that awaits the same coroutine. `as_data` turns a
 `WebError` into the `ActionReturn` the model reads (HTTP_ERROR, API_ERROR or ARGS_ERROR).
 `env_or` / `require` read a credential given as an argument or in the environment.
+Every tool takes the same client knobs as keyword arguments (`WebToolOptions`); a tool's
+``client_defaults`` says what they are when not given.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
-from ...exceptions import UserError
+from typing_extensions import TypedDict
+
+from ...exceptions import UserError, WebError
 from ...schema import ActionReturn
 from .client import SyncBridge, WebClient
-from .errors import WebError
+from .errors import error_return
 
-__all__ = ["WebToolMixin", "as_data", "env_or", "require"]
+__all__ = ["RetryOptions", "WebToolMixin", "WebToolOptions", "as_data", "env_or", "require"]
 
 T = TypeVar("T")
 _LOCK = threading.Lock()
@@ -47,11 +51,51 @@ async def as_data(awaitable: Awaitable[T]) -> T | ActionReturn:
     try:
         return await awaitable
     except WebError as exc:
-        return exc.action_return()
+        return error_return(exc)
+
+
+class RetryOptions(TypedDict, total=False):
+    """`WebToolOptions` but the timeout (for the tools that take ``timeout`` positionally).
+
+    Attributes:
+        max_retry: Attempts per request (timeouts, connection errors, 408/425/429/5xx are retried).
+        backoff: The first wait between attempts, in seconds (doubles each time).
+        cache_ttl: Seconds a successful answer is reused (0: no cache).
+    """
+
+    max_retry: int
+    backoff: float
+    cache_ttl: float
+
+
+class WebToolOptions(RetryOptions, total=False):
+    """The HTTP knobs every web tool takes as keyword arguments (`RetryOptions` and a timeout).
+
+    Attributes:
+        timeout: Seconds per attempt (connect + read).
+    """
+
+    timeout: float
 
 
 class WebToolMixin(ABC):
-    """Runs a tool's coroutines for its sync APIs and closes its HTTP sessions."""
+    """Runs a tool's coroutines for its sync APIs and closes its HTTP sessions.
+
+    Attributes:
+        client_defaults: The `WebToolOptions` a tool's client gets where the caller leaves them out.
+    """
+
+    client_defaults: ClassVar[WebToolOptions] = {"timeout": 10.0, "max_retry": 3, "backoff": 0.5, "cache_ttl": 600.0}
+
+    def _client_for(self, options: WebToolOptions) -> WebClient:
+        """A `WebClient` with `options` over this tool's `client_defaults`."""
+        merged: WebToolOptions = {**self.client_defaults, **options}
+        return WebClient.build(
+            timeout=merged["timeout"],
+            max_retry=merged["max_retry"],
+            backoff=merged.get("backoff", 0.5),
+            cache_ttl=merged["cache_ttl"],
+        )
 
     @abstractmethod
     def web_clients(self) -> list[WebClient]:

@@ -6,8 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from typing_extensions import Unpack
 
-from ....exceptions import UserError
-from ..errors import APIResponseError
+from ....exceptions import APIResponseError, UserError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 

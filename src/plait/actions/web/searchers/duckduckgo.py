@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 from typing_extensions import Unpack
 
-from ..errors import APIResponseError
+from ....exceptions import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions
 

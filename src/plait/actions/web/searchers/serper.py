@@ -7,9 +7,8 @@ from typing import ClassVar
 
 from typing_extensions import Unpack
 
-from ....exceptions import UserError
+from ....exceptions import APIResponseError, UserError
 from ....types import JSONValue
-from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 

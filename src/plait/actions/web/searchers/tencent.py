@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 from typing_extensions import Unpack
 
+from ....exceptions import APIResponseError
 from ....types import JSONValue
-from ..errors import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from ..tc3 import sign_request, tc3_headers
 from ..tool import env_or, require
