@@ -7,7 +7,11 @@ plait chat --session chat.json               # REPL: /reset, /save FILE, /load F
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
+PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
+
+API keys come from the environment (``--api-key-env NAME``, default ``OPENAI_API_KEY``),
+never from the command line, where every user of the machine could read them.
 
 The answer is streamed as the model writes it; tool calls and their results are shown as
 they happen; errors go to stderr with exit status 1.
@@ -21,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .exceptions import PlaitError
+from .exceptions import PlaitError, UserError
 
 if TYPE_CHECKING:
     from .actions import BaseAction
@@ -138,7 +142,13 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--model", help="model name on the server, or a .gguf path for the embedded model")
     common.add_argument("--api-base", help="base URL of an OpenAI-compatible server (default: embedded model)")
-    common.add_argument("--api-key", help="API key (default: $OPENAI_API_KEY when set)")
+    common.add_argument(
+        "--api-key-env",
+        metavar="NAME",
+        default="OPENAI_API_KEY",
+        help="environment variable holding the API key (default: OPENAI_API_KEY); keys never go on a command line",
+    )
+    common.add_argument("--api-key", help=argparse.SUPPRESS)  # refused with a pointer to --api-key-env
     common.add_argument("--tools", default="Calculator", help="comma-separated tool names (default: Calculator)")
     common.add_argument(
         "--mcp",
@@ -160,6 +170,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8090, help="port to listen on (default: 8090)")
     serve.add_argument("--store", metavar="DB", help="keep every session in this SQLite file (survives restarts)")
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="bearer token(s) clients must send, mode 0600: one token, or 'name:token' lines, one tenant each "
+        "(default: $PLAIT_SERVER_TOKEN); required off loopback",
+    )
+    serve.add_argument(
+        "--insecure", action="store_true", help="serve a non-loopback address without a token (behind an auth proxy)"
+    )
     web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
@@ -193,9 +212,22 @@ def _web(args: argparse.Namespace) -> int:
     )
 
 
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The API key, from the environment variable ``--api-key-env`` names.
+
+    Raises:
+        UserError: ``--api-key`` was given (a command line is visible to every user of the machine).
+    """
+    if args.api_key is not None:
+        raise UserError(
+            "--api-key would show the key to every user of this machine (ps); export it and pass --api-key-env NAME"
+        )
+    return os.environ.get(args.api_key_env) or None
+
+
 def _setup(args: argparse.Namespace, printer: _Printer) -> StreamingFunctionCallingAgent:
     llm = build_llm(
-        args.model, args.api_base, args.api_key, max_new_tokens=args.max_new_tokens, temperature=args.temperature
+        args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
     agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn, args.mcp)
     agent.executor.register_hook(_ToolEcho(printer))
@@ -254,14 +286,16 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         if args.command == "web":
             return _web(args)
         if args.command == "serve":
-            from .distributed.http_serve.app import AgentAPIServer
+            from .distributed.http_serve.app import AgentAPIServer, server_token
 
+            token = server_token(args.token_file)
             agent = _setup(args, _Printer(sys.stderr))
             if args.store:
                 from .memory.session_store import SessionStore
 
                 SessionStore(args.store).attach(agent)
-            AgentAPIServer(agent, args.host, args.port).serve_forever()
+            server = AgentAPIServer(agent, args.host, args.port, token=token, insecure=args.insecure)
+            server.serve_forever()
             return 0
         printer = _Printer(out)
         agent = _setup(args, printer)

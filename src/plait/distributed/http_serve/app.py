@@ -3,17 +3,29 @@
 Routes (Lagent's, plus streaming):
 
 * ``GET /health_check`` -> ``{"status": "ok", "timestamp": ...}``
-* ``POST /chat_completion`` with ``{"message": [str or AgentMessage dict, ...], "session_id": ..., **kwargs}``
+* ``POST /chat_completion`` with ``{"message": [str or AgentMessage dict, ...], "session_id": ...}``
+  (and optionally ``stream`` and generation parameters: ``temperature``, ``top_p``, ``top_k``,
+  ``max_new_tokens``, ``repetition_penalty``, ``stop_words``)
   -> the reply, as an `AgentMessage` dict; with ``"stream": true``, Server-Sent Events: one
   `AgentMessage` dict per chunk, the final (END) one last
 * ``GET /memory/{session_id}`` -> ``agent.state_dict(session_id)``
 
 Sync agents run in worker threads, async agents on the server's loop, so one slow
 conversation never holds up another. Errors come back as ``{"error": {"type", "message"}}``
-with status 400 (a bad request or argument), 502 (the model backend failed) or 500.
+with status 400 (a bad request or argument), 401 (no valid token), 409 (the session is
+answering another request), 413 (body too large), 502 (the model backend failed) or 500.
 
-Run it as a program: ``python -m plait.distributed.http_serve.app --port 8090 --config '<json>'``
-(the config is a ``{"type": ..., ...}`` dict; ``python_path`` adds a folder to ``sys.path``).
+A request body is checked against a schema (`plait.distributed.http_serve.requests`):
+unknown fields are refused, a client may set only a few generation parameters, within the
+server's caps (`ServerLimits`). With a token (``token=``, or ``$PLAIT_SERVER_TOKEN`` for the
+program) every route needs ``Authorization: Bearer <token>``; serving beyond loopback
+without one is refused unless ``insecure=True``. Connections over the cap get a 503, and
+a connection idle for `ServerLimits.idle_timeout` (before its first request too) is closed.
+
+Run it as a program: ``python -m plait.distributed.http_serve.app --port 8090 --config -``
+with the agent's config as JSON on stdin (``--config '<json>'`` works too, but a command line
+is visible to every user of the machine: keep keys out of it). The config is a
+``{"type": ..., ...}`` dict; ``python_path`` adds a folder to ``sys.path``.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -35,13 +48,16 @@ from ...exceptions import PlaitError, UserError
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 from ...types import SessionId
+from ...untrusted import loads
 from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
 from ._calls import agent_chunks, http_status
+from .access import TOKEN_ENV, AccessControl, capped_factory, is_loopback, read_tokens
 from .openai_route import openai_routes
+from .requests import ServerLimits, parse_chat_request, session_of
 
-__all__ = ["AgentAPIServer", "main", "session_key"]
+__all__ = ["AgentAPIServer", "ServerLimits", "main", "session_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,22 +94,42 @@ class AgentAPIServer:
         config: The agent, or a config dict (``{"type": "plait.agents.AsyncAgent", "llm": {...}}``).
         host: The address to listen on.
         port: The port (0: pick a free one; see `port` after `start`).
+        token: The bearer token every request needs: one token, or ``{tenant: token}`` (each
+            tenant's sessions in their own namespace); None: no authentication.
+        limits: Body size, message count, generation caps, connection cap and idle timeout.
+        insecure: Serve without a token on an address other than loopback.
+
+    Raises:
+        UserError: (from `start`) A non-loopback `host` without a token or ``insecure=True``.
     """
 
-    def __init__(self, config: object, host: str = "127.0.0.1", port: int = 8090) -> None:
+    def __init__(
+        self,
+        config: object,
+        host: str = "127.0.0.1",
+        port: int = 8090,
+        *,
+        token: str | Mapping[str, str] | None = None,
+        limits: ServerLimits | None = None,
+        insecure: bool = False,
+    ) -> None:
         self.agent = build_agent(config)
         self.host = host
         self.port = port
-        self.app = web.Application()
+        self.limits = limits or ServerLimits()
+        self.access = AccessControl(token)
+        self.insecure = insecure
+        self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware()])
         self.app.add_routes(
             [
                 web.get("/health_check", self.health_check),
                 web.post("/chat_completion", self.chat_completion),
                 web.get("/memory/{session_id}", self.memory),
-                *openai_routes(lambda: self.agent),
+                *openai_routes(lambda: self.agent, self.limits, self.access.scope),
             ]
         )
         self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
         self._loop: LoopThread | None = None
 
     # -- handlers -----------------------------------------------------------------------------
@@ -102,29 +138,25 @@ class AgentAPIServer:
         return web.json_response({"status": "ok", "timestamp": time.time()})
 
     async def memory(self, request: web.Request) -> web.Response:
-        """The agent tree's state of one session."""
-        state = self.agent.state_dict(session_key(request.match_info["session_id"]))
+        """The agent tree's state of one session (of the caller's tenant)."""
+        try:
+            session = session_of(session_key(request.match_info["session_id"]))
+        except UserError as exc:
+            return _error(exc, 400)
+        state = self.agent.state_dict(self.access.scope(request, session))
         return web.Response(text=_dump(state), content_type="application/json")
 
     async def chat_completion(self, request: web.Request) -> web.StreamResponse:
         """Answer ``message`` in ``session_id`` (streamed as SSE when ``stream`` is true)."""
         try:
-            body = await request.json()
-            if not isinstance(body, dict):
-                raise UserError("the body must be a JSON object")
-            messages = body.pop("message", None)
-            if messages is None:
-                raise UserError("the body needs 'message': a string, a message dict, or a list of them")
-            if isinstance(messages, (str, Mapping)):
-                messages = [messages]
-            inputs = [m if isinstance(m, str) else AgentMessage(**m) for m in messages]
-            stream = bool(body.pop("stream", False))
-        except (ValueError, TypeError, UserError) as exc:
+            chat = parse_chat_request(loads(await request.read()), self.limits)
+        except (ValueError, UserError) as exc:  # ParseError and pydantic's ValidationError are ValueErrors
             return _error(exc, 400)
-        if stream:
-            return await self._stream(request, inputs, body)
+        kwargs = {"session_id": self.access.scope(request, chat.session_id), **chat.overrides}
+        if chat.stream:
+            return await self._stream(request, chat.inputs, kwargs)
         try:
-            reply = await self._call(inputs, body)
+            reply = await self._call(chat.inputs, kwargs)
         except Exception as exc:  # reported to the client; the server keeps serving
             logger.warning("agent call failed: %s", exc, exc_info=not isinstance(exc, PlaitError))
             return _error(exc, http_status(exc))
@@ -154,21 +186,34 @@ class AgentAPIServer:
 
     # -- running --------------------------------------------------------------------------------
     async def start_async(self) -> None:
-        """Start listening on the running loop (`port` then holds the real port)."""
-        self._runner = web.AppRunner(self.app, access_log=None)
+        """Start listening on the running loop (`port` then holds the real port).
+
+        Raises:
+            UserError: A non-loopback `host` without a token (and without ``insecure=True``).
+        """
+        if not (self.access.enabled or self.insecure or is_loopback(self.host)):
+            raise UserError(
+                f"serving on {self.host!r} without a token would let anyone on the network use the agent: "
+                f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
+            )
+        self._runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=self.limits.idle_timeout)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        assert self._runner.server is not None  # set by setup()
+        factory = capped_factory(self._runner.server, self.limits.max_connections)
+        self._server = await asyncio.get_running_loop().create_server(factory, self.host, self.port, reuse_address=True)
+        if self._server.sockets:
+            self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def stop_async(self) -> None:
-        """Stop listening."""
+        """Stop listening, and close every connection."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if server is not None:
+            await server.wait_closed()
 
     def start(self) -> AgentAPIServer:
         """Serve from a background thread (returns once listening)."""
@@ -213,14 +258,25 @@ class AgentAPIServer:
         self.stop()
 
 
+def server_token(token_file: str | None = None) -> str | dict[str, str] | None:
+    """The token(s) a server program uses: from `token_file` (see `read_tokens`), else ``$PLAIT_SERVER_TOKEN``."""
+    if token_file:
+        return read_tokens(token_file)
+    return os.environ.get(TOKEN_ENV) or None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m plait.distributed.http_serve.app --host --port --config JSON``."""
+    """``python -m plait.distributed.http_serve.app --host --port --config JSON|- [--token-file F] [--insecure]``."""
     parser = argparse.ArgumentParser(description="Serve a plait agent over HTTP.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
-    parser.add_argument("--config", required=True, help='the agent as JSON: {"type": "...", ...}')
+    parser.add_argument("--config", required=True, help='the agent as JSON: {"type": "...", ...}, or - to read stdin')
+    parser.add_argument("--token-file", help=f"bearer token(s), mode 0600 (default: ${TOKEN_ENV})")
+    parser.add_argument("--insecure", action="store_true", help="allow a non-loopback address without a token")
     args = parser.parse_args(argv)
-    AgentAPIServer(json.loads(args.config), args.host, args.port).serve_forever()
+    config = json.loads(sys.stdin.read() if args.config == "-" else args.config)
+    token = server_token(args.token_file)
+    AgentAPIServer(config, args.host, args.port, token=token, insecure=args.insecure).serve_forever()
 
 
 if __name__ == "__main__":

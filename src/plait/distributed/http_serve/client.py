@@ -8,12 +8,16 @@ with HTTPAgentServer("0", {"type": "plait.agents.AsyncAgent", "llm": {...}}, por
 
 One pooled aiohttp session per client (the sync client runs it on a private loop thread).
 A server that answers with an error, or cannot be reached, raises `RemoteAgentError`.
+A server that needs a token gets it from ``token=`` or ``$PLAIT_SERVER_TOKEN``; a server
+started here receives its config on stdin and its token in its environment, never on its
+command line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -23,6 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import urllib.response
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import NoReturn
@@ -36,6 +41,7 @@ from ...schema import AgentMessage
 from ...types import JSONValue, SessionId
 from ...utils._aio import LoopThread, SessionPool
 from ...utils._json import json_default
+from .access import TOKEN_ENV
 
 __all__ = ["AsyncHTTPAgentClient", "AsyncHTTPAgentServer", "HTTPAgentClient", "HTTPAgentServer"]
 
@@ -71,20 +77,42 @@ def _raise_for(status: int, text: str, url: str) -> NoReturn:
 
 
 class _ClientCore:
-    """Request building and answer decoding shared by the sync and async clients."""
+    """Request building and answer decoding shared by the sync and async clients.
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 8090, timeout: float | None = None) -> None:
+    Args:
+        host: The server's address.
+        port: The server's port.
+        timeout: Seconds a call may take (None: no limit).
+        token: The server's bearer token (default: ``$PLAIT_SERVER_TOKEN``, if set).
+    """
+
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 8090, timeout: float | None = None, *, token: str | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
         self.url = f"http://{host}:{port}"
+        self._token = token if token is not None else os.environ.get(TOKEN_ENV) or None
+        self._headers = {"Content-Type": "application/json"}
+        if self._token:
+            self._headers["Authorization"] = f"Bearer {self._token}"
         self._pool = SessionPool(max_connections=256)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self.url!r}, token={'***' if self._token else None})"
+
+    def _open(self, path: str, timeout: float | None) -> urllib.response.addinfourl:
+        """A blocking GET of `path` with this client's headers."""
+        request = urllib.request.Request(self.url + path, headers=self._headers)
+        response: urllib.response.addinfourl = urllib.request.urlopen(request, timeout=timeout)
+        return response
 
     @property
     def is_alive(self) -> bool:
         """Whether the server answers its health check (a short blocking request)."""
         try:
-            with urllib.request.urlopen(self.url + "/health_check", timeout=5) as response:
+            with self._open("/health_check", 5) as response:
                 return bool(response.status == 200 and json.loads(response.read()).get("status") == "ok")
         except (OSError, ValueError, urllib.error.URLError):
             return False
@@ -97,7 +125,7 @@ class _ClientCore:
                 method,
                 url,
                 data=None if body is None else _json(body),
-                headers={"Content-Type": "application/json"},
+                headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
             ) as response:
                 text = await response.text()
@@ -130,7 +158,7 @@ class _ClientCore:
         body = {**self._body(messages, session_id, kwargs), "stream": True}
         try:
             async with session.post(
-                url, data=_json(body), timeout=aiohttp.ClientTimeout(total=self.timeout)
+                url, data=_json(body), headers=self._headers, timeout=aiohttp.ClientTimeout(total=self.timeout)
             ) as response:
                 if response.status != 200:
                     _raise_for(response.status, await response.text(), url)
@@ -158,10 +186,13 @@ class HTTPAgentClient(_ClientCore):
         host: The server's address.
         port: Its port.
         timeout: Seconds a call may take (None: no limit).
+        token: The server's bearer token (default: ``$PLAIT_SERVER_TOKEN``, if set).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 8090, timeout: float | None = None) -> None:
-        super().__init__(host, port, timeout)
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 8090, timeout: float | None = None, *, token: str | None = None
+    ) -> None:
+        super().__init__(host, port, timeout, token=token)
         self._io = LoopThread(name="plait-agent-client")
         self._finalizer = weakref.finalize(self, self._io.close, self._pool.aclose)  # also at interpreter exit
 
@@ -198,9 +229,10 @@ class AsyncHTTPAgentClient(_ClientCore):
 
         Inside a coroutine, ``await client.astate_dict(...)`` does not block the event loop.
         """
-        url = f"{self.url}/memory/{urllib.parse.quote(str(session_id), safe='')}"
+        path = f"/memory/{urllib.parse.quote(str(session_id), safe='')}"
+        url = self.url + path
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+            with self._open(path, self.timeout) as response:
                 return _state(response.read(), url)
         except urllib.error.HTTPError as exc:
             _raise_for(exc.code, exc.read().decode("utf-8", "replace"), url)
@@ -228,6 +260,8 @@ class _ServedProcess(_ClientCore):
         port: The port to serve on.
         timeout: Seconds a call may take.
         start_timeout: Seconds the server may take to answer its health check.
+        token: A bearer token the server requires (passed in its environment; default:
+            ``$PLAIT_SERVER_TOKEN``, which the server inherits).
 
     Raises:
         RemoteAgentError: The server exited or did not come up in time (with its output).
@@ -241,20 +275,40 @@ class _ServedProcess(_ClientCore):
         port: int = 8090,
         timeout: float | None = None,
         start_timeout: float = 120.0,
+        *,
+        token: str | None = None,
     ) -> None:
-        super().__init__(host, port, timeout)
+        super().__init__(host, port, timeout, token=token)
         self._start_process(gpu_id, config or {}, start_timeout)
 
     def _start_process(self, gpu_id: str | int, config: Mapping[str, object], start_timeout: float) -> None:
         self.gpu_id = gpu_id
         self.config = config
         command = [sys.executable, "-m", "plait.distributed.http_serve.app"]
-        command += ["--host", self.host, "--port", str(self.port), "--config", _json(config)]
+        command += [
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--config",
+            "-",
+        ]  # the config (keys and all) on stdin
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(gpu_id))
+        if self._token:
+            env[TOKEN_ENV] = self._token
         self.output: collections.deque[str] = collections.deque(maxlen=50)
         self.process: subprocess.Popen[str] | None = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            command,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a server that died at once says why in its output
+            self.process.stdin.write(_json(config))
+            self.process.stdin.close()
         threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
         deadline = time.monotonic() + start_timeout
         while not self.is_alive:

@@ -11,6 +11,9 @@ Sessions:
 * Without one the request is self-contained, as OpenAI clients expect: its earlier user and
   assistant messages are loaded into a fresh session, the last message is answered, and the
   session is dropped.
+
+Of the request's generation fields only ``temperature``, ``top_p``, ``max_tokens`` and
+``stop`` are passed on (checked, within the server's caps); other OpenAI fields are ignored.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from aiohttp import web
 from ...exceptions import PlaitError, UserError
 from ...schema import AgentMessage
 from ...types import JSONValue, SessionId
+from ...untrusted import loads
 from ._calls import agent_chunks, http_status
+from .requests import ServerLimits, openai_overrides, session_of
 
 __all__ = ["openai_routes"]
 
@@ -91,8 +96,19 @@ def _history(messages: Sequence[Mapping[str, JSONValue]], agent_name: str) -> li
     return turns
 
 
-def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
-    """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model)."""
+def openai_routes(
+    get_agent: Callable[[], Any],
+    limits: ServerLimits | None = None,
+    scope: Callable[[web.Request, SessionId], SessionId] | None = None,
+) -> list[web.RouteDef]:
+    """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
+
+    Args:
+        get_agent: The served agent.
+        limits: The server's caps on generation parameters.
+        scope: A client's session id in its tenant's namespace (see `AccessControl.scope`).
+    """
+    caps = limits or ServerLimits()
 
     async def models(request: web.Request) -> web.Response:
         agent = get_agent()
@@ -102,16 +118,23 @@ def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
     async def completions(request: web.Request) -> web.StreamResponse:
         agent = get_agent()
         try:
-            body = await request.json()
+            body = loads(await request.read())
             messages = body.get("messages") if isinstance(body, dict) else None
-            if not isinstance(messages, list) or not messages or not isinstance(messages[-1], Mapping):
+            if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
                 raise UserError("'messages' must be a non-empty list of chat messages")
-        except (ValueError, UserError) as exc:
+            assert isinstance(body, dict)
+            if not isinstance(body.get("stream", False), bool) or not isinstance(body.get("model", ""), str):
+                raise UserError("'stream' must be true or false and 'model' a string")
+            client_session = request.headers.get("X-Session-Id") or body.get("user")
+            session = None if client_session is None else session_of(client_session)
+            overrides = openai_overrides(body, caps)
+        except (ValueError, UserError) as exc:  # ParseError is a ValueError
             return _error(400, str(exc), "invalid_request_error")
         name = str(getattr(agent, "name", None) or type(agent).__name__)
         completion = _Completion(str(body.get("model") or name))
-        session = request.headers.get("X-Session-Id") or body.get("user")
         question = _text(messages[-1].get("content"))
+        if session is not None and scope is not None:
+            session = scope(request, session)
         if session is None:
             session = f"openai-{uuid.uuid4().hex}"
             if getattr(agent, "memory", None) is not None:
@@ -120,10 +143,11 @@ def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
         else:
             ephemeral = False
         try:
+            kwargs = {"session_id": session, **overrides}
             if body.get("stream"):
-                return await _stream(request, agent, question, session, completion)
+                return await _stream(request, agent, question, kwargs, completion)
             last = None
-            async for chunk in agent_chunks(agent, [question], {"session_id": session}):
+            async for chunk in agent_chunks(agent, [question], kwargs):
                 last = chunk
             return web.json_response(completion.whole(_reply_text(last)))
         except PlaitError as exc:
@@ -136,14 +160,14 @@ def openai_routes(get_agent: Callable[[], Any]) -> list[web.RouteDef]:
 
 
 async def _stream(
-    request: web.Request, agent: Any, question: str, session: SessionId, completion: _Completion
+    request: web.Request, agent: Any, question: str, kwargs: Mapping[str, object], completion: _Completion
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(completion.chunk({"role": "assistant", "content": ""}))
     sent = ""
     try:
-        async for chunk in agent_chunks(agent, [question], {"session_id": session}):
+        async for chunk in agent_chunks(agent, [question], kwargs):
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"

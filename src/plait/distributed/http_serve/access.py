@@ -1,0 +1,199 @@
+"""Who may talk to a served agent, and how much of the server one client can hold (private).
+
+* **Bearer tokens.** `AccessControl` checks ``Authorization: Bearer <token>`` on every route
+  (constant-time). One token: one tenant, sessions as clients name them. Several named
+  tokens (``{"alice": "...", "bob": "..."}``): each tenant's sessions live in its own
+  namespace (``alice/<session>``), so one tenant can neither read nor continue another's.
+  Tokens come from the environment (``PLAIT_SERVER_TOKEN``) or a file only readable by its
+  owner (`read_tokens`), never from a command line, where ``ps`` would show them.
+* **Every error a JSON body**: `json_errors` turns aiohttp's own errors (404, 405, 413 for a
+  body over the limit) and any unexpected exception into ``{"error": {"type", "message"}}``.
+* **Connections**: `capped_factory` answers connections beyond the cap with a 503 and closes
+  them (the health check of an operator keeps working when a client hoards sockets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
+from aiohttp.web_protocol import RequestHandler
+
+from ...exceptions import PlaitError, UserError
+from ...types import SessionId
+
+__all__ = ["TOKEN_ENV", "AccessControl", "capped_factory", "is_loopback", "json_errors", "read_tokens"]
+
+logger = logging.getLogger(__name__)
+
+TOKEN_ENV = "PLAIT_SERVER_TOKEN"
+"""The environment variable holding the server's bearer token (read by ``plait serve`` and the clients)."""
+
+_TENANT = web.RequestKey("plait_tenant", str)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_tokens(path: str | os.PathLike[str]) -> str | dict[str, str]:
+    """The tokens in a file: one token, or ``name:token`` lines (one tenant each).
+
+    Raises:
+        UserError: The file is readable by others than its owner, or holds no token.
+    """
+    file = Path(path)
+    if file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise UserError(f"{file} is readable by other users; run: chmod 600 {file}")
+    lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if not lines:
+        raise UserError(f"{file} holds no token")
+    if len(lines) == 1 and ":" not in lines[0]:
+        return lines[0]
+    tenants = dict(line.split(":", 1) for line in lines if ":" in line)
+    if len(tenants) != len(lines):
+        raise UserError(f"{file}: with several tokens, each line is 'name:token'")
+    return {name.strip(): token.strip() for name, token in tenants.items()}
+
+
+class AccessControl:
+    """Bearer-token checks and per-tenant session namespaces.
+
+    Args:
+        tokens: None (no authentication), one token, or ``{tenant name: token}``.
+
+    Raises:
+        UserError: An empty token or tenant name, or a name with ``/``.
+    """
+
+    def __init__(self, tokens: str | Mapping[str, str] | None = None) -> None:
+        named = {"": tokens} if isinstance(tokens, str) else dict(tokens or {})
+        if any(not token for token in named.values()) or any("/" in name for name in named):
+            raise UserError("server tokens must be non-empty, and tenant names must not contain '/'")
+        if len(named) > 1 and "" in named:
+            raise UserError("with several tokens, every one needs a tenant name")
+        self._digests = {name: hashlib.sha256(token.encode()).digest() for name, token in named.items()}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests need a token."""
+        return bool(self._digests)
+
+    def __repr__(self) -> str:
+        return f"AccessControl(tenants={sorted(self._digests)!r})"
+
+    def tenant(self, authorization: str | None) -> str:
+        """The tenant an ``Authorization`` header belongs to (``''`` without authentication).
+
+        Raises:
+            web.HTTPUnauthorized: Authentication is on and the header has no valid token.
+        """
+        if not self._digests:
+            return ""
+        scheme, _, token = (authorization or "").partition(" ")
+        digest = hashlib.sha256(token.strip().encode()).digest()
+        found = ""
+        matched = False
+        for name, expected in self._digests.items():  # every digest compared: no early exit to time
+            if hmac.compare_digest(digest, expected) and scheme.lower() == "bearer":
+                found, matched = name, True
+        if not matched:
+            raise web.HTTPUnauthorized(
+                text=_error_body("Unauthorized", "a valid 'Authorization: Bearer <token>' header is required"),
+                content_type="application/json",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return found
+
+    @staticmethod
+    def scope(request: web.Request, session: SessionId) -> SessionId:
+        """`session` in the namespace of the request's tenant (unchanged for a lone token)."""
+        tenant = request.get(_TENANT, "")
+        return f"{tenant}/{session}" if tenant else session
+
+    def middleware(self) -> Middleware:
+        """The aiohttp middleware: authenticate, then run the handler with JSON errors."""
+
+        @web.middleware
+        async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+            return await json_errors(request, handler, self)
+
+        return guard
+
+
+def _error_body(kind: str, message: str) -> str:
+    return json.dumps({"error": {"type": kind, "message": message}}, ensure_ascii=False)
+
+
+def _json_response(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, text=_error_body(kind, message), content_type="application/json", headers=headers
+    )
+
+
+async def json_errors(request: web.Request, handler: Handler, access: AccessControl) -> web.StreamResponse:
+    """Run `handler` for an authenticated request; every failure becomes a JSON error response."""
+    try:
+        request[_TENANT] = access.tenant(request.headers.get("Authorization"))
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json":
+            raise
+        kind = type(exc).__name__.removeprefix("HTTP")
+        headers = {k: v for k, v in exc.headers.items() if k.lower() not in ("content-type", "content-length")}
+        return _json_response(exc.status, kind, exc.reason, headers)
+    except PlaitError as exc:  # a handler's own PlaitError it did not map (a bug of the handler's, not the client's)
+        logger.warning("request failed: %s", exc)
+        status = 400 if isinstance(exc, UserError) else 500
+        return web.Response(
+            status=status, text=_error_body(type(exc).__name__, str(exc)), content_type="application/json"
+        )
+    except Exception as exc:
+        logger.exception("request failed")
+        return web.Response(
+            status=500, text=_error_body(type(exc).__name__, "internal error"), content_type="application/json"
+        )
+
+
+class _Refused(asyncio.Protocol):
+    """A connection over the cap: answered 503 at once and closed."""
+
+    BODY = _error_body("ServiceUnavailable", "too many open connections; retry later").encode()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        head = (
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(self.BODY)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+        )
+        transport.write(head.encode() + self.BODY)
+        transport.close()
+
+
+def capped_factory(server: web.Server, cap: int) -> Callable[[], asyncio.Protocol]:
+    """A protocol factory for ``loop.create_server``: `server`'s handlers, or a 503 beyond `cap` connections."""
+
+    def factory() -> asyncio.Protocol:
+        if len(server.connections) >= cap:
+            return _Refused()
+        handler: RequestHandler = server()
+        return handler
+
+    return factory

@@ -1,0 +1,200 @@
+"""What an HTTP client may ask of a served agent: request bodies checked against a schema (private).
+
+A request body is untrusted. Only its documented fields are read; anything else is refused
+with a 400 naming the allowed fields (``/chat_completion``) or ignored (``/v1``, whose
+clients send many OpenAI fields plait has no use for) — it is never forwarded to the agent
+or its model. A client may adjust generation only through `GENERATION_FIELDS`, each checked
+for type and range, with ``max_new_tokens`` capped by the server (`ServerLimits`).
+``timeout``, ``extra_body``, ``model`` and every other model parameter stay the server's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ...exceptions import UserError
+from ...memory.base_memory import MessageLike
+from ...schema import AgentMessage
+from ...types import SessionId
+from ...untrusted import clean
+
+__all__ = [
+    "GENERATION_FIELDS",
+    "ChatRequest",
+    "ServerLimits",
+    "generation_overrides",
+    "openai_overrides",
+    "parse_chat_request",
+    "session_of",
+]
+
+GENERATION_FIELDS = ("temperature", "top_p", "top_k", "max_new_tokens", "repetition_penalty", "stop_words")
+"""The generation parameters a client may set per request (Lagent's names)."""
+
+_CHAT_FIELDS = ("message", "session_id", "stream", *GENERATION_FIELDS)
+_RANGES: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "top_k": (1, 1000),
+    "repetition_penalty": (0.5, 2.0),
+}
+_MAX_SESSION_ID = 256
+_MAX_STOP_WORDS, _MAX_STOP_LEN = 8, 64
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one client may use of a served agent.
+
+    Attributes:
+        max_body_bytes: Largest request body (413 beyond).
+        max_messages: Most messages in one ``/chat_completion`` request.
+        max_new_tokens: The cap on a client's ``max_new_tokens`` (``max_tokens`` on ``/v1``).
+        max_connections: Open connections at once; more are answered 503 and closed.
+        idle_timeout: Seconds a connection may wait for its next request (the first one
+            included: a client that connects and sends nothing, or only part of its headers,
+            is disconnected).
+    """
+
+    max_body_bytes: int = 1 << 20
+    max_messages: int = 64
+    max_new_tokens: int = 4096
+    max_connections: int = 512
+    idle_timeout: float = 15.0
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked ``/chat_completion`` body.
+
+    Attributes:
+        inputs: The messages for the agent (strings or `AgentMessage`s).
+        session_id: The session, as the client names it (before any namespace is applied).
+        stream: Whether the reply is streamed as Server-Sent Events.
+        overrides: Generation parameters for this call (from `GENERATION_FIELDS` only).
+    """
+
+    inputs: list[MessageLike]
+    session_id: SessionId
+    stream: bool
+    overrides: dict[str, object]
+
+
+def session_of(value: object) -> SessionId:
+    """A client-given session id: an int within 64 bits, or a short string.
+
+    Raises:
+        UserError: Anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UserError(f"session_id must be an integer or a string, not {type(value).__name__}")
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise UserError("session_id is out of range (a 64-bit integer, or a string)")
+    if isinstance(value, str) and not 0 < len(value) <= _MAX_SESSION_ID:
+        raise UserError(f"session_id must be 1 to {_MAX_SESSION_ID} characters")
+    return clean(value)
+
+
+def parse_chat_request(body: object, limits: ServerLimits) -> ChatRequest:
+    """Check a ``/chat_completion`` body: ``{"message": ..., "session_id": ..., "stream": ..., <generation>}``.
+
+    Raises:
+        UserError: Not an object, an unknown field, a missing or malformed message, a bad
+            session id, or a generation parameter of the wrong type or out of range.
+    """
+    if not isinstance(body, Mapping):
+        raise UserError("the body must be a JSON object")
+    unknown = sorted(str(k) for k in body if k not in _CHAT_FIELDS)
+    if unknown:
+        raise UserError(f"unknown field(s) {unknown}; a request may hold {list(_CHAT_FIELDS)}")
+    messages = body.get("message")
+    if messages is None:
+        raise UserError("the body needs 'message': a string, a message dict, or a list of them")
+    if isinstance(messages, (str, Mapping)):
+        messages = [messages]
+    if not isinstance(messages, list) or not messages:
+        raise UserError("'message' must be a string, a message dict, or a non-empty list of them")
+    if len(messages) > limits.max_messages:
+        raise UserError(f"at most {limits.max_messages} messages per request, got {len(messages)}")
+    inputs: list[MessageLike] = []
+    for item in messages:
+        if isinstance(item, str):
+            inputs.append(clean(item))
+        elif isinstance(item, Mapping):
+            inputs.append(AgentMessage.model_validate(clean(dict(item))))  # a ValidationError is a ValueError: 400
+        else:
+            raise UserError(f"a message must be a string or a message dict, not {type(item).__name__}")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise UserError("'stream' must be true or false")
+    overrides = generation_overrides({k: v for k, v in body.items() if k in GENERATION_FIELDS}, limits)
+    return ChatRequest(inputs, session_of(body.get("session_id", 0)), stream, overrides)
+
+
+def generation_overrides(fields: Mapping[str, object], limits: ServerLimits) -> dict[str, object]:
+    """Checked generation parameters (``None`` values dropped).
+
+    Raises:
+        UserError: A field outside `GENERATION_FIELDS`, of the wrong type, or out of range.
+    """
+    out: dict[str, object] = {}
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if name == "stop_words":
+            out[name] = _stop_words(value)
+        elif name == "max_new_tokens":
+            out[name] = _integer(name, value, 1, limits.max_new_tokens)
+        elif name == "top_k":
+            out[name] = _integer(name, value, *map(int, _RANGES[name]))
+        elif name in _RANGES:
+            out[name] = _number(name, value, *_RANGES[name])
+        else:
+            raise UserError(f"{name!r} cannot be set by a client; allowed: {list(GENERATION_FIELDS)}")
+    return out
+
+
+def openai_overrides(body: Mapping[str, object], limits: ServerLimits) -> dict[str, object]:
+    """The generation parameters of a ``/v1/chat/completions`` body, in Lagent's names (others ignored).
+
+    ``temperature`` and ``top_p`` as they are, ``max_tokens`` (or ``max_completion_tokens``)
+    as ``max_new_tokens``, ``stop`` as ``stop_words``.
+
+    Raises:
+        UserError: One of them has the wrong type or is out of range.
+    """
+    stop = body.get("stop")
+    fields = {
+        "temperature": body.get("temperature"),
+        "top_p": body.get("top_p"),
+        "max_new_tokens": body.get("max_tokens", body.get("max_completion_tokens")),
+        "stop_words": [stop] if isinstance(stop, str) else stop,
+    }
+    return generation_overrides(fields, limits)
+
+
+def _number(name: str, value: object, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise UserError(f"{name} must be a number")
+    if not low <= value <= high:
+        raise UserError(f"{name} must be between {low} and {high}, got {value}")
+    return float(value)
+
+
+def _integer(name: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{name} must be an integer")
+    if not low <= value <= high:
+        raise UserError(f"{name} must be between {low} and {high} on this server, got {value}")
+    return value
+
+
+def _stop_words(value: object) -> list[str]:
+    words: Sequence[object] = [value] if isinstance(value, str) else value if isinstance(value, list) else [None]
+    if len(words) > _MAX_STOP_WORDS or not all(isinstance(w, str) and 0 < len(w) <= _MAX_STOP_LEN for w in words):
+        raise UserError(
+            f"stop words must be a list of at most {_MAX_STOP_WORDS} strings of 1 to {_MAX_STOP_LEN} characters"
+        )
+    return [clean(str(w)) for w in words]
