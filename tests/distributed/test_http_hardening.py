@@ -258,11 +258,11 @@ def test_half_open_connections_neither_pile_up_nor_block_the_health_check(model:
     started = time.monotonic()
     status, body, _ = http(server, "/health_check")  # answered at once, as JSON: healthy, or over the cap
     assert (status, body.get("status")) == (200, "ok") or (status, body["error"]["type"]) == (503, "ServiceUnavailable")
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 5
     time.sleep(1.5)  # the idle timeout closes the hoarded connections the server accepted
     answers = set()
     for sock in hoard:
-        sock.settimeout(2)
+        sock.settimeout(5)
         answer = sock.recv(1024)  # b'' (closed by the server) or its 503; a timeout here fails the test
         answers.add(answer[:12] if answer else b"")
         sock.close()

@@ -80,6 +80,14 @@ def _replacement(value: Any) -> list[AgentMessage]:
     return normalize_inputs(value)
 
 
+def _tell_error(agent: CallPathAgent, error: BaseException, session_id: Hashable) -> Flow[None]:
+    """The ``on_agent_error`` hooks of a failed call (hooks need not derive from `Hook`)."""
+    for hook in list(agent._hooks.values()):
+        told = getattr(hook, "on_agent_error", None)
+        if told is not None:
+            yield HookCall(told, (agent, error, session_id))
+
+
 def agent_call_flow(
     agent: CallPathAgent, messages: tuple[Any, ...], session_id: Hashable, kwargs: Mapping[str, object]
 ) -> Flow[AgentMessage]:
@@ -100,6 +108,7 @@ def agent_call_flow(
             if replaced is not None:
                 inputs = _replacement(replaced)
         mark = memory.length(session_id) if memory is not None else 0
+        turn = memory.open_turn(session_id, mark) if memory is not None else None
         agent.update_memory(inputs, session_id)
         try:
             if getattr(type(agent).forward, "__plait_forward__", False):
@@ -111,14 +120,15 @@ def agent_call_flow(
         except BaseException as error:
             if memory is not None:
                 memory.truncate(session_id, mark)
+                if turn is not None:
+                    turn.abandon()
             if not isinstance(error, GeneratorExit):  # a closed flow must not yield
-                for hook in list(agent._hooks.values()):
-                    told = getattr(hook, "on_agent_error", None)  # hooks need not derive from Hook
-                    if told is not None:
-                        yield HookCall(told, (agent, error, session_id))
+                yield from _tell_error(agent, error, session_id)
             raise
         response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
         agent.update_memory(response, session_id)
+        if turn is not None:  # the turn is on disk before the call returns
+            yield Call(turn.commit)
         output = response.model_copy()  # hooks and callers may reassign fields without touching memory
         for hook in list(agent._hooks.values()):
             replaced = yield HookCall(hook.after_agent, (agent, output, session_id))

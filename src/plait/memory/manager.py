@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict, Unpack
 
@@ -12,9 +12,17 @@ from ..utils.config import create_object
 from .base_memory import Memory, MessageLike
 
 if TYPE_CHECKING:
-    from .session_store import SessionStore
+    from .session_store import SessionStore, Turn
 
 __all__ = ["MemoryManager"]
+
+
+@runtime_checkable
+class _TurnJournal(Protocol):
+    """A journal that tracks agent calls (`SessionStore`'s)."""
+
+    def open_turn(self, mark: int) -> Turn:
+        """A call starts on a memory of `mark` messages."""
 
 
 class _MemoryQuery(TypedDict, total=False):
@@ -111,6 +119,18 @@ class MemoryManager:
         memory = self._stored(session_id)
         if memory is not None:
             memory.truncate(length)
+
+    def open_turn(self, session_id: Hashable, mark: int) -> Turn | None:
+        """An agent call starts on a session of `mark` messages: the bound store's `Turn`, None without a store.
+
+        The call path commits the turn when the call returns (it is then durable) or abandons
+        it after rolling the memory back; a turn still open when the session is read back in
+        a new process is removed.
+        """
+        if self.store is None:
+            return None
+        journal = self._session(session_id).journal  # held from now on: never read back while it is open
+        return journal.open_turn(mark) if isinstance(journal, _TurnJournal) else None
 
     def reset(self, session_id: Hashable = 0) -> None:
         """Forget a session entirely (in the bound store too)."""

@@ -11,10 +11,18 @@ agent("What is my name?", session_id="u42")   # u42's history is read back on fi
 
 Every message is written as it is added (a failed call's rollback, deletions, loads and
 resets too), keyed like `state_dict` (``memory``, ``writer.memory``, ``team.0.memory``)
-and by session id. Writes go through a queue to one writer thread, so an agent call never
-waits for the disk; a session's history is read once per process, when that session is
-first used (reads see every write queued before them). `flush` waits for the queue;
+and by session id. Writes go through a queue to one writer thread, so adding a message
+never waits for the disk; a session's history is read once per process, when that session
+is first used (reads see every write queued before them). `flush` waits for the queue;
 `close` (or ``with``, or interpreter exit) flushes and closes the file.
+
+**Durability.** An agent call on a stored session is durable when it returns: the call path
+marks the turn open when it starts (`Turn`) and, once the reply is in memory, waits until
+the turn is committed (SQLite WAL, ``synchronous=NORMAL``: a committed turn survives the
+process being killed; a power cut may lose the last ones). A process killed in the middle
+of a call leaves the turn open; when the session is read back, the interrupted turn (the
+user message without an answer, an assistant tool call without its result) is removed, so
+a restarted agent never sends a broken conversation.
 
 Session ids are stored as JSON: use strings or integers (``0`` and ``"0"`` are different
 sessions). One process should write a given session at a time. Agents' extra state
@@ -26,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import queue
 import sqlite3
@@ -41,7 +50,9 @@ from ..schema import AgentMessage
 from ..types import JSONValue
 from ..utils._json import json_default
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "Turn"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -57,11 +68,14 @@ CREATE TABLE IF NOT EXISTS sessions (
     keypath TEXT NOT NULL,
     session TEXT NOT NULL,
     updated REAL NOT NULL,
+    open_from INTEGER,
     PRIMARY KEY (keypath, session)
 ) WITHOUT ROWID;
 """
+# open_from: the memory length when a call that has not finished began (NULL: no call open)
 
-Job = Callable[[sqlite3.Connection], None]
+Job = Callable[[sqlite3.Connection], "Callable[[], None]"]
+"""Runs in the writer's transaction; returns what to do once it is committed (hand a result over)."""
 
 
 class _Waiter(Protocol):
@@ -83,8 +97,23 @@ class _AgentTree(Protocol):
 
 AgentT = TypeVar("AgentT", bound=_AgentTree)
 Pending = tuple[Job, "_Waiter | None"]
-_TOUCH = "INSERT INTO sessions VALUES (?, ?, ?) ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated"
+_TOUCH = (
+    "INSERT INTO sessions (keypath, session, updated) VALUES (?, ?, ?) "
+    "ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated"
+)
+_OPEN = (
+    "INSERT INTO sessions (keypath, session, updated, open_from) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated, open_from = excluded.open_from"
+)
+_CLOSE = "UPDATE sessions SET open_from = NULL WHERE keypath = ? AND session = ?"
 _FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
+
+
+def _nothing() -> None:
+    pass
+
+
+_NOTHING = _nothing
 
 
 def _session_key(session_id: Hashable) -> str:
@@ -110,6 +139,9 @@ class _Writer:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.executescript(_SCHEMA)
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
+        if "open_from" not in columns:  # a file written before turns were tracked
+            connection.execute("ALTER TABLE sessions ADD COLUMN open_from INTEGER")
         self.thread = threading.Thread(target=self._serve, args=(connection,), name="plait-session-store", daemon=True)
         self.thread.start()
 
@@ -128,17 +160,22 @@ class _Writer:
             connection.close()
 
     def _run(self, connection: sqlite3.Connection, batch: list[Pending]) -> None:
+        committed: list[Callable[[], None]] = []  # waited-for jobs' results, handed over once on disk
         try:
             connection.execute("BEGIN")
             for job, future in batch:
                 try:
-                    job(connection)  # a waited-for job sets its own future's result
+                    done = job(connection)
+                    if future is not None:
+                        committed.append(done)
                 except Exception as exc:  # reported to the waiting caller, or kept for the next flush
                     if future is not None:
                         future.set_exception(exc)
                     else:
                         self.failure = exc
             connection.execute("COMMIT")
+            for hand_over in committed:
+                hand_over()
         except sqlite3.Error as exc:  # the transaction itself failed (disk full, file removed...)
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
@@ -151,16 +188,24 @@ class _Writer:
         if self.closed:
             raise UserError(f"the SessionStore {self.path} is closed")
 
-    def submit(self, job: Job) -> None:
+    def submit(self, write: Callable[[sqlite3.Connection], object]) -> None:
+        """Queue `write` (not waited for; a failure is kept for the next `flush`)."""
         self._check_open()
-        self.jobs.put((job, None))
+
+        def run(connection: sqlite3.Connection) -> Callable[[], None]:
+            write(connection)
+            return _NOTHING
+
+        self.jobs.put((run, None))
 
     def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `job` in the writer's next transaction; its result once that transaction is committed."""
         self._check_open()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
-        def run(connection: sqlite3.Connection) -> None:
-            future.set_result(job(connection))
+        def run(connection: sqlite3.Connection) -> Callable[[], None]:
+            result = job(connection)
+            return lambda: future.set_result(result)
 
         self.jobs.put((run, future))
         return future.result()
@@ -203,6 +248,11 @@ class _Journal:
 
         self.writer.submit(write)
 
+    def open_turn(self, mark: int) -> Turn:
+        """A call starts on a memory of `mark` messages (queued, not waited for)."""
+        self.writer.submit(lambda c: c.execute(_OPEN, (self.keypath, self.session, time.time(), mark)))
+        return Turn(self)
+
     def rewrite(self, messages: Sequence[AgentMessage]) -> None:
         messages = list(messages)
 
@@ -216,6 +266,26 @@ class _Journal:
                 connection.execute(_FORGET, (self.keypath, self.session))
 
         self.writer.submit(write)
+
+
+class Turn:
+    """One agent call on a stored session, open until `commit` or `abandon`."""
+
+    __slots__ = ("journal",)
+
+    def __init__(self, journal: _Journal) -> None:
+        self.journal = journal
+
+    def _close(self, connection: sqlite3.Connection) -> None:
+        connection.execute(_CLOSE, (self.journal.keypath, self.journal.session))
+
+    def commit(self) -> None:
+        """The call finished: wait until it (and every change before it) is committed."""
+        self.journal.writer.call(self._close)
+
+    def abandon(self) -> None:
+        """The call failed and its messages were rolled back (queued, not waited for)."""
+        self.journal.writer.submit(self._close)
 
 
 class SessionStore:
@@ -250,10 +320,29 @@ class SessionStore:
         return _Journal(self._writer, keypath, _session_key(session_id))
 
     def read(self, keypath: str, session_id: Hashable) -> list[dict[str, JSONValue]] | None:
-        """The stored messages of a session (as dicts), or None when it has none."""
+        """The stored messages of a session (as dicts), or None when it has none.
+
+        A call that was interrupted (the process died before it finished) is removed first:
+        its messages are deleted from the file and not returned.
+        """
         session = _session_key(session_id)
 
         def read(connection: sqlite3.Connection) -> list[dict[str, JSONValue]] | None:
+            opened = connection.execute(
+                "SELECT open_from FROM sessions WHERE keypath = ? AND session = ?", (keypath, session)
+            ).fetchone()
+            if opened is not None and opened[0] is not None:
+                removed = connection.execute(
+                    "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= ?",
+                    (keypath, session, opened[0]),
+                ).rowcount
+                connection.execute(_CLOSE, (keypath, session))
+                logger.warning(
+                    "session %s (%s): removed %d message(s) of a call interrupted before it finished",
+                    session,
+                    keypath,
+                    removed,
+                )
             rows = connection.execute(
                 "SELECT message FROM messages WHERE keypath = ? AND session = ? ORDER BY position", (keypath, session)
             ).fetchall()
