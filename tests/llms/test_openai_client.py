@@ -258,7 +258,7 @@ def test_per_call_timeout_override(mode: str, fake_server: Any, make_llm: Any) -
 
 
 def test_truncated_stream_is_retried_then_reported(mode: str, fake_server: Any, make_llm: Any) -> None:
-    server = fake_server([Truncated(), Reply("whole answer")])
+    server = fake_server([Truncated("whole answer"), Reply("whole answer")])  # the retry repeats what was streamed
     assert collect(make_llm(server).stream_chat(HI))[-1][1] == "whole answer"
     server = fake_server([Truncated()] * 2)
     with pytest.raises(LLMConnectionError, match="before the response was complete") as info:

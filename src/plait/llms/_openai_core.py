@@ -3,6 +3,11 @@
 `ChatTransport` sends a prepared request body with bounded retries, key rotation and
 usage accounting; `complete` reads a JSON reply, `stream` reads SSE. Every decision it
 makes (URLs, bodies, parsing, retry timing) lives in pure modules it calls.
+
+Time limits: a non-streaming attempt may take `timeout` seconds in all. A streaming attempt
+may wait `timeout` seconds for the connection and for each read, and may take its deadline
+(``stream_timeout``; by default `STREAM_DEADLINE_FACTOR` times `timeout`) in all, keep-alive
+comments included. Either limit ends the attempt with `LLMTimeoutError`, retried per the policy.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -24,15 +30,54 @@ from ..exceptions import (
     LLMResponseError,
     LLMTimeoutError,
     ParseError,
+    UserError,
 )
 from ..untrusted import loads
 from ..utils._aio import SessionPool
+from ..utils.redact import is_clean, redact, redact_url, url_secrets
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
 from .response import ModelResponse, Usage
 
-__all__ = ["ChatTransport", "KeyRing"]
+__all__ = ["STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing", "stream_deadline"]
+
+STREAM_DEADLINE_FACTOR = 4.0
+"""A streaming attempt's default deadline, in multiples of its (per-read) `timeout`."""
+
+
+def stream_deadline(timeout: float | None, stream_timeout: float | None) -> float | None:
+    """The longest one streaming attempt may take in all, in seconds (None: no limit).
+
+    Args:
+        timeout: The attempt's timeout (the longest wait for the connection or a read).
+        stream_timeout: The configured deadline: seconds, ``math.inf`` for none, or None
+            for `STREAM_DEADLINE_FACTOR` times `timeout` (no limit when `timeout` is None).
+
+    Raises:
+        UserError: `stream_timeout` is not a positive number.
+    """
+    if stream_timeout is not None and not stream_timeout > 0:  # also NaN
+        raise UserError(
+            f"stream_timeout must be a positive number of seconds, math.inf or None, not {stream_timeout!r}"
+        )
+    if stream_timeout is None:
+        return None if timeout is None else STREAM_DEADLINE_FACTOR * timeout
+    return None if math.isinf(stream_timeout) else stream_timeout
+
+
+def _held_back(shown: str, text: str) -> bool | None:
+    """How a retried stream's `text` relates to the text the caller was `shown` already.
+
+    Returns:
+        True while `text` repeats part of what was shown (pass nothing on), False once it
+        repeats all of it and goes on (pass it on), None when it differs (the retry diverged).
+    """
+    if shown.startswith(text):
+        return True
+    if text.startswith(shown):
+        return False
+    return None
 
 
 class KeyRing:
@@ -81,18 +126,22 @@ class KeyRing:
         return f"KeyRing(keys={len(self.keys)}, retired={len(self.retired)})"
 
 
-def _llm_error(exc: BaseException) -> LLMError | None:
-    """`exc` as the plait error it stands for (None: not an IO failure, let it propagate)."""
+def _llm_error(exc: BaseException, secrets: Sequence[str] = ()) -> LLMError | None:
+    """`exc` as the plait error it stands for (None: not an IO failure, let it propagate).
+
+    The message quotes `exc` with `secrets` (and any URL password or key-like value) masked.
+    """
     if isinstance(exc, LLMError):
         return exc
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # aiohttp's timeouts subclass both
         return LLMTimeoutError(f"the request timed out ({type(exc).__name__})")
+    detail = redact(str(exc), secrets)
     if isinstance(exc, aiohttp.ClientPayloadError):
-        return LLMConnectionError(f"the connection broke before the response was complete: {exc}")
+        return LLMConnectionError(f"the connection broke before the response was complete: {detail}")
     if isinstance(exc, aiohttp.ClientError):
-        return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {exc}")
+        return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {detail}")
     if isinstance(exc, (ParseError, UnicodeDecodeError)):  # `plait.untrusted.loads`: also huge numbers, deep nesting
-        return LLMResponseError(f"the server's response is not valid JSON: {exc}")
+        return LLMResponseError(f"the server's response is not valid JSON: {detail}")
     return None
 
 
@@ -112,7 +161,10 @@ class ChatTransport:
         keys: Key rotation state.
         policy: Retry policy.
         timeout: Default per-attempt timeout in seconds (None: no limit). For streams it
-            bounds the connection and each wait between chunks, not the whole stream.
+            bounds the connection and each wait between reads; see `stream_timeout`.
+        stream_timeout: The longest one streaming attempt may take in all, in seconds,
+            keep-alive comments included (``math.inf``: no limit). None (the default):
+            `STREAM_DEADLINE_FACTOR` times the attempt's timeout (no limit when that is None).
         proxy: Proxy URL for every request (None: direct, or the environment's when
             `trust_env`).
         trust_env: Read proxy settings from the environment.
@@ -130,6 +182,7 @@ class ChatTransport:
         policy: RetryPolicy,
         *,
         timeout: float | None = 300.0,
+        stream_timeout: float | None = None,
         proxy: str | None = None,
         trust_env: bool = False,
         max_connections: int = 1024,
@@ -138,21 +191,28 @@ class ChatTransport:
         self.keys = keys
         self.policy = policy
         self.timeout = timeout
+        stream_deadline(timeout, stream_timeout)  # refuse a bad value now, not at the first stream
+        self.stream_timeout = stream_timeout
         self.proxy = proxy
         self.pool = SessionPool(max_connections=max_connections, trust_env=trust_env)
         self.usage = Usage()
         self._usage_lock = threading.Lock()
-        self._timeouts: dict[tuple[float | None, bool], aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[tuple[float | None, bool, float | None], aiohttp.ClientTimeout] = {}
         self.before_send: Callable[[], Awaitable[None]] | None = None
 
-    def _timeout(self, seconds: float | None, stream: bool) -> aiohttp.ClientTimeout:
-        cached = self._timeouts.get((seconds, stream))
+    def _timeout(self, seconds: float | None, stream: bool, deadline: float | None = None) -> aiohttp.ClientTimeout:
+        """The limits given to aiohttp: `seconds` in all, or for a stream per read and `deadline` in all.
+
+        aiohttp's ``total`` covers reading the body too, so a stream kept open by keep-alive
+        comments still ends at its deadline.
+        """
+        cached = self._timeouts.get((seconds, stream, deadline))
         if cached is None:
             if stream:
-                cached = aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
+                cached = aiohttp.ClientTimeout(total=deadline, sock_connect=seconds, sock_read=seconds)
             else:
                 cached = aiohttp.ClientTimeout(total=seconds)
-            self._timeouts[(seconds, stream)] = cached
+            self._timeouts[(seconds, stream, deadline)] = cached
         return cached
 
     def _record(self, usage: Usage | None) -> None:
@@ -166,7 +226,8 @@ class ChatTransport:
         Waits and returns (retry, counted), returns at once (retry with another key, not
         counted), or raises.
         """
-        err = _llm_error(exc)
+        secrets = self._secrets()
+        err = _llm_error(exc, secrets)
         if err is None:
             raise exc
         err.attempts = tries.sent
@@ -180,7 +241,8 @@ class ChatTransport:
         if delay is None:
             if err is exc:
                 raise err
-            raise err from exc
+            # a cause whose text holds a secret is left out of the chain (tracebacks print it)
+            raise err from (exc if is_clean(str(exc), secrets) else None)
         await asyncio.sleep(delay)
 
     async def _begin(self, payload: Payload, timeout: float | None) -> tuple[bytes, float | None, _Tries]:
@@ -200,22 +262,28 @@ class ChatTransport:
         return key, org
 
     async def _post(
-        self, body: bytes, key: str | None, org: str | None, timeout: float | None, stream: bool
+        self,
+        body: bytes,
+        key: str | None,
+        org: str | None,
+        timeout: float | None,
+        stream: bool,
+        deadline: float | None = None,
     ) -> aiohttp.ClientResponse:
         session = await self.pool.get()
         return await session.post(
             self.url,
             data=body,
             headers=build_headers(key, org),
-            timeout=self._timeout(timeout, stream),
+            timeout=self._timeout(timeout, stream, deadline),
             proxy=self.proxy,
         )
 
-    @staticmethod
-    async def _raise_for_status(resp: aiohttp.ClientResponse) -> None:
+    async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
         if resp.status >= 400:
             text = (await resp.read()).decode("utf-8", errors="replace")
-            raise error_for_status(resp.status, text, retry_after=parse_retry_after(resp.headers))
+            retry_after = parse_retry_after(resp.headers)
+            raise error_for_status(resp.status, text, retry_after=retry_after, secrets=self._secrets())
 
     async def complete(self, payload: Payload, timeout: float | None = None) -> ModelResponse:
         """One chat completion (non-streaming), retried per the policy."""
@@ -239,41 +307,91 @@ class ChatTransport:
         """Stream one chat completion, retried per the policy.
 
         Yields ``(accumulator, False)`` each time the text grows, then ``(accumulator, True)``
-        once the stream is complete. A retry after a partial stream starts a fresh
-        accumulator, so the text restarts from the new response.
+        once the stream is complete. Each attempt has its own `stream_deadline`.
+
+        A retry before any text was yielded is invisible. Once text was yielded, the caller
+        only ever sees it grow: a retried attempt's accumulator is held back while its text
+        repeats part of what was yielded, and passed on once it goes beyond it. A retried
+        attempt whose text differs from what was yielded (a sampled answer that came out
+        differently) ends the call with `LLMConnectionError`. Tool calls reach the caller
+        only in the final accumulator, so they never need retracting.
+
+        Raises:
+            LLMConnectionError: Also when a retry after a cut stream diverged from the text
+                already yielded (not retried: the caller cannot take that text back).
         """
         body, seconds, tries = await self._begin(payload, timeout)
+        deadline = stream_deadline(seconds, self.stream_timeout)
+        shown = ""  # the text the caller has been given
         while True:
             key, org = self._next_try(tries)
             acc = StreamAccumulator()
+            diverged = False
+            catching_up = bool(shown)  # a retry after text was yielded: its text is checked against it
             try:
-                async with contextlib.aclosing(self._stream_once(body, key, org, seconds, acc)) as chunks:
+                async with contextlib.aclosing(self._stream_once(body, key, org, seconds, deadline, acc)) as chunks:
                     async for _ in chunks:
-                        yield acc, False
+                        if not catching_up:
+                            shown = acc.text
+                            yield acc, False
+                            continue
+                        held = _held_back(shown, acc.text)
+                        if held is None:
+                            diverged = True
+                            break
+                        if not held:  # caught up: from here on this attempt's text only grows
+                            catching_up = False
+                            shown = acc.text
+                            yield acc, False
             except Exception as exc:  # classified in _after_failure
                 await self._after_failure(exc, tries, key)
                 continue
+            if diverged or not acc.text.startswith(shown):
+                raise LLMConnectionError(
+                    f"the stream was cut after {len(shown)} characters and the retried answer differs "
+                    "from the text already streamed",
+                    attempts=tries.sent,
+                )
             self._record(acc.usage)
             yield acc, True
             return
 
     async def _stream_once(
-        self, body: bytes, key: str | None, org: str | None, timeout: float | None, acc: StreamAccumulator
+        self,
+        body: bytes,
+        key: str | None,
+        org: str | None,
+        timeout: float | None,
+        deadline: float | None,
+        acc: StreamAccumulator,
     ) -> AsyncGenerator[None, None]:
         decoder = SSEDecoder()
-        async with await self._post(body, key, org, timeout, stream=True) as resp:
-            await self._raise_for_status(resp)
-            async for chunk in resp.content.iter_any():
-                for data in decoder.feed(chunk):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with await self._post(body, key, org, timeout, True, deadline) as resp:
+                await self._raise_for_status(resp)
+                async for chunk in resp.content.iter_any():
+                    for data in decoder.feed(chunk):
+                        if acc.feed_data(data):
+                            yield None
+                        if acc.done:
+                            return
+                for data in decoder.flush():
                     if acc.feed_data(data):
                         yield None
-                    if acc.done:
-                        return
-            for data in decoder.flush():
-                if acc.feed_data(data):
-                    yield None
+        except (asyncio.TimeoutError, TimeoutError) as exc:  # aiohttp's: the deadline, or one read
+            if deadline is not None and loop.time() - started >= deadline:
+                raise LLMTimeoutError(
+                    f"the stream did not finish within its {deadline:g} s deadline (stream_timeout)"
+                ) from exc
+            raise
         if not acc.complete:
             raise LLMConnectionError("the stream ended before the response was complete (no [DONE])")
 
+    def _secrets(self) -> list[str]:
+        """What error messages and quoted bodies are scrubbed of: the keys, and the URLs' secrets."""
+        return [*self.keys.keys, *url_secrets(self.url), *url_secrets(self.proxy)]
+
     def __repr__(self) -> str:
-        return f"ChatTransport(url={self.url!r}, keys={self.keys!r})"
+        return f"ChatTransport(url={redact_url(self.url)!r}, keys={self.keys!r})"

@@ -10,7 +10,7 @@ import email.utils
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..exceptions import (
@@ -21,6 +21,7 @@ from ..exceptions import (
     LLMResponseError,
     LLMTimeoutError,
 )
+from ..utils.redact import redact
 
 __all__ = [
     "RETRYABLE_STATUS",
@@ -57,8 +58,28 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def error_for_status(status: int, body: str, *, retry_after: float | None = None, attempts: int = 1) -> LLMAPIError:
-    """The exception for an error status; the message quotes the server's own error text."""
+def error_for_status(
+    status: int,
+    body: str,
+    *,
+    retry_after: float | None = None,
+    attempts: int = 1,
+    secrets: Iterable[str] = (),
+) -> LLMAPIError:
+    """The exception for an error status; the message quotes the server's own error text.
+
+    Args:
+        status: The HTTP status.
+        body: The response body (text).
+        retry_after: The server's ``Retry-After``, in seconds (None: not sent).
+        attempts: Requests made so far.
+        secrets: The client's keys and URL secrets: a body that echoes one (``invalid key
+            sk-...``) is scrubbed of it, in the message and in ``body`` alike (`redact`).
+
+    Returns:
+        `LLMRateLimitError` for 429, else `LLMAPIError`.
+    """
+    body = redact(body, secrets)
     detail = _error_message(body)
     cls = LLMRateLimitError if status == 429 else LLMAPIError
     err = cls(f"the server answered HTTP {status}: {detail}", status=status, body=body, attempts=attempts)

@@ -7,6 +7,11 @@ own: bounded (``retry`` attempts in all), exponential backoff with jitter, honou
 ``retry-after``, on connection errors, 408/409/429 and 5xx. A key the API rejects
 (401/403, or an exhausted credit balance) is retired and the next key is tried.
 
+A stream has a deadline besides the SDK's per-read ``timeout``: once the response has
+begun, it may take ``stream_timeout`` seconds in all (by default four times ``timeout``),
+however many keep-alive ``ping`` events the server sends; past it the stream ends with
+`LLMTimeoutError`. Like any failure after the response began, that is not retried.
+
 Example:
     ```python
     llm = ClaudeAPI('claude-3-5-sonnet-20241022', key='sk-ant-...', max_new_tokens=1024)
@@ -21,10 +26,20 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager, suppress
 from types import ModuleType
-from typing import Any, Literal, Protocol, TypeAlias, overload
+from typing import Any, Literal, NoReturn, Protocol, TypeAlias, TypeVar, overload
 
 from ..driver import run_async, run_sync
 from ..effects import Call, Flow
@@ -32,8 +47,9 @@ from ..exceptions import LLMAPIError, LLMConnectionError, LLMError, LLMRateLimit
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import close_with_loop
+from ..utils.redact import is_clean, redact, url_secrets
 from ._anthropic_protocol import build_request, parse_message
-from ._openai_core import KeyRing
+from ._openai_core import KeyRing, stream_deadline
 from ._optional import import_optional
 from ._tool_llm import AsyncToolLLM, ToolLLM, ToolRequest
 from .base_llm import ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
@@ -57,6 +73,9 @@ class _MessageStream(Protocol):
 
     def get_final_message(self) -> object:
         """The complete ``Message``."""
+
+    def close(self) -> None:
+        """Close the response (safe to call from another thread: a read in progress then fails)."""
 
 
 class _Messages(Protocol):
@@ -109,6 +128,75 @@ class _AsyncClient(Protocol):
 _ClientGetter: TypeAlias = Callable[[str], object]
 """The client for a key, returned (sync) or as an awaitable (async); the driver takes either."""
 
+_T = TypeVar("_T")
+
+
+class _Deadline:
+    """The deadline of one streaming attempt, counted from the start of the response.
+
+    The SDK's ``timeout`` bounds each read, and keep-alive ``ping`` events never reach the
+    caller, so the deadline is kept outside the SDK: in sync code a watchdog thread closes the
+    stream when it passes (the read in progress then fails); in async code each wait is bounded.
+    Either way the attempt ends with `LLMTimeoutError`.
+
+    Args:
+        seconds: The deadline (None: no limit).
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.passed = False
+        self._end: float | None = None
+
+    def error(self) -> LLMTimeoutError:
+        """The error of a stream that ran past the deadline."""
+        return LLMTimeoutError(f"the stream did not finish within its {self.seconds:g} s deadline (stream_timeout)")
+
+    def _pass(self, close: Callable[[], object]) -> None:
+        self.passed = True
+        with suppress(Exception):  # the stream may be closing anyway; its reader reports the deadline
+            close()
+
+    @contextmanager
+    def watch(self, close: Callable[[], object]) -> Iterator[None]:
+        """Sync: call `close` when the deadline passes; the block then raises `LLMTimeoutError`."""
+        if self.seconds is None:
+            yield
+            return
+        timer = threading.Timer(self.seconds, self._pass, (close,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        except Exception as exc:  # whatever the closed stream raised
+            if self.passed:
+                raise self.error() from exc
+            raise
+        finally:
+            timer.cancel()
+        if self.passed:  # the closed stream may also just end early
+            raise self.error()
+
+    async def wait(self, awaitable: Awaitable[_T]) -> _T:
+        """Async: `awaitable`'s result, or `LLMTimeoutError` once the deadline has passed."""
+        if self.seconds is None:
+            return await awaitable
+        loop = asyncio.get_running_loop()
+        if self._end is None:
+            self._end = loop.time() + self.seconds
+        try:
+            return await asyncio.wait_for(awaitable, self._end - loop.time())
+        except asyncio.TimeoutError as exc:  # not the builtin TimeoutError before Python 3.11
+            self.passed = True
+            raise self.error() from exc
+
+    async def next(self, items: AsyncIterator[_T]) -> _T | None:
+        """Async: the next of `items` (None at the end), or `LLMTimeoutError` once the deadline has passed."""
+        try:
+            return await self.wait(anext(items))
+        except StopAsyncIteration:
+            return None
+
 
 def _import_anthropic() -> ModuleType:
     return import_optional("anthropic", "anthropic", "ClaudeAPI")
@@ -130,19 +218,31 @@ def _is_key_problem(sdk: ModuleType, exc: BaseException) -> bool:
     return isinstance(exc, sdk.BadRequestError) and "credit balance" in str(exc).lower()
 
 
-def _to_plait(sdk: ModuleType, exc: BaseException, attempts: int) -> LLMError | None:
-    """The plait error an SDK error stands for (None: not an API failure)."""
+def _to_plait(sdk: ModuleType, exc: BaseException, attempts: int, secrets: Sequence[str] = ()) -> LLMError | None:
+    """The plait error an SDK error stands for (None: not an API failure).
+
+    Its message and body are scrubbed of `secrets` (a body may echo the key), URL passwords
+    and key-like values.
+    """
+    detail = redact(str(exc), secrets)
     if isinstance(exc, sdk.APITimeoutError):
-        return LLMTimeoutError(f"Claude request timed out: {exc}", attempts=attempts)
+        return LLMTimeoutError(f"Claude request timed out: {detail}", attempts=attempts)
     if isinstance(exc, sdk.APIConnectionError):
-        return LLMConnectionError(f"could not reach the Anthropic API: {exc}", attempts=attempts)
+        return LLMConnectionError(f"could not reach the Anthropic API: {detail}", attempts=attempts)
     if isinstance(exc, sdk.APIStatusError):
-        body = exc.response.text if getattr(exc, "response", None) is not None else str(exc)
+        body = redact(exc.response.text, secrets) if getattr(exc, "response", None) is not None else detail
         cls = LLMRateLimitError if exc.status_code == 429 else LLMAPIError
-        return cls(f"Claude API error {exc.status_code}: {exc}", status=exc.status_code, body=body, attempts=attempts)
+        return cls(
+            f"Claude API error {exc.status_code}: {detail}", status=exc.status_code, body=body, attempts=attempts
+        )
     if isinstance(exc, sdk.APIError):
-        return LLMError(f"Claude API error: {exc}", attempts=attempts)
+        return LLMError(f"Claude API error: {detail}", attempts=attempts)
     return None
+
+
+def _raise_plait(error: LLMError, exc: BaseException, secrets: Sequence[str]) -> NoReturn:
+    """Raise `error`, chained to the SDK's `exc` unless that one's text holds a secret (tracebacks print it)."""
+    raise error from (exc if is_clean(str(exc), secrets) else None)
 
 
 class _ClaudeCore(LLMCore):
@@ -157,7 +257,10 @@ class _ClaudeCore(LLMCore):
         proxies: A proxy URL, or a ``{'https': ...}`` dict.
         meta_template: Role mapping (default: ``environment`` turns are sent as user turns).
         base_url: The API address (default: the SDK's).
-        timeout: Per-attempt timeout in seconds.
+        timeout: Per-attempt timeout in seconds (for a stream: the connection and each read).
+        stream_timeout: The longest a stream may take in all once its response has begun, in
+            seconds; keep-alive ``ping`` events do not extend it. None (the default): four
+            times ``timeout``; ``math.inf``: no limit.
         **gen_params: ``max_new_tokens`` (default 512), ``stop_words`` (sent as
             ``stop_sequences``), ``temperature``/``top_p``/``top_k`` (not sent unless set),
             and any other ``messages.create`` argument (``metadata``, ``thinking``...).
@@ -175,6 +278,7 @@ class _ClaudeCore(LLMCore):
         *,
         base_url: str | None = None,
         timeout: float = 600.0,
+        stream_timeout: float | None = None,
         **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
@@ -196,6 +300,8 @@ class _ClaudeCore(LLMCore):
         self.keys = KeyRing(keys)
         self.base_url = base_url
         self.timeout = timeout
+        stream_deadline(timeout, stream_timeout)  # refuse a bad value now, not at the first stream
+        self.stream_timeout = stream_timeout
         self.proxy = (
             proxies if isinstance(proxies, str) or proxies is None else proxies.get("https") or proxies.get("http")
         )
@@ -240,14 +346,19 @@ class _ClaudeCore(LLMCore):
             messages = [{"role": "user", "content": messages}]
         return build_request(self.model_type, messages, params, call.tools, call.tool_choice), params
 
+    def _secrets(self) -> list[str]:
+        """What error messages and quoted bodies are scrubbed of: the keys, and the URLs' secrets."""
+        return [*self.keys.keys, *url_secrets(self.base_url), *url_secrets(self.proxy)]
+
     def _after_failure(self, exc: BaseException, key: str) -> None:
         """Return when another key should be tried; otherwise raise the plait error."""
         if _is_key_problem(self.sdk, exc) and self.keys.retire(key):
             return
-        error = _to_plait(self.sdk, exc, attempts=self.retry)
+        secrets = self._secrets()
+        error = _to_plait(self.sdk, exc, attempts=self.retry, secrets=secrets)
         if error is None:
             raise exc
-        raise error from exc
+        _raise_plait(error, exc, secrets)
 
     def _complete_flow(
         self, request: Mapping[str, object], params: Mapping[str, object], client_for: _ClientGetter
@@ -271,8 +382,16 @@ class _ClaudeCore(LLMCore):
         A stream the caller has partly `seen` is never restarted.
         """
         if seen:
-            raise _to_plait(self.sdk, exc, attempts=1) or exc from exc
+            secrets = self._secrets()
+            error = _to_plait(self.sdk, exc, attempts=1, secrets=secrets)
+            if error is None:
+                raise exc
+            _raise_plait(error, exc, secrets)
         self._after_failure(exc, key)
+
+    def _deadline(self) -> _Deadline:
+        """A fresh deadline for one streaming attempt."""
+        return _Deadline(stream_deadline(self.timeout, self.stream_timeout))
 
     def _stream_end(self, final: object, params: Mapping[str, object]) -> StreamItem:
         """The `END` item for the SDK's final message: the reply text and the `ModelResponse`."""
@@ -307,8 +426,9 @@ class ClaudeAPI(_ClaudeCore, ToolLLM):
         while True:
             key = self.keys.pick()[0] or ""
             text = ""
+            deadline = self._deadline()
             try:
-                with self._client(key).messages.stream(**request) as stream:
+                with self._client(key).messages.stream(**request) as stream, deadline.watch(stream.close):
                     for delta in stream.text_stream:
                         text += delta
                         yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
@@ -347,12 +467,14 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncToolLLM):
         while True:
             key = self.keys.pick()[0] or ""
             text = ""
+            deadline = self._deadline()
             try:
                 async with (await self._client(key)).messages.stream(**request) as stream:
-                    async for delta in stream.text_stream:
+                    deltas = aiter(stream.text_stream)
+                    while (delta := await deadline.next(deltas)) is not None:
                         text += delta
                         yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
-                    final = await stream.get_final_message()
+                    final = await deadline.wait(stream.get_final_message())
             except self.sdk.APIError as exc:
                 self._stream_failed(exc, key, seen=bool(text))
                 continue

@@ -24,6 +24,7 @@ from typing import Any, SupportsFloat, TypeAlias, overload
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import LoopThread
+from ..utils.redact import redact_url
 from ._openai_core import ChatTransport, KeyRing
 from ._openai_protocol import Payload, StreamAccumulator, ToolChoice, ToolSpec, build_payload, chat_completions_url
 from ._retry import RetryPolicy
@@ -90,6 +91,10 @@ class _GPTAPICore(LLMCore):
             environment's proxy settings, or None for direct connections.
         timeout: Per-attempt timeout in seconds; for streams, the longest wait for the
             connection or between chunks. Override per call with ``timeout=``.
+        stream_timeout: The longest one streaming attempt may take in all, in seconds;
+            keep-alive comments do not extend it, and an attempt that runs past it fails with
+            `LLMTimeoutError` and is retried like any timeout. None (the default): four times
+            the attempt's ``timeout`` (no limit when that is None); ``math.inf``: no limit.
         backoff_base: First retry backoff in seconds (doubles per attempt, with jitter).
         backoff_max: Longest retry backoff in seconds.
         max_retry_after: Longest server ``Retry-After`` honoured, in seconds.
@@ -119,6 +124,7 @@ class _GPTAPICore(LLMCore):
         proxies: str | Mapping[str, str] | None = None,
         timeout: float | None = 300.0,
         *,
+        stream_timeout: float | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
         max_retry_after: float = 60.0,
@@ -148,6 +154,7 @@ class _GPTAPICore(LLMCore):
                 max_retry_after=max_retry_after,
             ),
             timeout=timeout,
+            stream_timeout=stream_timeout,
             proxy=_proxy_url(proxies, url),
             trust_env=proxies == "env",
             max_connections=max_connections,
@@ -223,7 +230,7 @@ class _GPTAPICore(LLMCore):
         return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={self.api_base!r})"
+        return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={redact_url(self.api_base)!r})"
 
 
 class GPTAPI(_GPTAPICore, ToolLLM):

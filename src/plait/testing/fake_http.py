@@ -87,12 +87,20 @@ class Canned:
         body: The body.
         headers: Extra headers (``Content-Type`` among them).
         delay: Seconds to wait before answering (longer than a client's timeout to test timeouts).
+        keep_alive: Bytes sent every `keep_alive_every` seconds after the body, for
+            `keep_alive_for` seconds, before the response ends (the default, an SSE comment,
+            keeps a stream open that never finishes); nothing when `keep_alive_for` is 0.
+        keep_alive_every: Seconds between keep-alives.
+        keep_alive_for: Seconds of keep-alives.
     """
 
     status: int = 200
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    keep_alive: bytes = b": ping\n\n"
+    keep_alive_every: float = 0.5
+    keep_alive_for: float = 0.0
 
     @classmethod
     def json(cls, data: object, status: int = 200, **kwargs: Unpack[_CannedOptions]) -> Canned:
@@ -214,7 +222,30 @@ class FakeHTTPServer(BackgroundServer):
             await asyncio.sleep(canned.delay)
         headers = dict(canned.headers)
         content_type = headers.pop("Content-Type", None)
+        if canned.keep_alive_for > 0:
+            return await _drip(request, canned, headers, content_type)
         response = web.Response(status=canned.status, body=canned.body, headers=headers)
         if content_type:
             response.headers["Content-Type"] = content_type
         return response
+
+
+async def _drip(
+    request: web.Request, canned: Canned, headers: dict[str, str], content_type: str | None
+) -> web.StreamResponse:
+    """Send `canned`'s body, then its keep-alives until its `keep_alive_for` has passed."""
+    response = web.StreamResponse(status=canned.status, headers=headers)
+    if content_type:
+        response.headers["Content-Type"] = content_type
+    await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + canned.keep_alive_for
+    try:
+        await response.write(canned.body)
+        while loop.time() < end:
+            await asyncio.sleep(canned.keep_alive_every)
+            await response.write(canned.keep_alive)
+        await response.write_eof()
+    except ConnectionError:  # the client gave up (what keep-alives test)
+        pass
+    return response

@@ -17,8 +17,9 @@ Example:
 
 Reply kinds: a str (text), `Reply` (text and/or tool calls), `HTTPFault` (an error status
 with an optional ``Retry-After``), `Hang` (no answer for a while), `Truncated` (the
-connection drops mid-response), `InvalidJSON`, `RawSSE` (an SSE transcript sent verbatim)
-and a plain dict (sent as the JSON body).
+connection drops mid-response), `PingDrip` (keep-alives that never turn into an answer),
+`InvalidJSON`, `RawSSE` (an SSE transcript sent verbatim) and a plain dict (sent as the
+JSON body).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "HTTPFault",
     "Hang",
     "InvalidJSON",
+    "PingDrip",
     "RawSSE",
     "Reply",
     "Truncated",
@@ -111,6 +113,20 @@ class Truncated:
 
 
 @dataclass
+class PingDrip:
+    """Keep the connection busy without answering: a keep-alive every `interval` seconds for `seconds`.
+
+    A stream gets `content` first (a reply that stalls part-way; nothing when empty), then an
+    SSE comment (``: ping``) each interval; a non-streaming request gets a newline (JSON
+    whitespace) each interval. After `seconds` the response ends with no answer.
+    """
+
+    interval: float = 0.5
+    seconds: float = 60.0
+    content: str = ""
+
+
+@dataclass
 class InvalidJSON:
     """Answer 200 with a body (or an SSE data line when streaming) that is not JSON."""
 
@@ -124,7 +140,7 @@ class RawSSE:
     text: str
 
 
-ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, InvalidJSON, RawSSE, Mapping[str, JSONValue]]
+ReplyLike = Union[str, Reply, HTTPFault, Hang, Truncated, PingDrip, InvalidJSON, RawSSE, Mapping[str, JSONValue]]
 Handler = Callable[[dict[str, JSONValue]], Union[ReplyLike, Awaitable[ReplyLike]]]
 
 
@@ -413,6 +429,8 @@ class FakeOpenAIServer(BackgroundServer):
             return await self._send_stream(request, [reply.text.encode()])
         if isinstance(reply, Truncated):
             return await self._truncate(request, body, reply, stream)
+        if isinstance(reply, PingDrip):
+            return await self._drip(request, body, reply, stream)
         if isinstance(reply, Mapping):
             return web.json_response(dict(reply))
         if reply.delay:
@@ -453,6 +471,29 @@ class FakeOpenAIServer(BackgroundServer):
         if transport is not None:
             transport.close()  # drop the connection mid-body
         raise asyncio.CancelledError  # end the handler without finishing the response
+
+    async def _drip(
+        self, request: web.Request, body: dict[str, JSONValue], reply: PingDrip, stream: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream" if stream else "application/json"})
+        await resp.prepare(request)
+        if stream and reply.content:
+            render = _Render(body, self.model, self._seq)
+            head = [render.chunk({"role": "assistant", "content": ""})]
+            await resp.write(
+                b"".join(head + [render.chunk({"content": p}) for p in _split(reply.content, self.chunk_size)])
+            )
+        keep_alive = b": ping\n\n" if stream else b"\n"
+        loop = asyncio.get_running_loop()
+        end = loop.time() + reply.seconds
+        try:
+            while loop.time() < end:
+                await resp.write(keep_alive)
+                await asyncio.sleep(reply.interval)
+            await resp.write_eof()
+        except ConnectionError:  # the client gave up (what a drip is for)
+            pass
+        return resp
 
 
 def _error(status: int, message: str, *, code: str | None = None) -> web.Response:
