@@ -43,6 +43,11 @@ def fixture_text(name: str) -> str:
         ("https://api.openai.com/v1/chat/completions", "https://api.openai.com/v1/chat/completions"),
         ("http://localhost:11434", "http://localhost:11434/v1/chat/completions"),
         ("https://example.com/openai/deployments/x", "https://example.com/openai/deployments/x/chat/completions"),
+        (
+            "https://example.com/openai/v1?api-version=2024",
+            "https://example.com/openai/v1/chat/completions?api-version=2024",
+        ),
+        ("http://127.0.0.1:8000?key=k", "http://127.0.0.1:8000/v1/chat/completions?key=k"),
     ],
 )
 def test_api_base_accepts_a_base_url_or_the_full_endpoint(base: str, url: str) -> None:
@@ -52,6 +57,17 @@ def test_api_base_accepts_a_base_url_or_the_full_endpoint(base: str, url: str) -
 def test_api_base_must_be_http() -> None:
     with pytest.raises(UserError, match="api_base must be an http"):
         chat_completions_url("127.0.0.1:8000")
+    with pytest.raises(UserError) as info:  # the message shows the URL without its password
+        chat_completions_url("ftp://user:hunter2pass@host/v1")
+    assert "hunter2pass" not in str(info.value)
+
+
+@pytest.mark.parametrize("field", ["model", "messages", "stream", "tools"])
+def test_extra_body_cannot_replace_what_plait_sets(field: str) -> None:
+    with pytest.raises(UserError, match="extra_body cannot replace"):
+        build_payload("m", [{"role": "user", "content": "hi"}], {"extra_body": {field: "other"}})
+    payload = build_payload("m", [{"role": "user", "content": "hi"}], {"extra_body": {"top_k": 5}})
+    assert payload["top_k"] == 5 and payload["model"] == "m"
 
 
 def test_headers_carry_authorization_only_with_a_key() -> None:

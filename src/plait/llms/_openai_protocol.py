@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeAlias, Union
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import LLMResponseError, ParseError, UserError
 from ..untrusted import loads
+from ..utils.redact import redact_url
 from ._decoded import count, json_array, json_object
 from .response import ModelResponse, ToolCall, Usage
 
@@ -66,6 +67,9 @@ OPENAI_CHAT_PARAMS = frozenset(
 
 _CHAT_PATH = "/chat/completions"
 
+RESERVED_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "tools", "tool_choice"})
+"""Request fields ``extra_body`` may not set: the model, the conversation, and how it is answered."""
+
 
 class SupportsToOpenAI(Protocol):
     """A tool object that can describe itself as an OpenAI tool dict."""
@@ -88,18 +92,20 @@ def chat_completions_url(api_base: str) -> str:
     """The chat-completions endpoint for `api_base`.
 
     ``http://host:8000/v1`` -> ``http://host:8000/v1/chat/completions``; a URL that already
-    ends with ``/chat/completions`` is kept; a bare host gets ``/v1/chat/completions``.
+    ends with ``/chat/completions`` is kept; a bare host gets ``/v1/chat/completions``. A
+    query string (``?api-version=...``) stays at the end.
+
+    Raises:
+        UserError: Not an http(s) URL (the message shows it with any password masked).
     """
-    base = api_base.strip()
-    parts = urlsplit(base)
+    parts = urlsplit(api_base.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError(f"api_base must be an http(s) URL such as 'http://127.0.0.1:8000/v1', not {api_base!r}")
-    base = base.rstrip("/")
-    if base.endswith(_CHAT_PATH):
-        return base
-    if parts.path.strip("/") == "":
-        return base + "/v1" + _CHAT_PATH
-    return base + _CHAT_PATH
+        shown = redact_url(api_base)
+        raise UserError(f"api_base must be an http(s) URL such as 'http://127.0.0.1:8000/v1', not {shown!r}")
+    path = parts.path.rstrip("/")
+    if not path.endswith(_CHAT_PATH):
+        path = (path or "/v1") + _CHAT_PATH
+    return urlunsplit(parts._replace(path=path))
 
 
 def build_headers(key: str | None, org: str | None = None) -> dict[str, str]:
@@ -144,7 +150,8 @@ def build_payload(
         params: plait generation parameters: ``max_new_tokens`` -> ``max_tokens`` (no cap;
             skipped when ``max_completion_tokens`` is set), ``stop_words`` -> ``stop``,
             ``temperature``/``top_p``, any of `OPENAI_CHAT_PARAMS`, and ``extra_body``
-            (a dict merged last, for server-specific fields such as vLLM's ``top_k``).
+            (a dict merged last, for server-specific fields such as vLLM's ``top_k``; it
+            cannot replace `RESERVED_FIELDS`).
             None values are not sent.
         stream: Ask for SSE streaming (with usage in the last chunk).
         json_mode: ``response_format = {'type': 'json_object'}`` unless one is given.
@@ -177,6 +184,9 @@ def build_payload(
         payload.setdefault("stream_options", {"include_usage": True})
     extra = params.get("extra_body")
     if extra:
+        replaced = sorted(RESERVED_FIELDS.intersection(extra))
+        if replaced:
+            raise UserError(f"extra_body cannot replace {replaced}: plait sets them (pass them as arguments)")
         payload.update(extra)
     return payload
 
