@@ -20,7 +20,9 @@ import os
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from typing import Any, SupportsFloat, TypeAlias, overload
+from urllib.parse import urlsplit
 
+from ..exceptions import UserError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import LoopThread
@@ -144,9 +146,15 @@ class _GPTAPICore(LLMCore):
         self.retry = max(1, int(retry))
         url = chat_completions_url(api_base or _default_api_base())
         self.api_base = url
+        keys = _resolve_keys(key)
+        if keys and "@" in urlsplit(url).netloc:
+            raise UserError(
+                "api_base carries credentials (user:password@) and a key is set too: a request holds one "
+                "Authorization header; pass key=None to use the URL's, or drop them from the URL"
+            )
         self._transport = ChatTransport(
             url,
-            KeyRing(_resolve_keys(key), _as_list(org)),
+            KeyRing(keys, _as_list(org)),
             RetryPolicy(
                 max_attempts=self.retry,
                 backoff_base=backoff_base,
