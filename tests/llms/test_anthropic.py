@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import sys
 import time
@@ -268,3 +270,21 @@ def test_protocol_helpers() -> None:
         build_request("m", [{"role": "environment", "content": "x"}], {})
     parsed = parse_message({"content": [text("a"), text("b")], "stop_reason": "max_tokens"})
     assert (parsed.content, parsed.finish_reason, parsed.usage) == ("ab", "length", None)
+
+
+def test_a_transport_error_after_the_response_began_is_an_llm_error() -> None:
+    """A stream the connection cuts raises the SDK's HTTP library's own error; plait maps it (issue 15)."""
+    anthropic = pytest.importorskip("anthropic")
+    from plait.exceptions import LLMConnectionError, LLMTimeoutError
+    from plait.llms.anthropic_llm import _to_plait
+
+    library = next(
+        (importlib.import_module(name) for name in ("httpx", "httpx2") if importlib.util.find_spec(name)), None
+    )
+    if library is None:
+        pytest.skip("the SDK's HTTP library is not importable under a known name")
+    cut = _to_plait(anthropic, library.ReadError("peer closed connection sk-ant-secret"), 1, ["sk-ant-secret"])
+    assert isinstance(cut, LLMConnectionError) and "ReadError" in str(cut) and "sk-ant-secret" not in str(cut)
+    slow = _to_plait(anthropic, library.ReadTimeout("read timed out"), 1)
+    assert isinstance(slow, LLMTimeoutError)
+    assert _to_plait(anthropic, KeyError("x"), 1) is None  # a bug stays a bug

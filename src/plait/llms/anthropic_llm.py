@@ -237,7 +237,18 @@ def _to_plait(sdk: ModuleType, exc: BaseException, attempts: int, secrets: Seque
         )
     if isinstance(exc, sdk.APIError):
         return LLMError(f"Claude API error: {detail}", attempts=attempts)
+    if _is_transport_error(exc):  # a stream cut after the response began: the SDK passes its HTTP error on
+        kind = LLMTimeoutError if "Timeout" in type(exc).__name__ else LLMConnectionError
+        return kind(f"the connection to the Anthropic API broke: {type(exc).__name__}: {detail}", attempts=attempts)
     return None
+
+
+_HTTP_LIBRARIES = frozenset({"httpx", "httpx2", "httpcore"})
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """Whether `exc` comes from the HTTP library under the SDK (httpx, under whichever name it is installed)."""
+    return any(cls.__module__.partition(".")[0] in _HTTP_LIBRARIES for cls in type(exc).__mro__)
 
 
 def _raise_plait(error: LLMError, exc: BaseException, secrets: Sequence[str]) -> NoReturn:
