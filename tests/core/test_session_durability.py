@@ -103,6 +103,7 @@ def test_kill_9_loses_no_completed_turn_and_leaves_no_broken_tail(tmp_path: Path
                 assert roles == ["user", "FunctionCallingAgent", "ActionExecutor", "FunctionCallingAgent"] * len(users)
                 assert all(m["content"] == "the answer" for m in messages[3::4])  # every turn ends with its answer
                 checked_turns += len(users)
+    print(f"kill -9 x{kills}: {checked_turns} completed turns kept, {removed_tails} interrupted turns removed")
     assert checked_turns > kills and removed_tails > 0  # the kills did land mid-turn
 
 
