@@ -256,7 +256,7 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "distributed.AgentAPIServer": (
         "AgentAPIServer",
-        "chat_completion health_check memory start_async stop_async",
+        "chat_completion forget health_check memory start_async stop_async",
         "__call__ __enter__ __exit__ serve_forever start stop",
     ),
     "distributed.AgentRayActor": (

@@ -58,11 +58,16 @@ def llm_for(model: FakeOpenAIServer, asynchronous: bool = True) -> Any:
 
 
 def http(
-    server: AgentAPIServer, path: str, body: object = None, token: str | None = None, raw: bytes | None = None
+    server: AgentAPIServer,
+    path: str,
+    body: object = None,
+    token: str | None = None,
+    raw: bytes | None = None,
+    session: str | None = None,
 ) -> tuple[int, dict[str, Any], dict[str, str]]:
     """(status, JSON body, headers) of one request; every answer must be JSON."""
     data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
+    headers = {"Content-Type": "application/json", **({"X-Session-Id": session} if session else {})}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     request = urllib.request.Request(server.url + path, data=data, headers=headers, method="POST" if data else "GET")
@@ -217,10 +222,10 @@ def test_tenants_have_separate_sessions(model: FakeOpenAIServer, serve: Any) -> 
     alice = http(server, "/memory/1", token="alice-token")[1]
     bob = http(server, "/memory/1", token="bob-token")[1]
     assert [m["content"] for m in alice["memory"]][::2] == ["one", "two"] and len(bob["memory"]) == 2
-    v1 = {"messages": [{"role": "user", "content": "hey"}], "user": "1"}
-    assert http(server, "/v1/chat/completions", v1, "bob-token")[1]["choices"][0]["message"]["content"].startswith(
-        "echo hey after 1"
-    )
+    v1 = {"messages": [{"role": "user", "content": "hey"}]}
+    assert http(server, "/v1/chat/completions", v1, "bob-token", session="1")[1]["choices"][0]["message"][
+        "content"
+    ].startswith("echo hey after 1")
     assert len(http(server, "/memory/1", token="alice-token")[1]["memory"]) == 4
 
 

@@ -1,8 +1,18 @@
-"""Hooks around agent and tool calls."""
+"""Hooks around agent and tool calls, and interceptors that observe them (tracing, usage)."""
 
 from .action_preprocessor import ActionPreprocessor, InternLMActionProcessor
 from .hook import Hook, RemovableHandle
 from .logger import MessageLogger
 from .tracer import JSONLTracer
+from .usage import Metered, UsageMeter
 
-__all__ = ["ActionPreprocessor", "Hook", "InternLMActionProcessor", "JSONLTracer", "MessageLogger", "RemovableHandle"]
+__all__ = [
+    "ActionPreprocessor",
+    "Hook",
+    "InternLMActionProcessor",
+    "JSONLTracer",
+    "MessageLogger",
+    "Metered",
+    "RemovableHandle",
+    "UsageMeter",
+]

@@ -39,7 +39,7 @@ from collections.abc import (
 )
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager, suppress
 from types import ModuleType
-from typing import Any, Literal, NoReturn, Protocol, TypeAlias, TypeVar, overload
+from typing import Any, ClassVar, Literal, NoReturn, Protocol, TypeAlias, TypeVar, overload
 
 from ..driver import run_async, run_sync
 from ..effects import Call, Flow
@@ -278,6 +278,9 @@ class _ClaudeCore(LLMCore):
     """
 
     is_api = True
+
+    chat_is_complete_text: ClassVar[bool] = True
+    """``chat(inputs)`` is ``complete(inputs).content``: a `UsageMeter` may ask ``complete`` to see the usage."""
 
     def __init__(
         self,

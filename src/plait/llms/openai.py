@@ -19,7 +19,7 @@ import asyncio
 import os
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
-from typing import Any, SupportsFloat, TypeAlias, overload
+from typing import Any, ClassVar, SupportsFloat, TypeAlias, overload
 from urllib.parse import urlsplit
 
 from ..exceptions import UserError
@@ -113,6 +113,9 @@ class _GPTAPICore(LLMCore):
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
     _extra_fields: tuple[str, ...] = ()
     """Generation parameters the server takes beyond OpenAI's fields, sent as body fields when set."""
+
+    chat_is_complete_text: ClassVar[bool] = True
+    """``chat(inputs)`` is ``complete(inputs).content``: a `UsageMeter` may ask ``complete`` to see the usage."""
 
     def __init__(
         self,

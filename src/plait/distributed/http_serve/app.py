@@ -9,6 +9,7 @@ Routes (Lagent's, plus streaming):
   -> the reply, as an `AgentMessage` dict; with ``"stream": true``, Server-Sent Events: one
   `AgentMessage` dict per chunk, the final (END) one last
 * ``GET /memory/{session_id}`` -> ``agent.state_dict(session_id)``
+* ``DELETE /memory/{session_id}`` -> forget the session (in a bound `SessionStore` too)
 
 Sync agents run in worker threads, async agents on the server's loop, so one slow
 conversation never holds up another. Errors come back as ``{"error": {"type", "message"}}``
@@ -44,7 +45,10 @@ from typing import Any
 
 from aiohttp import web
 
+from ...agents.module import AgentModule
 from ...exceptions import PlaitError, UserError
+from ...hooks.usage import UsageMeter
+from ...interceptors import register_interceptor
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 from ...types import SessionId
@@ -120,12 +124,16 @@ class AgentAPIServer:
         self.access = AccessControl(token)
         self.insecure = insecure
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware()])
+        self.meter = UsageMeter()
+        if isinstance(self.agent, AgentModule):
+            register_interceptor(self.agent, self.meter)
         self.app.add_routes(
             [
                 web.get("/health_check", self.health_check),
                 web.post("/chat_completion", self.chat_completion),
                 web.get("/memory/{session_id}", self.memory),
-                *openai_routes(lambda: self.agent, self.limits, self.access.scope),
+                web.delete("/memory/{session_id}", self.forget),
+                *openai_routes(lambda: self.agent, self.limits, self.access.scope, self.meter),
             ]
         )
         self._runner: web.AppRunner | None = None
@@ -146,20 +154,38 @@ class AgentAPIServer:
         state = self.agent.state_dict(self.access.scope(request, session))
         return web.Response(text=_dump(state), content_type="application/json")
 
+    async def forget(self, request: web.Request) -> web.Response:
+        """Forget one session of the caller's tenant: every memory of the agent tree, and its stored copy."""
+        try:
+            session = self.access.scope(request, session_of(session_key(request.match_info["session_id"])))
+        except UserError as exc:
+            return _error(exc, 400)
+        self.agent.reset(session, recursive=True)
+        logger.info("DELETE /memory session=%s", session)
+        return web.json_response({"deleted": session})
+
     async def chat_completion(self, request: web.Request) -> web.StreamResponse:
         """Answer ``message`` in ``session_id`` (streamed as SSE when ``stream`` is true)."""
         try:
             chat = parse_chat_request(loads(await request.read()), self.limits)
         except (ValueError, UserError) as exc:  # ParseError and pydantic's ValidationError are ValueErrors
             return _error(exc, 400)
-        kwargs = {"session_id": self.access.scope(request, chat.session_id), **chat.overrides}
-        if chat.stream:
-            return await self._stream(request, chat.inputs, kwargs)
+        session = self.access.scope(request, chat.session_id)
+        kwargs = {"session_id": session, **chat.overrides}
+        started = time.perf_counter()
+        status = 200
         try:
+            if chat.stream:
+                return await self._stream(request, chat.inputs, kwargs)
             reply = await self._call(chat.inputs, kwargs)
         except Exception as exc:  # reported to the client; the server keeps serving
             logger.warning("agent call failed: %s", exc, exc_info=not isinstance(exc, PlaitError))
-            return _error(exc, http_status(exc))
+            status = http_status(exc)
+            return _error(exc, status)
+        finally:
+            self.meter.take(session)  # this route reports usage in the reply's extra_info, if at all
+            elapsed = (time.perf_counter() - started) * 1000
+            logger.info("POST /chat_completion session=%s -> %d (%.0f ms)", session, status, elapsed)
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")
 
     async def _call(self, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]) -> AgentMessage:

@@ -6,19 +6,27 @@ streamed as ``chat.completion.chunk`` events when they ask for ``stream``.
 
 Sessions:
 
-* With a session (the ``X-Session-Id`` header, or the body's ``user`` field) the agent keeps
-  the conversation itself: only the request's last message is passed to it.
-* Without one the request is self-contained, as OpenAI clients expect: its earlier user and
-  assistant messages are loaded into a fresh session, the last message is answered, and the
-  session is dropped.
+* With a session (the ``X-Session-Id`` header) the agent keeps the conversation itself:
+  only the request's last message (and any ``system`` messages) is passed to it.
+* Without one the request is self-contained, as OpenAI clients expect: its earlier messages
+  are loaded into a fresh session, the last message is answered, and the session is dropped.
+  The body's ``user`` field is metadata (logged), never a session: two conversations of one
+  end user stay apart.
 
-Of the request's generation fields only ``temperature``, ``top_p``, ``max_tokens`` and
-``stop`` are passed on (checked, within the server's caps); other OpenAI fields are ignored.
+A client's ``system`` messages reach the agent as messages from ``system`` (its own system
+prompt stays first). Of the generation fields only ``temperature``, ``top_p``, ``max_tokens``
+and ``stop`` are passed on (checked, within the server's caps); other OpenAI fields are
+ignored. ``finish_reason`` and ``usage`` are the agent's model calls' own (a `UsageMeter`):
+``'length'`` when the last generation hit its token limit, usage summed over every call
+(``null`` when the model reports none). With ``stream_options.include_usage`` the stream
+ends with a usage chunk, as OpenAI's does. Each request is logged with its session, status
+and time.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +35,8 @@ from typing import Any
 from aiohttp import web
 
 from ...exceptions import PlaitError, UserError
+from ...hooks.usage import Metered, UsageMeter
+from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 from ...types import JSONValue, SessionId
 from ...untrusted import loads
@@ -34,6 +44,10 @@ from ._calls import agent_chunks, http_status
 from .requests import ServerLimits, openai_overrides, session_of
 
 __all__ = ["openai_routes"]
+
+logger = logging.getLogger("plait.serve")
+
+_LOGGED = web.RequestKey("plait_logged", str)  # "session=... user=..." for the request's log line
 
 
 def _text(content: object) -> str:
@@ -63,15 +77,27 @@ class _Completion:
         self.created = int(time.time())
         self.model = model
 
-    def whole(self, text: str) -> dict[str, JSONValue]:
+    def whole(self, text: str, metered: Metered) -> dict[str, JSONValue]:
+        message: dict[str, JSONValue] = {"role": "assistant", "content": text}
         return {
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(metered)}],
+            "usage": _usage(metered),
         }
+
+    def usage_chunk(self, metered: Metered) -> bytes:
+        body = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [],
+            "usage": _usage(metered),
+        }
+        return f"data: {json.dumps(body)}\n\n".encode()
 
     def chunk(self, delta: Mapping[str, str], finish_reason: str | None = None) -> bytes:
         body = {
@@ -84,13 +110,41 @@ class _Completion:
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
+def _checked(body: object) -> tuple[dict[str, JSONValue], list[Mapping[str, JSONValue]]]:
+    """The body and its messages, checked.
+
+    Raises:
+        UserError: Not an object, no messages, a message that is not an object, or a field of the wrong type.
+    """
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        raise UserError("'messages' must be a non-empty list of chat messages")
+    assert isinstance(body, dict)
+    if not isinstance(body.get("stream", False), bool) or not isinstance(body.get("model", ""), str):
+        raise UserError("'stream' must be true or false and 'model' a string")
+    if not isinstance(body.get("user", ""), str):
+        raise UserError("'user' must be a string")
+    return body, messages
+
+
+def _finish_reason(metered: Metered) -> str:
+    return "length" if metered.finish_reason == "length" else "stop"
+
+
+def _usage(metered: Metered) -> dict[str, JSONValue] | None:
+    if not metered.reported:
+        return None
+    tokens = (metered.prompt_tokens, metered.completion_tokens, metered.total_tokens)
+    return dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True))
+
+
 def _history(messages: Sequence[Mapping[str, JSONValue]], agent_name: str) -> list[AgentMessage]:
-    """The earlier user/assistant turns as memory messages (system and tool messages are the agent's own business)."""
+    """Earlier user, assistant and system turns as memory messages (tool messages are the agent's own business)."""
     turns = []
     for message in messages:
         role = message.get("role")
-        if role == "user":
-            turns.append(AgentMessage(sender="user", content=_text(message.get("content"))))
+        if role in ("user", "system"):
+            turns.append(AgentMessage(sender=str(role), content=_text(message.get("content"))))
         elif role == "assistant" and message.get("content"):
             turns.append(AgentMessage(sender=agent_name, content=_text(message.get("content"))))
     return turns
@@ -100,6 +154,7 @@ def openai_routes(
     get_agent: Callable[[], Any],
     limits: ServerLimits | None = None,
     scope: Callable[[web.Request, SessionId], SessionId] | None = None,
+    meter: UsageMeter | None = None,
 ) -> list[web.RouteDef]:
     """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
 
@@ -107,8 +162,10 @@ def openai_routes(
         get_agent: The served agent.
         limits: The server's caps on generation parameters.
         scope: A client's session id in its tenant's namespace (see `AccessControl.scope`).
+        meter: The `UsageMeter` registered on the agent (None: usage and finish reasons unknown).
     """
     caps = limits or ServerLimits()
+    usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
 
     async def models(request: web.Request) -> web.Response:
         agent = get_agent()
@@ -116,69 +173,87 @@ def openai_routes(
         return web.json_response({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "plait"}]})
 
     async def completions(request: web.Request) -> web.StreamResponse:
+        started = time.perf_counter()
+        response = await answer(request)
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.info("POST /v1/chat/completions %s -> %d (%.0f ms)", request.get(_LOGGED, "-"), response.status, elapsed)
+        return response
+
+    async def answer(request: web.Request) -> web.StreamResponse:
         agent = get_agent()
         try:
-            body = loads(await request.read())
-            messages = body.get("messages") if isinstance(body, dict) else None
-            if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-                raise UserError("'messages' must be a non-empty list of chat messages")
-            assert isinstance(body, dict)
-            if not isinstance(body.get("stream", False), bool) or not isinstance(body.get("model", ""), str):
-                raise UserError("'stream' must be true or false and 'model' a string")
-            client_session = request.headers.get("X-Session-Id") or body.get("user")
-            session = None if client_session is None else session_of(client_session)
+            body, messages = _checked(loads(await request.read()))
+            header = request.headers.get("X-Session-Id")
+            session = None if header is None else session_of(header)
             overrides = openai_overrides(body, caps)
         except (ValueError, UserError) as exc:  # ParseError is a ValueError
             return _error(400, str(exc), "invalid_request_error")
         name = str(getattr(agent, "name", None) or type(agent).__name__)
         completion = _Completion(str(body.get("model") or name))
-        question = _text(messages[-1].get("content"))
+        inputs: list[MessageLike] = []
+        if session is not None:  # the client's system messages go with the question
+            system = [m for m in messages[:-1] if m.get("role") == "system"]
+            inputs += [AgentMessage(sender="system", content=_text(m.get("content"))) for m in system]
+        inputs.append(_text(messages[-1].get("content")))
         if session is not None and scope is not None:
             session = scope(request, session)
+        ephemeral = session is None
         if session is None:
             session = f"openai-{uuid.uuid4().hex}"
             if getattr(agent, "memory", None) is not None:
                 agent.memory.create_instance(session).load(_history(messages[:-1], name))
-            ephemeral = True
-        else:
-            ephemeral = False
+        request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.get('user') or '-'}"
+        usage.take(session)  # nothing counted before this call belongs to it
         try:
             kwargs = {"session_id": session, **overrides}
             if body.get("stream"):
-                return await _stream(request, agent, question, kwargs, completion)
+                options = body.get("stream_options")
+                with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+                return await _stream(request, agent, inputs, kwargs, completion, usage, with_usage)
             last = None
-            async for chunk in agent_chunks(agent, [question], kwargs):
+            async for chunk in agent_chunks(agent, inputs, kwargs):
                 last = chunk
-            return web.json_response(completion.whole(_reply_text(last)))
+            return web.json_response(completion.whole(_reply_text(last), usage.take(session)))
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
             if ephemeral:
                 agent.reset(session, recursive=True)
+                usage.take(session)
 
     return [web.post("/v1/chat/completions", completions), web.get("/v1/models", models)]
 
 
 async def _stream(
-    request: web.Request, agent: Any, question: str, kwargs: Mapping[str, object], completion: _Completion
+    request: web.Request,
+    agent: Any,
+    inputs: Sequence[MessageLike],
+    kwargs: Mapping[str, object],
+    completion: _Completion,
+    meter: UsageMeter,
+    with_usage: bool,
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(completion.chunk({"role": "assistant", "content": ""}))
     sent = ""
+    session = kwargs["session_id"]
     try:
-        async for chunk in agent_chunks(agent, [question], kwargs):
+        async for chunk in agent_chunks(agent, inputs, kwargs):
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"
             if delta:
                 await response.write(completion.chunk({"content": delta}))
             sent = text
-        finish = "stop"
+        metered = meter.take(session)
+        finish = _finish_reason(metered)
     except PlaitError as exc:  # the status line is gone: say it in the stream
         await response.write(completion.chunk({"content": f"\n[error: {type(exc).__name__}: {exc}]"}))
-        finish = "error"
+        metered, finish = meter.take(session), "error"
     await response.write(completion.chunk({}, finish))
+    if with_usage:
+        await response.write(completion.usage_chunk(metered))
     await response.write(b"data: [DONE]\n\n")
     await response.write_eof()
     return response
