@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import types
+
+import pytest
 
 import plait
+import plait.agents
+import plait.llms
+import plait.testing
 
 EXPECTED = [
+    "GPTAPI",
+    "APITemplateParser",
     "ActionExecutor",
     "ActionPreprocessor",
     "ActionReturn",
@@ -15,41 +24,81 @@ EXPECTED = [
     "ActionValidCode",
     "Agent",
     "AgentDict",
+    "AgentForInternLM",
     "AgentList",
     "AgentMessage",
+    "AgentModule",
+    "AgentReturn",
     "AgentStatusCode",
     "ArxivSearch",
     "AsyncActionExecutor",
     "AsyncAgent",
+    "AsyncAgentForInternLM",
+    "AsyncAutoGPT",
+    "AsyncBaseLLM",
+    "AsyncClaudeAPI",
+    "AsyncConversationalAgent",
+    "AsyncFunctionCallingAgent",
     "AsyncGPTAPI",
+    "AsyncHFTransformer",
+    "AsyncHFTransformerCasualLM",
+    "AsyncHFTransformerChat",
+    "AsyncLMDeployClient",
+    "AsyncLMDeployPipeline",
+    "AsyncLMDeployServer",
     "AsyncLlamaCppModel",
+    "AsyncMathCoder",
+    "AsyncReAct",
+    "AsyncReWOO",
     "AsyncSequential",
     "AsyncStreamingAgent",
+    "AsyncStreamingFunctionCallingAgent",
     "AsyncStreamingSequential",
+    "AsyncVllmModel",
+    "AutoGPT",
     "BaseAction",
+    "BaseLLM",
     "BaseParser",
     "Calculator",
+    "ClaudeAPI",
+    "ConversationalAgent",
     "FinishAction",
     "FunctionCall",
-    "GPTAPI",
+    "FunctionCallingAgent",
+    "HFTransformer",
+    "HFTransformerCasualLM",
+    "HFTransformerCausalLM",
+    "HFTransformerChat",
     "Hook",
     "IPythonInteractive",
     "IPythonInterpreter",
+    "IncompatibleKeys",
     "InternLMActionProcessor",
+    "Internlm2Agent",
+    "Internlm2Protocol",
     "InvalidAction",
     "JsonParser",
+    "LMDeployClient",
+    "LMDeployPipeline",
+    "LMDeployServer",
+    "LMTemplateParser",
     "LlamaCppModel",
+    "MathCoder",
     "Memory",
     "MemoryManager",
     "MessageLogger",
     "ModelStatusCode",
     "NoAction",
     "PythonInterpreter",
+    "ReAct",
+    "ReWOO",
     "RemovableHandle",
     "Sequential",
     "StreamingAgent",
+    "StreamingFunctionCallingAgent",
     "StreamingSequential",
     "TupleParser",
+    "VllmModel",
     "WebBrowser",
     "__version__",
     "get_tool",
@@ -58,10 +107,50 @@ EXPECTED = [
     "tool_api",
 ]
 
+# submodules reachable as attributes of `plait` without being imported by `import plait`
+SUBMODULES = ["actions", "agents", "hooks", "llms", "memory", "replay", "testing"]
+
+TESTING_EXPECTED = [
+    "AsyncFunctionLLM",
+    "AsyncScriptedLLM",
+    "Canned",
+    "FakeHTTPServer",
+    "FakeOpenAIServer",
+    "FaultInjector",
+    "FunctionLLM",
+    "HTTPFault",
+    "Hang",
+    "InvalidJSON",
+    "LLMCall",
+    "PingDrip",
+    "RawSSE",
+    "RecordedRequest",
+    "Reply",
+    "ScriptedLLM",
+    "Truncated",
+    "scripted_llm",
+]
+
+HEAVY = ("pydantic", "aiohttp", "jinja2", *(f"plait.{name}" for name in SUBMODULES))
+
+
+def _run(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+
+
+def _isort_order(name: str) -> tuple[int, str]:
+    """Ruff's RUF022 order: CONSTANTS, then Classes, then the rest, each alphabetical."""
+    return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
 
 def test_all_is_pinned_and_sorted() -> None:
     assert plait.__all__ == EXPECTED
-    assert sorted(plait.__all__) == plait.__all__
+    assert sorted(plait.__all__, key=_isort_order) == plait.__all__
+
+
+def test_all_matches_the_lazy_map() -> None:
+    assert set(plait.__all__) == {*plait._EXPORTS, "__version__"}
+    assert len(set(plait.__all__)) == len(plait.__all__)
 
 
 def test_every_public_name_resolves() -> None:
@@ -69,12 +158,59 @@ def test_every_public_name_resolves() -> None:
         assert getattr(plait, name) is not None, name
 
 
+def test_every_agent_and_model_class_is_exported() -> None:
+    for package in (plait.agents, plait.llms):
+        for name in package.__all__:
+            value = getattr(package, name)
+            if isinstance(value, type):
+                assert name in plait.__all__, f"{package.__name__}.{name}"
+                assert getattr(plait, name) is value, name
+
+
+def test_exports_are_the_defining_packages_objects() -> None:
+    for name, module in plait._EXPORTS.items():
+        assert getattr(plait, name) is getattr(importlib.import_module(module), name), name
+
+
+@pytest.mark.parametrize("name", SUBMODULES)
+def test_submodules_are_attributes(name: str) -> None:
+    value = getattr(plait, name)
+    assert isinstance(value, types.ModuleType)
+    assert value is sys.modules[f"plait.{name}"]
+    assert name in dir(plait)
+
+
+def test_submodules_import_on_first_access() -> None:
+    code = (
+        "import sys, plait; before = 'plait.replay' in sys.modules; "
+        "record = plait.replay.record; print(before, 'plait.replay' in sys.modules, record.__module__)"
+    )
+    assert _run(code).split() == ["False", "True", "plait.replay"]
+
+
+def test_unknown_attribute_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = plait.nope
+
+
 def test_import_is_lazy_and_fast() -> None:
     code = (
         "import sys, time; t = time.perf_counter(); import plait; dt = time.perf_counter() - t; "
-        "heavy = [m for m in ('pydantic', 'aiohttp', 'jinja2', 'plait.agents') if m in sys.modules]; "
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]; "
         "print(dt, heavy)"
     )
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split(" ", 1)
+    out = _run(code).split(" ", 1)
     assert float(out[0]) < 0.5
     assert out[1].strip() == "[]"
+
+
+def test_testing_all_is_pinned_and_resolves() -> None:
+    assert plait.testing.__all__ == TESTING_EXPECTED
+    assert sorted(plait.testing.__all__) == plait.testing.__all__
+    for name in plait.testing.__all__:
+        assert getattr(plait.testing, name) is not None, name
+
+
+def test_testing_import_is_light() -> None:
+    code = "import sys, plait.testing; print([m for m in ('pydantic', 'aiohttp', 'plait.agents') if m in sys.modules])"
+    assert _run(code).strip() == "[]"

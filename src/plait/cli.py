@@ -3,36 +3,52 @@
 ```
 plait run "What is 37 * 91?"                 # embedded local model, Calculator tool
 plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any OpenAI-compatible server
-plait chat --session chat.json               # REPL: /reset, /save FILE, /load FILE, /tools, /quit
+plait chat --session chat.json               # REPL: /help, /reset, /save FILE, /load FILE, /tools, /quit
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
 PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
 
-API keys come from the environment (``--api-key-env NAME``, default ``OPENAI_API_KEY``),
-never from the command line, where every user of the machine could read them.
+Settings come from the flags, else the environment: the model from ``--model`` /
+``$PLAIT_MODEL``; the server from ``--api-base`` / ``$PLAIT_API_BASE`` / ``$OPENAI_BASE_URL``
+(none: the embedded model); the API key from the variable ``--api-key-env`` names (default
+``OPENAI_API_KEY``) — never from the command line, where every user of the machine could
+read it. Settings are checked before anything runs: a missing model file, an unknown tool,
+an async-only tool or a tool whose extra is not installed is one line on stderr and exit
+status 2.
 
 The answer is streamed as the model writes it; tool calls and their results are shown as
-they happen; errors go to stderr with exit status 1.
+they happen; an answer cut at ``--max-new-tokens`` says so. Errors while running go to
+stderr with exit status 1; Ctrl-C stops ``plait run`` with status 130 and returns ``plait
+chat`` to its prompt, the conversation kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from ._version import __version__
 from .exceptions import PlaitError, UserError
 
 if TYPE_CHECKING:
     from .actions import BaseAction
     from .agents.function_calling import StreamingFunctionCallingAgent
+    from .hooks.usage import UsageMeter
     from .llms.llama_cpp import LlamaCppModel
     from .llms.openai import GPTAPI
-    from .schema import AgentMessage
+    from .repl import Printer
+
+SETTINGS_ERROR = 2
+"""The exit status of settings that cannot work (checked before anything runs)."""
+
+_NOT_TOOLS = frozenset({"BaseAction", "InvalidAction", "NoAction", "FinishAction", "IPythonInteractiveManager"})
+_NOT_TOOLS |= {"MCPToolkit"}  # MCP servers join with --mcp
 
 __all__ = ["build_agent", "build_llm", "main"]
 
@@ -43,105 +59,91 @@ DEFAULT_SYSTEM = (
 
 
 def build_llm(model: str | None, api_base: str | None, api_key: str | None, **gen: Any) -> GPTAPI | LlamaCppModel:
-    """The model the options name: an OpenAI-compatible server when `api_base` is given, else the embedded one."""
+    """The model the options name: an OpenAI-compatible server when `api_base` is given, else the embedded one.
+
+    Raises:
+        UserError: For the embedded model, `model` is neither an existing file nor empty.
+    """
     if api_base:
         from .llms.openai import GPTAPI
 
         return GPTAPI(model_type=model or "default", api_base=api_base, key=api_key or "ENV", **gen)
+    if model and not os.path.isfile(model):
+        raise UserError(f"model file not found: {model} (without --api-base, --model is a .gguf file)")
     from .llms.llama_cpp import LlamaCppModel
 
-    path = model if model and os.path.exists(model) else None
-    return LlamaCppModel(path=path, **gen)
+    return LlamaCppModel(path=model or None, **gen)
 
 
-def _tool(name: str) -> BaseAction:
+def cli_tools() -> dict[str, type[BaseAction]]:
+    """The tools ``--tools`` offers: synchronous, self-contained tools (not the agents' internal actions)."""
     from .actions import (
+        AsyncActionMixin,
         calculator,  # noqa: F401  (registers the default tool)
-        get_tool,
+        get_tool_cls,
         list_tools,
     )
 
-    known = {tool.lower(): tool for tool in list_tools()}
+    tools = {}
+    for name in list_tools():
+        cls = get_tool_cls(name)
+        if name not in _NOT_TOOLS and not issubclass(cls, AsyncActionMixin):
+            tools[name] = cls
+    return tools
+
+
+def _tool(name: str) -> BaseAction:
+    """The tool `name` names (any case), checked.
+
+    Raises:
+        UserError: Unknown, async-only, or its optional dependency is not installed.
+    """
+    tools = cli_tools()
+    known = {tool.lower(): tool for tool in tools}
     canonical = known.get(name.strip().lower())
     if canonical is None:
-        raise PlaitError(f"unknown tool {name!r}; known tools: {', '.join(sorted(known.values()))}")
+        sync_name = name.strip().removeprefix("Async")
+        if name.strip().startswith("Async") and sync_name.lower() in known:
+            raise UserError(
+                f"{name} is for async agents; the CLI's agent is synchronous: use {known[sync_name.lower()]}"
+            )
+        raise UserError(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
+    from .actions import get_tool
+    from .actions.base_action import check_dependencies
+
+    check_dependencies(tools[canonical])
     return get_tool(canonical)
 
 
 def build_agent(
-    llm: object, tools: Sequence[str], system: str, max_turn: int, mcp: Sequence[str] = ()
+    llm: object, tools: Sequence[str | BaseAction], system: str, max_turn: int, mcp: Sequence[str] = ()
 ) -> StreamingFunctionCallingAgent:
-    """A streaming native function-calling agent over `tools` (registry names) and MCP servers."""
+    """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers."""
     from .actions.mcp import MCPToolkit
     from .agents.function_calling import StreamingFunctionCallingAgent
 
-    actions = [_tool(name) for name in tools if name.strip()] + [MCPToolkit.from_spec(server) for server in mcp]
+    chosen = [_tool(tool) if isinstance(tool, str) else tool for tool in tools]
+    actions = [*chosen, *(MCPToolkit.from_spec(server) for server in mcp)]
     return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn)
-
-
-class _Printer:
-    """Writes streamed replies as deltas and tool events as whole lines, never mixing the two on a line."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.shown = ""  # the current reply's text already written
-        self.line_open = False
-
-    def text(self, text: str) -> None:
-        """Show a reply's cumulative `text` (a text that does not extend the last one starts anew)."""
-        if not text.startswith(self.shown):
-            self.end_line()
-            self.shown = ""
-        delta = text[len(self.shown) :]
-        if delta:
-            self.out.write(delta)
-            self.out.flush()
-            self.line_open = True
-        self.shown = text
-
-    def answer(self, text: str) -> None:
-        """Finish with the answer `text` (written whole unless it was streamed)."""
-        if text != self.shown:
-            self.end_line()
-            self.out.write(text)
-        self.out.write("\n")
-        self.out.flush()
-        self.shown, self.line_open = "", False
-
-    def line(self, text: str) -> None:
-        """A line of its own (a tool event)."""
-        self.end_line()
-        self.out.write(f"{text}\n")
-        self.out.flush()
-        self.shown = ""
-
-    def end_line(self) -> None:
-        if self.line_open:
-            self.out.write("\n")
-            self.line_open = False
-
-
-class _ToolEcho:
-    """Executor hook that shows each tool call and its result."""
-
-    def __init__(self, printer: _Printer) -> None:
-        self.printer = printer
-
-    def before_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
-        call = message.content
-        self.printer.line(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}")
-
-    def after_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
-        from .agents.aggregator.default_aggregator import content_to_text
-
-        self.printer.line(f"[tool result] {content_to_text(message.content)}")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plait", description="Run plait agents from the command line.")
+    parser.add_argument("--version", action="version", version=f"plait {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="only errors in the log output")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--model", help="model name on the server, or a .gguf path for the embedded model")
-    common.add_argument("--api-base", help="base URL of an OpenAI-compatible server (default: embedded model)")
+    common.add_argument(
+        "--model",
+        default=os.environ.get("PLAIT_MODEL") or None,
+        help="model name on the server, or a .gguf path for the embedded model (default: $PLAIT_MODEL)",
+    )
+    common.add_argument(
+        "--api-base",
+        default=os.environ.get("PLAIT_API_BASE") or os.environ.get("OPENAI_BASE_URL") or None,
+        help="base URL of an OpenAI-compatible server (default: $PLAIT_API_BASE, $OPENAI_BASE_URL, "
+        "else the embedded model)",
+    )
     common.add_argument(
         "--api-key-env",
         metavar="NAME",
@@ -160,7 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
     common.add_argument("--session", help="JSON file to load the conversation from and save it to")
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
-    common.add_argument("--max-new-tokens", type=int, default=256)
+    common.add_argument(
+        "--max-new-tokens", type=int, default=1024, help="longest answer, in tokens (default: 1024); a cut is shown"
+    )
     common.add_argument("--temperature", type=float, default=0.0)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", parents=[common], help="answer one question and exit")
@@ -225,90 +229,99 @@ def _api_key(args: argparse.Namespace) -> str | None:
     return os.environ.get(args.api_key_env) or None
 
 
-def _setup(args: argparse.Namespace, printer: _Printer) -> StreamingFunctionCallingAgent:
+def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctionCallingAgent, UsageMeter]:
+    """The agent the settings describe, with tool lines shown by `printer` and a usage meter.
+
+    Raises:
+        UserError: A setting that cannot work (see the module docstring).
+    """
+    from .hooks.usage import UsageMeter
+    from .interceptors import register_interceptor
+    from .repl import ToolEcho
+
+    if args.max_new_tokens < 1 or args.max_turn < 1:
+        raise UserError("--max-new-tokens and --max-turn must be at least 1")
+    tools = [_tool(name) for name in args.tools.split(",") if name.strip()]  # checked before the model loads
     llm = build_llm(
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
-    agent = build_agent(llm, args.tools.split(","), args.system, args.max_turn, args.mcp)
-    agent.executor.register_hook(_ToolEcho(printer))
+    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp)
+    agent.executor.register_hook(ToolEcho(printer))
+    meter = UsageMeter()
+    register_interceptor(agent, meter)
     if args.session and os.path.exists(args.session):
         agent.load_state(args.session)
-    return agent
+    return agent, meter
 
 
-def _ask(agent: StreamingFunctionCallingAgent, question: str, args: argparse.Namespace, printer: _Printer) -> None:
-    from .schema import AgentStatusCode
-
-    for chunk in agent(question):
-        if chunk.stream_state == AgentStatusCode.END:
-            printer.answer(str(chunk.content))
-        elif isinstance(chunk.content, str):
-            printer.text(chunk.content)
-    if args.session:
-        agent.save_state(args.session)
-
-
-def _chat(agent: StreamingFunctionCallingAgent, args: argparse.Namespace, stdin: TextIO, printer: _Printer) -> None:
-    out = printer.out
-    out.write("plait chat: /reset, /save FILE, /load FILE, /tools, /quit\n")
-    while True:
-        out.write("> ")
-        out.flush()
-        line = stdin.readline()
-        if not line:
-            break
-        text = line.strip()
-        if not text:
-            continue
-        if text in ("/quit", "/exit"):
-            break
-        if text == "/reset":
-            agent.reset()
-            out.write("(conversation cleared)\n")
-        elif text == "/tools":
-            out.write(", ".join(agent.executor.keys()) + "\n")
-        elif text.startswith(("/save ", "/load ")):
-            command, path = text.split(maxsplit=1)
-            if command == "/save":
-                agent.save_state(path)
-            else:
-                agent.load_state(path)
-            out.write(f"({'saved to' if command == '/save' else 'loaded from'} {path})\n")
-        else:
-            _ask(agent, text, args, printer)
+def _log_level(args: argparse.Namespace) -> int:
+    if args.quiet:
+        return logging.ERROR
+    return (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
 
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Entry point of the ``plait`` console script; returns the exit status."""
+    """Entry point of the ``plait`` console script; returns the exit status.
+
+    0 done; 1 an error while running; 2 settings that cannot work; 130 interrupted (Ctrl-C).
+    """
     out = stdout or sys.stdout
     args = _parser().parse_args(argv)
+    logging.basicConfig(level=_log_level(args), format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "web":
             return _web(args)
+        from .repl import Printer
+
+        printer = Printer(sys.stderr if args.command == "serve" else out)
+        try:
+            agent, meter = _setup(args, printer)
+            token = _server_token(args) if args.command == "serve" else None
+        except UserError as exc:
+            sys.stderr.write(f"plait: error: {exc}\n")
+            return SETTINGS_ERROR
         if args.command == "serve":
-            from .distributed.http_serve.app import AgentAPIServer, server_token
-
-            token = server_token(args.token_file)
-            agent = _setup(args, _Printer(sys.stderr))
-            if args.store:
-                from .memory.session_store import SessionStore
-
-                SessionStore(args.store).attach(agent)
-            server = AgentAPIServer(agent, args.host, args.port, token=token, insecure=args.insecure)
-            server.serve_forever()
-            return 0
-        printer = _Printer(out)
-        agent = _setup(args, printer)
-        if args.command == "run":
-            _ask(agent, args.question, args, printer)
+            _serve(agent, args, token)
+        elif args.command == "run":
+            _run(agent, args.question, args, printer, meter)
         else:
-            _chat(agent, args, stdin or sys.stdin, printer)
+            from .repl import chat
+
+            chat(agent, stdin or sys.stdin, printer, lambda text: _run(agent, text, args, printer, meter))
     except PlaitError as exc:
         sys.stderr.write(f"plait: error: {exc}\n")
         return 1
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _run(
+    agent: StreamingFunctionCallingAgent, question: str, args: argparse.Namespace, printer: Printer, meter: UsageMeter
+) -> None:
+    from .repl import ask
+
+    try:
+        ask(agent, question, printer, meter, args.max_new_tokens)
+    finally:
+        if args.session:
+            agent.save_state(args.session)
+
+
+def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:
+    from .distributed.http_serve.app import server_token
+
+    return server_token(args.token_file)
+
+
+def _serve(agent: StreamingFunctionCallingAgent, args: argparse.Namespace, token: str | dict[str, str] | None) -> None:
+    from .distributed.http_serve.app import AgentAPIServer
+
+    if args.store:
+        from .memory.session_store import SessionStore
+
+        SessionStore(args.store).attach(agent)
+    AgentAPIServer(agent, args.host, args.port, token=token, insecure=args.insecure).serve_forever()
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def test_session_file_persists_between_runs(server: FakeOpenAIServer, tmp_path: 
 
 def test_errors_are_reported_with_a_non_zero_status(server: FakeOpenAIServer) -> None:
     result = plait("run", "--api-base", server.base_url, "--tools", "NoSuchTool", "hi")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a setting that cannot work
     assert "unknown tool 'NoSuchTool'" in result.stderr and "Calculator" in result.stderr
 
 

@@ -302,7 +302,7 @@ def test_a_subprocess_server_gets_its_config_and_token_off_the_command_line(mode
 def test_the_cli_refuses_a_key_on_its_command_line(capsys: pytest.CaptureFixture[str]) -> None:
     from plait.cli import main
 
-    assert main(["run", "--api-base", "http://127.0.0.1:9/v1", "--api-key", "sk-visible", "q"]) == 1
+    assert main(["run", "--api-base", "http://127.0.0.1:9/v1", "--api-key", "sk-visible", "q"]) == 2
     assert "--api-key-env" in capsys.readouterr().err
     env = dict(os.environ, MY_KEY="sk-from-env")
     probe = "import sys, plait.cli as c; a = c._parser().parse_args(sys.argv[1:]); print(c._api_key(a))"

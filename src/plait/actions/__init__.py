@@ -8,6 +8,8 @@ public names to ``_LAZY`` (and, for type checkers, to the ``TYPE_CHECKING`` bloc
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_module
 from ..exceptions import ParseError
 from ._registry import TOOL_REGISTRY, get_tool, get_tool_cls, list_tools, register_tool
@@ -16,6 +18,29 @@ from .action_executor import ActionExecutor, AsyncActionExecutor
 from .base_action import SESSION_PARAMETER, AsyncActionMixin, BaseAction, tool_api
 from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoAction
 from .parser import BaseParser, JsonParser, TupleParser, to_result_items
+
+if TYPE_CHECKING:  # the lazy names below, for type checkers (re-exported: not in __all__)
+    from .arxiv_search import ArxivSearch as ArxivSearch, AsyncArxivSearch as AsyncArxivSearch
+    from .bing_map import AsyncBINGMap as AsyncBINGMap, BINGMap as BINGMap
+    from .calculator import Calculator as Calculator
+    from .google_scholar_search import AsyncGoogleScholar as AsyncGoogleScholar, GoogleScholar as GoogleScholar
+    from .google_search import AsyncGoogleSearch as AsyncGoogleSearch, GoogleSearch as GoogleSearch
+    from .ipython_interactive import (
+        AsyncIPythonInteractive as AsyncIPythonInteractive,
+        IPythonInteractive as IPythonInteractive,
+        IPythonInteractiveManager as IPythonInteractiveManager,
+    )
+    from .ipython_interpreter import (
+        AsyncIPythonInterpreter as AsyncIPythonInterpreter,
+        IPythonInterpreter as IPythonInterpreter,
+    )
+    from .mcp import AsyncMCPToolkit as AsyncMCPToolkit, MCPToolkit as MCPToolkit
+    from .ppt import PPT as PPT, AsyncPPT as AsyncPPT
+    from .python_interpreter import (
+        AsyncPythonInterpreter as AsyncPythonInterpreter,
+        PythonInterpreter as PythonInterpreter,
+    )
+    from .web_browser import AsyncWebBrowser as AsyncWebBrowser, WebBrowser as WebBrowser
 
 # name -> module (relative to this package) for tools imported on first use, e.g.
 # "IPythonInterpreter": ".ipython_interpreter".

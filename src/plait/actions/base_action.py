@@ -44,6 +44,7 @@ from __future__ import annotations
 import abc
 import copy
 import functools
+import importlib.util
 import inspect
 import logging
 import threading
@@ -52,14 +53,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 from ..driver import run_async, run_sync
 from ..effects import ActionCall, Call, Flow
-from ..exceptions import ParseError, ToolArgumentError, ToolError, ToolNotFoundError, UserError
+from ..exceptions import (
+    MissingDependencyError,
+    ParseError,
+    ToolArgumentError,
+    ToolError,
+    ToolNotFoundError,
+    UserError,
+)
 from ..schema import ActionReturn, ActionStatusCode
 from ._description import SESSION_PARAMETER, build_api_description, build_class_description
 from ._registry import register_tool
 from ._schema import openai_tool
 from .parser import BaseParser, JsonParser
 
-__all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", "tool_api"]
+__all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", "check_dependencies", "tool_api"]
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +180,17 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
 
 
+def check_dependencies(tool: type[ActionCore]) -> None:
+    """Raise if a module `tool` requires is not installed (before it is offered to a model).
+
+    Raises:
+        MissingDependencyError: Naming the module and the extra to install.
+    """
+    for module, extra in tool.requires:
+        if importlib.util.find_spec(module) is None:
+            raise MissingDependencyError(module, extra=extra, feature=tool.__name__)
+
+
 class ActionCore(metaclass=abc.ABCMeta):
     """Everything a tool is except how it is called: `BaseAction` adds the sync ``__call__``.
 
@@ -185,9 +204,12 @@ class ActionCore(metaclass=abc.ABCMeta):
     Attributes:
         run_in_thread: Async callers run this tool's sync APIs in a worker thread so the
             event loop never blocks (set False for trivial, non-blocking tools).
+        requires: The optional modules the tool needs, as ``(module, plait extra)`` pairs
+            (see `check_dependencies`).
     """
 
     __tool_description__: ClassVar[dict[str, Any]]
+    requires: ClassVar[tuple[tuple[str, str], ...]] = ()
     _is_toolkit: ClassVar[bool]
     _plait_base: ClassVar[bool] = True
     run_in_thread: ClassVar[bool] = True

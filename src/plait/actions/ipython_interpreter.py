@@ -41,6 +41,8 @@ __all__ = ["AsyncIPythonInterpreter", "IPythonInterpreter"]
 class _IPythonInterpreterCore(SessionTool[Kernel], register=False):
     """What `IPythonInterpreter` and `AsyncIPythonInterpreter` share (the arguments are `IPythonInterpreter`'s)."""
 
+    requires = (("jupyter_client", "interpreter"), ("ipykernel", "interpreter"), ("zmq", "interpreter"))
+
     def __init__(
         self,
         timeout: float = 20,

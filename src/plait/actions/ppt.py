@@ -83,6 +83,8 @@ def _fill(text_frame: Any, items: list[str]) -> None:  # python-pptx leaves add_
 class _PPTCore(ActionCore, register=False):
     """`PPT`'s document work, shared by `PPT` and `AsyncPPT` (the arguments are `PPT`'s)."""
 
+    requires = (("pptx", "ppt"),)
+
     def __init__(
         self,
         theme_mapping: Mapping[str, Mapping[str, str | None]] | None = None,

@@ -18,7 +18,7 @@ returns belongs to that call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -87,17 +87,27 @@ class UsageMeter(Interceptor):
         return result
 
     def _count(self, session_id: Hashable, result: object) -> None:
-        response = result if isinstance(result, ModelResponse) else getattr(result, "extra_info", None)
+        response = _response_of(result)
         with self._lock:
             metered = self._sessions.setdefault(session_id, Metered())
             metered.calls += 1
-            if not isinstance(response, ModelResponse):
+            if response is None:
                 return
             metered.finish_reason = response.finish_reason or metered.finish_reason
             if response.usage is not None:
                 metered.reported += 1
                 metered.prompt_tokens += response.usage.prompt_tokens
                 metered.completion_tokens += response.usage.completion_tokens
+
+
+def _response_of(result: object) -> ModelResponse | None:
+    """The `ModelResponse` behind a model call's result: itself, or what a streamed final chunk carries."""
+    if isinstance(result, ModelResponse):
+        return result
+    extra = getattr(result, "extra_info", None)
+    if isinstance(extra, Mapping):  # the function-calling agents' chunks: {'response': ModelResponse}
+        extra = extra.get("response")
+    return extra if isinstance(extra, ModelResponse) else None
 
 
 def _one_chat(messages: object) -> bool:

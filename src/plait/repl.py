@@ -1,0 +1,220 @@
+"""What ``plait run`` and ``plait chat`` show: streamed answers, tool lines, and the chat's own commands.
+
+`Printer` writes a streamed reply as deltas and tool events as whole lines; `ask` runs one
+question through the agent and shows it (marking an answer cut at the token limit, and an
+answer interrupted with Ctrl-C, which stays in the conversation marked as interrupted);
+`chat` is the REPL: line editing and a history file (readline, where the terminal has it),
+``/help`` and the other commands answered locally, their errors reported as messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from .exceptions import PlaitError
+from .hooks.usage import UsageMeter
+from .schema import AgentMessage, AgentStatusCode
+
+__all__ = ["COMMANDS", "Printer", "ToolEcho", "ask", "chat", "history_file"]
+
+COMMANDS = {
+    "/help": "show the commands",
+    "/reset": "forget the conversation",
+    "/save FILE": "save the conversation (and agent state) to FILE",
+    "/load FILE": "load a conversation saved with /save",
+    "/tools": "list the agent's tools",
+    "/quit": "leave (also /exit or Ctrl-D)",
+}
+
+INTERRUPTED = " [interrupted]"
+
+
+def history_file() -> Path:
+    """Where the chat's input history is kept (``$PLAIT_HISTORY``, else ``~/.local/state/plait/history``)."""
+    explicit = os.environ.get("PLAIT_HISTORY")
+    if explicit:
+        return Path(explicit)
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "plait" / "history"
+
+
+class Printer:
+    """Writes streamed replies as deltas and tool events as whole lines, never mixing the two on a line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.shown = ""  # the current reply's text already written
+        self.line_open = False
+
+    def text(self, text: str) -> None:
+        """Show a reply's cumulative `text` (a text that does not extend the last one starts anew)."""
+        if not text.startswith(self.shown):
+            self.end_line()
+            self.shown = ""
+        delta = text[len(self.shown) :]
+        if delta:
+            self.out.write(delta)
+            self.out.flush()
+            self.line_open = True
+        self.shown = text
+
+    def answer(self, text: str) -> None:
+        """Finish with the answer `text` (written whole unless it was streamed)."""
+        if text != self.shown:
+            self.end_line()
+            self.out.write(text)
+        self.out.write("\n")
+        self.out.flush()
+        self.shown, self.line_open = "", False
+
+    def line(self, text: str) -> None:
+        """A line of its own (a tool event, a notice)."""
+        self.end_line()
+        self.out.write(f"{text}\n")
+        self.out.flush()
+        self.shown = ""
+
+    def end_line(self) -> None:
+        """Close a line a streamed reply left open."""
+        if self.line_open:
+            self.out.write("\n")
+            self.line_open = False
+
+
+class ToolEcho:
+    """Executor hook that shows each tool call and its result."""
+
+    def __init__(self, printer: Printer) -> None:
+        self.printer = printer
+
+    def before_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
+        """``[tool call] name {arguments}``."""
+        call = message.content
+        self.printer.line(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}")
+
+    def after_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
+        """``[tool result] text``."""
+        from .agents.aggregator.default_aggregator import content_to_text
+
+        self.printer.line(f"[tool result] {content_to_text(message.content)}")
+
+
+def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_tokens: int) -> None:
+    """Ask `agent` (a streaming agent) `question` and show the answer as it streams.
+
+    An answer the model cut at its token limit ends with ``[cut at N tokens]``. On Ctrl-C the
+    agent rolls its turn back; the question and what was shown of the answer are then added
+    to its memory, marked as interrupted, and `KeyboardInterrupt` is raised again.
+    """
+    meter.take(0)
+    stream = agent(question)
+    try:
+        for chunk in stream:
+            if chunk.stream_state == AgentStatusCode.END:
+                printer.answer(str(chunk.content))
+            elif isinstance(chunk.content, str):
+                printer.text(chunk.content)
+    except KeyboardInterrupt:
+        stream.close()  # the agent rolls its turn back now, before the interrupted one is added
+        partial = printer.shown
+        printer.line(INTERRUPTED.strip())
+        if agent.memory is not None:
+            agent.memory.add([question, AgentMessage(sender=agent.name, content=partial + INTERRUPTED)], 0)
+        raise
+    if meter.take(0).finish_reason == "length":
+        printer.line(f"[cut at {max_new_tokens} tokens: raise --max-new-tokens for longer answers]")
+
+
+def _readline(history: Path) -> Callable[[], None]:
+    """Line editing and a persistent history when the terminal has readline; returns what saves it."""
+    try:
+        import readline
+    except ImportError:  # not on every platform
+        return lambda: None
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history)
+    readline.set_history_length(1000)
+
+    def save() -> None:
+        with contextlib.suppress(OSError):
+            history.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(history)
+
+    return save
+
+
+def chat(agent: Any, stdin: TextIO, printer: Printer, turn: Callable[[str], None]) -> None:
+    """The REPL: read lines, answer commands locally, send everything else to `turn`.
+
+    Ctrl-C during an answer stops it and returns to the prompt (the conversation kept);
+    Ctrl-C at the prompt clears the line; Ctrl-D or ``/quit`` leaves.
+    """
+    out = printer.out
+    interactive = stdin.isatty() and out.isatty()
+    save_history = _readline(history_file()) if interactive else (lambda: None)
+    out.write("plait chat: /help for the commands\n")
+    try:
+        while True:
+            try:
+                text = _read(stdin, out, interactive)
+            except KeyboardInterrupt:
+                out.write("\n")
+                continue
+            if text is None or text in ("/quit", "/exit"):
+                break
+            if not text:
+                continue
+            try:
+                if text.startswith("/"):
+                    out.write(_command(agent, text) + "\n")
+                else:
+                    turn(text)
+            except KeyboardInterrupt:
+                continue  # the answer was stopped; the prompt comes back
+            except (PlaitError, OSError) as exc:
+                printer.line(f"error: {exc}")
+    finally:
+        save_history()
+
+
+def _read(stdin: TextIO, out: TextIO, interactive: bool) -> str | None:
+    if interactive:
+        try:
+            return input("> ").strip()
+        except EOFError:
+            return None
+    out.write("> ")
+    out.flush()
+    line = stdin.readline()
+    return line.strip() if line else None
+
+
+def _command(agent: Any, text: str) -> str:
+    """Run a chat command; its reply (errors included) as text."""
+    command, _, argument = text.partition(" ")
+    argument = argument.strip()
+    if command == "/help":
+        return "\n".join(f"  {name:<12} {what}" for name, what in COMMANDS.items())
+    if command == "/reset":
+        agent.reset()
+        return "(conversation cleared)"
+    if command == "/tools":
+        return ", ".join(agent.executor.keys()) or "(no tools)"
+    if command in ("/save", "/load"):
+        if not argument:
+            return f"{command} needs a file name: {command} FILE"
+        try:
+            if command == "/save":
+                agent.save_state(argument)
+                return f"(saved to {argument})"
+            agent.load_state(argument)
+            return f"(loaded from {argument})"
+        except FileNotFoundError:
+            return f"no such file: {argument}"
+        except (OSError, ValueError, PlaitError) as exc:
+            return f"could not {command[1:]} {argument}: {exc}"
+    return f"unknown command {command}; /help lists the commands"

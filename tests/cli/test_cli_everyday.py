@@ -1,0 +1,153 @@
+"""Everyday use of the `plait` command (issue 16): settings checked before anything runs, the chat's own
+commands, answers cut at the token limit said to be cut, Ctrl-C that keeps the conversation."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.actions import BaseAction, tool_api
+from plait.cli import main
+from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+class NeedsAMissingModule(BaseAction):
+    """A tool whose optional dependency is not installed."""
+
+    requires = (("plait_no_such_module", "nothing"),)
+
+    @tool_api
+    def run(self, text: str) -> str:
+        """Echo.
+
+        Args:
+            text (str): anything
+        """
+        return text
+
+
+def plait(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": SRC, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "plait.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=environment,
+        check=False,
+    )
+
+
+def run_main(*args: str, stdin: str = "") -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.stderr
+    sys.stderr = err
+    try:
+        status = main(list(args), stdin=io.StringIO(stdin), stdout=out)
+    finally:
+        sys.stderr = saved
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--model", "/nonexistent.gguf"], "model file not found: /nonexistent.gguf"),
+        (["--tools", "Nope"], "unknown tool 'Nope'"),
+        (["--tools", "AsyncPythonInterpreter"], "use PythonInterpreter"),
+        (["--tools", "NeedsAMissingModule"], "pip install 'plait[nothing]'"),
+        (["--max-new-tokens", "0"], "at least 1"),
+    ],
+)
+def test_settings_that_cannot_work_are_one_line_and_exit_2(args: list[str], says: str) -> None:
+    status, out, err = run_main("run", *args, "hi")
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("plait: error:") and says in err, err
+
+
+def test_the_tool_list_names_only_real_tools() -> None:
+    _, _, err = run_main("run", "--tools", "Nope", "hi")
+    offered = err.split("tools: ", 1)[1].strip().split(", ")
+    assert "Calculator" in offered and "PythonInterpreter" in offered
+    for internal in (
+        "BaseAction",
+        "NoAction",
+        "FinishAction",
+        "InvalidAction",
+        "IPythonInteractiveManager",
+        "MCPToolkit",
+    ):
+        assert internal not in offered
+    assert not [name for name in offered if name.startswith("Async")]
+
+
+def test_version_and_environment_settings() -> None:
+    version = plait("--version")
+    assert version.returncode == 0 and version.stdout.startswith("plait ")
+    with FakeOpenAIServer(handler=lambda body: Reply("from the env")) as server:
+        for variable in ("PLAIT_API_BASE", "OPENAI_BASE_URL"):
+            result = plait("run", "--tools", "", "hi", env={variable: server.base_url})
+            assert result.returncode == 0 and result.stdout.strip() == "from the env", result.stderr
+    missing = plait("run", "hi", env={"PLAIT_MODEL": "/nonexistent.gguf", "PLAIT_API_BASE": ""})
+    assert missing.returncode == 2 and "model file not found" in missing.stderr
+
+
+def test_chat_commands_are_answered_locally(tmp_path: Path) -> None:
+    with FakeOpenAIServer(handler=lambda body: Reply(f"answer {len(body['messages'])}")) as server:
+        lines = ["/help", "/frobnicate", "/save", "/load nope.json", "hello", f"/save {tmp_path / 's.json'}", "/quit"]
+        status, out, _ = run_main("chat", "--api-base", server.base_url, "--tools", "", stdin="\n".join(lines) + "\n")
+        assert status == 0
+        assert "/reset" in out and "unknown command /frobnicate; /help lists the commands" in out
+        assert "/save needs a file name" in out and "no such file: nope.json" in out
+        assert len(server.requests) == 1  # only "hello" went to the model
+        assert (tmp_path / "s.json").exists()
+
+
+def test_an_answer_cut_at_the_token_limit_says_so() -> None:
+    with FakeOpenAIServer([Reply("Rome was", finish_reason="length")]) as server:
+        status, out, _ = run_main("run", "--api-base", server.base_url, "--tools", "", "--max-new-tokens", "2", "essay")
+    assert status == 0
+    assert out.splitlines() == ["Rome was", "[cut at 2 tokens: raise --max-new-tokens for longer answers]"]
+
+
+def test_ctrl_c_in_chat_stops_the_answer_and_keeps_the_conversation() -> None:
+    long = " ".join(f"word{i}" for i in range(200))
+
+    def reply(body: dict[str, Any]) -> Reply:
+        return Reply(long if len(body["messages"]) < 3 else f"seen {len(body['messages'])} messages")
+
+    with FakeOpenAIServer(handler=reply, chunk_delay=0.05) as server:
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "plait.cli", "chat", "--api-base", server.base_url, "--tools", "", "--system", ""],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
+        assert chat.stdin is not None and chat.stdout is not None
+        chat.stdin.write("tell me a long story\n")
+        chat.stdin.flush()
+        streamed = ""
+        while "word5" not in streamed:  # the answer is streaming
+            streamed += chat.stdout.read(1)
+        chat.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        chat.stdin.write("and now?\n/quit\n")
+        chat.stdin.flush()
+        out, err = chat.communicate(timeout=60)
+    assert chat.returncode == 0, err
+    assert "[interrupted]" in out and "seen 3 messages" in out  # question, partial answer, then the new question
+    second = server.requests[-1]["messages"]
+    assert second[0]["content"] == "tell me a long story" and second[1]["content"].endswith("[interrupted]")
