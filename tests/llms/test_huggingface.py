@@ -102,7 +102,9 @@ def test_names_and_device(model_dir: Path) -> None:
     assert HFTransformerCausalLM is HFTransformerCasualLM
     assert issubclass(HFTransformerCasualLM, HFTransformer)
     llm = HFTransformerCasualLM(str(model_dir), meta_template=INTERNLM2_META)
-    assert llm.device == hf.pick_device(torch) == "cpu"
+    # `device` is where the weights are, as torch names it ('cuda:0' on a GPU); pick_device names the type
+    assert llm.device == str(next(llm.model.parameters()).device)
+    assert torch.device(llm.device).type == hf.pick_device(torch)
     assert llm.gen_params["stop_words"] == []
     assert "HFTransformerCasualLM" in repr(llm)
 

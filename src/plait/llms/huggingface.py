@@ -367,6 +367,11 @@ class HFTransformer(_HFCore, BatchLLM):
         **gen_params: ``max_new_tokens``, ``temperature`` (``<= 0``: greedy), ``top_p``,
             ``top_k``, ``repetition_penalty``, ``stop_words``, and any other
             `GenerationConfig` field (``num_beams``, ``do_sample``...).
+
+    Attributes:
+        device: Where the model's weights are, as torch names that device (``'cpu'``,
+            ``'cuda:0'``, ``'mps:0'``); None with ``tokenizer_only``. The ``device`` argument
+            and `pick_device` name a device type (``'cuda'``), torch then picks its index.
     """
 
     def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
