@@ -253,7 +253,7 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
     agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp)
-    agent.executor.register_hook(ToolEcho(printer))
+    agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
     meter = UsageMeter()
     register_interceptor(agent, meter)
     if args.session and os.path.exists(args.session):

@@ -86,21 +86,26 @@ class Printer:
 
 
 class ToolEcho:
-    """Executor hook that shows each tool call and its result."""
+    """Executor hook that shows each tool call and its result (with its session, for a server's console)."""
 
-    def __init__(self, printer: Printer) -> None:
+    def __init__(self, printer: Printer, with_session: bool = False) -> None:
         self.printer = printer
+        self.with_session = with_session
+
+    def _tag(self, kind: str, session_id: object) -> str:
+        return f"[{kind} session={session_id}]" if self.with_session else f"[{kind}]"
 
     def before_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
         """``[tool call] name {arguments}``."""
         call = message.content
-        self.printer.line(f"[tool call] {getattr(call, 'name', '?')} {getattr(call, 'parameters', '')}")
+        name, parameters = getattr(call, "name", "?"), getattr(call, "parameters", "")
+        self.printer.line(f"{self._tag('tool call', session_id)} {name} {parameters}")
 
     def after_action(self, executor: object, message: AgentMessage, session_id: object) -> None:
         """``[tool result] text``."""
         from .agents.aggregator.default_aggregator import content_to_text
 
-        self.printer.line(f"[tool result] {content_to_text(message.content)}")
+        self.printer.line(f"{self._tag('tool result', session_id)} {content_to_text(message.content)}")
 
 
 def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_tokens: int) -> None:

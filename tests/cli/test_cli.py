@@ -197,7 +197,8 @@ def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> N
         streamed = [text for _, text, _ in client.stream_chat([{"role": "user", "content": "hello"}])]
         assert streamed[-1] == "You said: hello"
         client.close()
-    assert "[tool call] Calculator {'expression': '6 * 7'}" in log  # the server's log shows the tool round
+    calls = [line for line in log if line.endswith("Calculator {'expression': '6 * 7'}")]
+    assert calls and calls[0].startswith("[tool call session=openai-")  # the server's log shows the tool round
 
 
 def test_serve_keeps_sessions_across_restarts(server: FakeOpenAIServer, tmp_path: Path) -> None:

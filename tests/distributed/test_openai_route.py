@@ -79,6 +79,8 @@ def test_usage_is_summed_over_a_tool_using_agents_calls() -> None:
         finally:
             server.stop()
     assert reply["choices"][0]["message"]["content"] == "42"
+    calls = reply["choices"][0]["message"]["plait_tool_calls"]  # the extension field
+    assert calls == [{"tool": "Calculator", "arguments": '{"expression": "6*7"}', "result": "42", "ok": True}]
     assert len(model.requests) == 2
     expected = sum(_prompt_tokens(body) for body in model.requests)  # the fake counts words
     assert reply["usage"]["prompt_tokens"] == expected > 0  # both model calls summed
@@ -142,3 +144,23 @@ def test_a_session_can_be_deleted(model: FakeOpenAIServer, tmp_path: Any) -> Non
     finally:
         server.stop()
         store.close()
+
+
+def test_a_streamed_answer_shows_the_tool_calls_as_they_happen() -> None:
+    from plait.agents import StreamingFunctionCallingAgent
+
+    script = [Reply("", tool_calls=[("Calculator.run", {"expression": "6*7"})]), Reply("It is 42.")]
+    with FakeOpenAIServer(script) as model:
+        llm = GPTAPI(model_type="m", api_base=model.base_url, key="k", retry=0)
+        server = AgentAPIServer(StreamingFunctionCallingAgent(llm, [Calculator()]), port=0).start()
+        try:
+            chunks = post(server, ask("what is 6*7?", stream=True))
+        finally:
+            server.stop()
+    events = [c for c in chunks if "plait_tool_calls" in c]
+    assert len(events) == 1 and events[0]["plait_tool_calls"][0]["result"] == "42"
+    assert events[0]["choices"][0]["delta"] == {}  # no text in a tool event
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text.endswith("It is 42.")
+    last_text = max(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
+    assert chunks.index(events[0]) < last_text  # the tool event came before the answer's text

@@ -3,6 +3,7 @@
 from .action_preprocessor import ActionPreprocessor, InternLMActionProcessor
 from .hook import Hook, RemovableHandle
 from .logger import MessageLogger
+from .tool_log import ToolLog
 from .tracer import JSONLTracer
 from .usage import Metered, UsageMeter
 
@@ -14,5 +15,6 @@ __all__ = [
     "MessageLogger",
     "Metered",
     "RemovableHandle",
+    "ToolLog",
     "UsageMeter",
 ]

@@ -47,6 +47,7 @@ from aiohttp import web
 
 from ...agents.module import AgentModule
 from ...exceptions import PlaitError, UserError
+from ...hooks.tool_log import ToolLog
 from ...hooks.usage import UsageMeter
 from ...interceptors import register_interceptor
 from ...memory.base_memory import MessageLike
@@ -125,15 +126,17 @@ class AgentAPIServer:
         self.insecure = insecure
         self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware()])
         self.meter = UsageMeter()
+        self.tool_log = ToolLog()
         if isinstance(self.agent, AgentModule):
             register_interceptor(self.agent, self.meter)
+            register_interceptor(self.agent, self.tool_log)
         self.app.add_routes(
             [
                 web.get("/health_check", self.health_check),
                 web.post("/chat_completion", self.chat_completion),
                 web.get("/memory/{session_id}", self.memory),
                 web.delete("/memory/{session_id}", self.forget),
-                *openai_routes(lambda: self.agent, self.limits, self.access.scope, self.meter),
+                *openai_routes(lambda: self.agent, self.limits, self.access.scope, self.meter, self.tool_log),
             ]
         )
         self._runner: web.AppRunner | None = None
@@ -184,6 +187,7 @@ class AgentAPIServer:
             return _error(exc, status)
         finally:
             self.meter.take(session)  # this route reports usage in the reply's extra_info, if at all
+            self.tool_log.take(session)
             elapsed = (time.perf_counter() - started) * 1000
             logger.info("POST /chat_completion session=%s -> %d (%.0f ms)", session, status, elapsed)
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")

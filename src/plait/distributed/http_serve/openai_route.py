@@ -16,7 +16,9 @@ Sessions:
 A client's ``system`` messages reach the agent as messages from ``system`` (its own system
 prompt stays first). Of the generation fields only ``temperature``, ``top_p``, ``max_tokens``
 and ``stop`` are passed on (checked, within the server's caps); other OpenAI fields are
-ignored. ``finish_reason`` and ``usage`` are the agent's model calls' own (a `UsageMeter`):
+ignored. The agent's tool calls travel in an extension field, ``plait_tool_calls`` (a list of
+``{"tool", "arguments", "result", "ok"}``): on the reply's message, or on their own chunks
+(empty ``delta``) as they happen. ``finish_reason`` and ``usage`` are the agent's model calls' own (a `UsageMeter`):
 ``'length'`` when the last generation hit its token limit, usage summed over every call
 (``null`` when the model reports none). With ``stream_options.include_usage`` the stream
 ends with a usage chunk, as OpenAI's does. Each request is logged with its session, status
@@ -35,6 +37,7 @@ from typing import Any
 from aiohttp import web
 
 from ...exceptions import PlaitError, UserError
+from ...hooks.tool_log import ToolLog
 from ...hooks.usage import Metered, UsageMeter
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
@@ -77,8 +80,10 @@ class _Completion:
         self.created = int(time.time())
         self.model = model
 
-    def whole(self, text: str, metered: Metered) -> dict[str, JSONValue]:
+    def whole(self, text: str, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
         message: dict[str, JSONValue] = {"role": "assistant", "content": text}
+        if tool_calls:
+            message["plait_tool_calls"] = list(tool_calls)
         return {
             "id": self.id,
             "object": "chat.completion",
@@ -99,14 +104,21 @@ class _Completion:
         }
         return f"data: {json.dumps(body)}\n\n".encode()
 
-    def chunk(self, delta: Mapping[str, str], finish_reason: str | None = None) -> bytes:
-        body = {
+    def chunk(
+        self,
+        delta: Mapping[str, str],
+        finish_reason: str | None = None,
+        tool_calls: list[dict[str, JSONValue]] | None = None,
+    ) -> bytes:
+        body: dict[str, JSONValue] = {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish_reason}],
         }
+        if tool_calls:
+            body["plait_tool_calls"] = list(tool_calls)
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
@@ -155,6 +167,7 @@ def openai_routes(
     limits: ServerLimits | None = None,
     scope: Callable[[web.Request, SessionId], SessionId] | None = None,
     meter: UsageMeter | None = None,
+    tool_log: ToolLog | None = None,
 ) -> list[web.RouteDef]:
     """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
 
@@ -163,9 +176,11 @@ def openai_routes(
         limits: The server's caps on generation parameters.
         scope: A client's session id in its tenant's namespace (see `AccessControl.scope`).
         meter: The `UsageMeter` registered on the agent (None: usage and finish reasons unknown).
+        tool_log: The `ToolLog` registered on the agent (None: tool calls not reported).
     """
     caps = limits or ServerLimits()
     usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
+    tools = tool_log or ToolLog()
 
     async def models(request: web.Request) -> web.Response:
         agent = get_agent()
@@ -204,22 +219,24 @@ def openai_routes(
                 agent.memory.create_instance(session).load(_history(messages[:-1], name))
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.get('user') or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
+        tools.take(session)
         try:
             kwargs = {"session_id": session, **overrides}
             if body.get("stream"):
                 options = body.get("stream_options")
                 with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-                return await _stream(request, agent, inputs, kwargs, completion, usage, with_usage)
+                return await _stream(request, agent, inputs, kwargs, completion, (usage, tools), with_usage)
             last = None
             async for chunk in agent_chunks(agent, inputs, kwargs):
                 last = chunk
-            return web.json_response(completion.whole(_reply_text(last), usage.take(session)))
+            return web.json_response(completion.whole(_reply_text(last), usage.take(session), tools.take(session)))
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
             if ephemeral:
                 agent.reset(session, recursive=True)
                 usage.take(session)
+                tools.take(session)
 
     return [web.post("/v1/chat/completions", completions), web.get("/v1/models", models)]
 
@@ -230,9 +247,10 @@ async def _stream(
     inputs: Sequence[MessageLike],
     kwargs: Mapping[str, object],
     completion: _Completion,
-    meter: UsageMeter,
+    observers: tuple[UsageMeter, ToolLog],
     with_usage: bool,
 ) -> web.StreamResponse:
+    meter, tool_log = observers
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(completion.chunk({"role": "assistant", "content": ""}))
@@ -240,6 +258,9 @@ async def _stream(
     session = kwargs["session_id"]
     try:
         async for chunk in agent_chunks(agent, inputs, kwargs):
+            ran = tool_log.take(session)
+            if ran:  # tool calls since the last chunk, as they happened (an extension field)
+                await response.write(completion.chunk({}, tool_calls=ran))
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"
@@ -251,7 +272,7 @@ async def _stream(
     except PlaitError as exc:  # the status line is gone: say it in the stream
         await response.write(completion.chunk({"content": f"\n[error: {type(exc).__name__}: {exc}]"}))
         metered, finish = meter.take(session), "error"
-    await response.write(completion.chunk({}, finish))
+    await response.write(completion.chunk({}, finish, tool_calls=tool_log.take(session)))
     if with_usage:
         await response.write(completion.usage_chunk(metered))
     await response.write(b"data: [DONE]\n\n")
