@@ -2,7 +2,8 @@
 
 One ``xllamacpp.Server`` is loaded lazily per model file and settings (`_EngineKey`) and
 shared by every model object that uses them; the last holder's ``close()`` frees it, and
-every engine still loaded is stopped at interpreter exit.
+every engine still loaded is stopped at interpreter exit (after the calls still running in
+worker threads were cancelled and have returned: `plait.llms._threaded.stop_workers`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Protocol
 
 from ..exceptions import MissingDependencyError, UserError
 from ._optional import import_optional
+from ._threaded import stop_workers
 
 __all__ = ["Handle", "Server", "default_model_path"]
 
@@ -58,8 +60,12 @@ def _import_xllamacpp() -> ModuleType:
 class Handle(Protocol):
     """One of the engine's request handlers (``handle_completions``, ``handle_chat_completions``).
 
-    Called with a request alone it returns the OpenAI-shaped result; called with a chunk
-    callback as well it streams, calling it with each chunk until it returns True (stop).
+    Called with a request alone it returns the OpenAI-shaped result, and cannot be stopped
+    before it is complete. Called with a chunk callback as well (and ``"stream": True``) it
+    streams: the callback gets each chunk, decoded, on the calling thread (holding the GIL),
+    until it returns True; then the call returns at once and llama.cpp cancels the request,
+    so its slot stops decoding at the next token. (xllamacpp's wrapper also stops the stream
+    when the callback raises an ``Exception``, swallowing it; plait's callbacks never raise.)
     """
 
     def __call__(self, request: Mapping[str, object], on_chunk: Callable[[object], bool] = ..., /) -> object:
@@ -117,7 +123,13 @@ _ENGINES_LOCK = threading.Lock()
 
 @atexit.register
 def _stop_engines() -> None:
-    """Stop every engine while the interpreter is still whole (not during module teardown)."""
+    """Stop every engine while the interpreter is still whole (not during module teardown).
+
+    Engine calls still running are cancelled and awaited first: freeing an engine under a
+    call, or a worker thread re-entering Python from the engine during interpreter teardown,
+    aborts the process.
+    """
+    stop_workers()
     with _ENGINES_LOCK:
         engines = list(_ENGINES.values())
         _ENGINES.clear()

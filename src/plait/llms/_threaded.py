@@ -4,30 +4,73 @@ Local engines (transformers, lmdeploy's pipeline, llama.cpp) produce a reply fro
 blocking call that reports progress through a callback. `Producer` is such a call written
 once: ``producer(emit, cancel)`` passes each item to ``emit`` and stops early once
 ``cancel`` is set. `iterate_thread` and `aiterate_thread` run it on a daemon thread and
-hand its items to a sync or async consumer; an exception raised by the producer is
-raised to the consumer, and a consumer that stops early (or whose task is cancelled)
-sets ``cancel`` so the engine stops generating. The async driver never blocks the loop.
-`to_thread_cancellable` is the same for one blocking call ``fn(cancel)``.
+hand its items to a sync or async consumer; `call_in_thread` and `to_thread_cancellable`
+do the same for one blocking call ``fn(cancel)``. An exception raised by the producer is
+raised to the consumer. The async drivers never block the event loop.
+
+Stopping is written here once for every engine:
+
+* the consumer never blocks uninterruptibly: the sync drivers wait on their queue in short
+  slices, so Ctrl-C (``KeyboardInterrupt``) is raised in the calling thread at once, on
+  every platform, however long the engine's call takes;
+* a consumer that leaves early, for whatever reason (``KeyboardInterrupt``, task
+  cancellation, an error, a closed generator, ``break``), sets ``cancel`` and then waits
+  up to `SETTLE_S` for the producer to return, so the engine has stopped and is free for the
+  next call when the consumer's exception reaches the caller;
+* at interpreter exit every producer still running is cancelled and awaited (`stop_workers`),
+  so no worker thread is inside a native engine when the interpreter is torn down (a thread
+  that re-enters Python then would be killed inside C++ code: ``FATAL: exception not
+  rethrown``, ``Aborted``).
+
+A producer never sees the consumer's exception: signals are delivered to the main thread,
+and the worker only ever learns about a stop through ``cancel``.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import atexit
+import contextlib
+import contextvars
 import queue
 import threading
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping
 from typing import ClassVar, TypeAlias, TypeVar, Union
 
 from ..types import SessionIds
 from .base_llm import AsyncBaseLLM, Prompt, StreamItem, aaccumulate
 
-__all__ = ["AsyncThreadStreamed", "Producer", "aiterate_thread", "iterate_thread", "to_thread_cancellable"]
+__all__ = [
+    "SETTLE_S",
+    "AsyncThreadStreamed",
+    "Producer",
+    "aiterate_thread",
+    "call_in_thread",
+    "iterate_thread",
+    "stop_workers",
+    "to_thread_cancellable",
+]
 
 T = TypeVar("T")
 
 Producer: TypeAlias = Callable[[Callable[[T], None], threading.Event], None]
 """``producer(emit, cancel)``: passes each item to ``emit``; stops early once ``cancel`` is set."""
+
+SETTLE_S = 1.0
+"""How long a consumer that leaves early waits for its producer to return (seconds).
+
+A llama.cpp or transformers producer returns at its next token, a few milliseconds; one that
+is still reading a long prompt may take longer, and then finishes on its own (its ``cancel``
+is set) after the consumer has gone.
+"""
+
+_EXIT_SETTLE_S = 5.0
+"""How long interpreter exit waits, in all, for the producers still running."""
+
+_POLL_S = 0.1
+"""The slice a sync consumer waits on its queue for: the longest a pending signal waits."""
 
 
 class _Done:
@@ -43,17 +86,63 @@ _Item: TypeAlias = Union[T, _Done, _Failed]
 """What crosses from the worker thread: the items, then `_Done` or `_Failed`."""
 
 
-def _run(producer: Producer[T], emit: Callable[[_Item[T]], None], cancel: threading.Event) -> None:
-    try:
-        producer(emit, cancel)
-    except BaseException as exc:  # handed to the consumer, which raises it
-        emit(_Failed(exc))
-    else:
-        emit(_Done())
+class _Worker:
+    """One producer running on a daemon thread (in a copy of the starter's context)."""
+
+    def __init__(self, producer: Producer[T], emit: Callable[[_Item[T]], None], name: str) -> None:
+        self.cancel = threading.Event()
+        self.ended = threading.Event()
+        """Set once the producer has returned (after its `_Done` or `_Failed` was emitted)."""
+        context = contextvars.copy_context()
+        thread = threading.Thread(target=context.run, args=(self._run, producer, emit), name=name, daemon=True)
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        try:
+            thread.start()
+        except BaseException:
+            self._forget()
+            raise
+
+    def _run(self, producer: Producer[T], emit: Callable[[_Item[T]], None]) -> None:
+        try:
+            try:
+                producer(emit, self.cancel)
+            except BaseException as exc:  # handed to the consumer, which raises it
+                emit(_Failed(exc))
+            else:
+                emit(_Done())
+        finally:
+            self._forget()
+
+    def _forget(self) -> None:
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        self.ended.set()
+
+    def stop(self, timeout: float = SETTLE_S) -> None:
+        """Cancel the producer and wait up to `timeout` seconds for it to return."""
+        self.cancel.set()
+        self.ended.wait(timeout)
 
 
-def _start(producer: Producer[T], emit: Callable[[_Item[T]], None], cancel: threading.Event, name: str) -> None:
-    threading.Thread(target=_run, args=(producer, emit, cancel), name=name, daemon=True).start()
+_LIVE: set[_Worker] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def stop_workers(timeout: float = _EXIT_SETTLE_S) -> None:
+    """Cancel every producer still running and wait up to `timeout` seconds, in all, for them.
+
+    Runs at interpreter exit (while threads may still run Python), and first thing when the
+    llama.cpp engines are stopped, so no engine is freed while a worker is inside it.
+    """
+    with _LIVE_LOCK:
+        workers = list(_LIVE)
+    for worker in workers:
+        worker.cancel.set()
+    deadline = time.monotonic() + timeout
+    for worker in workers:
+        worker.ended.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _unwrap(item: _Item[T]) -> T | _Done:
@@ -62,49 +151,100 @@ def _unwrap(item: _Item[T]) -> T | _Done:
     return item
 
 
+def _get(items: queue.SimpleQueue[_Item[T]]) -> _Item[T]:
+    """The next item, waited for in `_POLL_S` slices so a pending signal is raised promptly."""
+    while True:
+        try:
+            return items.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+
+
+def _single(fn: Callable[[threading.Event], T]) -> Producer[T]:
+    """``fn(cancel)`` as a producer emitting its one result."""
+
+    def produce(emit: Callable[[T], None], cancel: threading.Event) -> None:
+        emit(fn(cancel))
+
+    return produce
+
+
 def iterate_thread(producer: Producer[T], name: str = "plait-producer") -> Generator[T, None, None]:
-    """The items `producer` emits, produced on a worker thread (closing the iterator cancels it)."""
+    """The items `producer` emits, produced on a worker thread.
+
+    Leaving early (closing the iterator, or an exception such as ``KeyboardInterrupt`` while
+    waiting for an item) cancels the producer and waits up to `SETTLE_S` for it to return.
+    """
     items: queue.SimpleQueue[_Item[T]] = queue.SimpleQueue()
-    cancel = threading.Event()
-    _start(producer, items.put, cancel, name)
+    worker = _Worker(producer, items.put, name)
     try:
-        while not isinstance(item := _unwrap(items.get()), _Done):
+        while not isinstance(item := _unwrap(_get(items)), _Done):
             yield item
     finally:
-        cancel.set()
+        worker.stop()
+
+
+def call_in_thread(fn: Callable[[threading.Event], T], name: str = "plait-producer") -> T:
+    """``fn(cancel)`` on a worker thread, waited for so that Ctrl-C interrupts the wait.
+
+    On ``KeyboardInterrupt`` (or any exception in the waiting thread) ``cancel`` is set and
+    the call is given up to `SETTLE_S` to return before the exception propagates.
+    """
+    with contextlib.closing(iterate_thread(_single(fn), name)) as results:
+        return next(results)
 
 
 async def aiterate_thread(producer: Producer[T], name: str = "plait-producer") -> AsyncGenerator[T, None]:
-    """The items `producer` emits, awaited without blocking the event loop."""
+    """The items `producer` emits, awaited without blocking the event loop.
+
+    Leaving early (``aclose()``, a cancelled task) cancels the producer and waits up to
+    `SETTLE_S`, without blocking the loop, for it to return.
+    """
     loop = asyncio.get_running_loop()
     items: asyncio.Queue[_Item[T]] = asyncio.Queue()
-    cancel = threading.Event()
+    worker: _Worker | None = None
 
     def emit(item: _Item[T]) -> None:
         try:
             loop.call_soon_threadsafe(items.put_nowait, item)
         except RuntimeError:  # the loop is closed: nobody is listening any more
-            cancel.set()
+            if worker is not None:
+                worker.cancel.set()
 
-    _start(producer, emit, cancel, name)
+    worker = _Worker(producer, emit, name)
+    ended = False
     try:
-        while not isinstance(item := _unwrap(await items.get()), _Done):
+        while True:
+            item = await items.get()
+            ended = isinstance(item, (_Done, _Failed))
+            if isinstance(item := _unwrap(item), _Done):
+                return
             yield item
     finally:
-        cancel.set()
+        worker.cancel.set()
+        if not ended:
+            await _settle(items)
 
 
-async def to_thread_cancellable(fn: Callable[[threading.Event], T]) -> T:
+async def _settle(items: asyncio.Queue[_Item[T]]) -> None:
+    """Wait up to `SETTLE_S` for the producer feeding `items` to return (its items are dropped)."""
+
+    async def drain() -> None:
+        while not isinstance(await items.get(), (_Done, _Failed)):
+            pass
+
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(drain(), SETTLE_S)
+
+
+async def to_thread_cancellable(fn: Callable[[threading.Event], T], name: str = "plait-producer") -> T:
     """``fn(cancel)`` in a worker thread, awaited without blocking the event loop.
 
     ``cancel`` is set once the call is over or the awaiting task is cancelled, so an engine
-    that watches it stops generating.
+    that watches it stops generating; a cancelled task waits up to `SETTLE_S` for that.
     """
-    cancel = threading.Event()
-    try:
-        return await asyncio.to_thread(fn, cancel)
-    finally:
-        cancel.set()
+    async with contextlib.aclosing(aiterate_thread(_single(fn), name)) as results:
+        return await anext(results)
 
 
 class AsyncThreadStreamed(AsyncBaseLLM):

@@ -12,9 +12,19 @@ template (or ``chat_template=``); ``temperature=0`` is greedy and deterministic.
 
 One engine (an ``xllamacpp.Server``) is loaded lazily per model file and settings and
 shared, thread-safely, by every model object that uses them; ``close()`` releases it.
-`LlamaCppModel` and `AsyncLlamaCppModel` run the same engine calls: the async twin runs
-them in a worker thread (the engine releases the GIL) and streams through a queue, so the
-event loop never blocks.
+`LlamaCppModel` and `AsyncLlamaCppModel` run the same engine calls, always on a worker
+thread (the engine releases the GIL) that streams from the engine, and wait for it through
+`plait.llms._threaded`, so the event loop never blocks.
+
+Stopping: every engine call streams internally, and its chunk callback tells the engine to
+stop (returns True: llama.cpp cancels the request, and its slot stops decoding at the next
+token) once the call's ``cancel`` flag is set. The flag is set when the caller leaves: Ctrl-C
+(``KeyboardInterrupt``, raised at once in the calling thread, which never blocks inside the
+engine), a cancelled task, a stream closed early. The caller then waits (up to
+`plait.llms._threaded.SETTLE_S`) for the engine call to return before its exception
+propagates, so the engine is free for the next call; a few milliseconds with the default
+model. A prompt still being read (prefill) is not interruptible: the stop comes at its
+first token.
 
 ``complete(messages, tools=...)`` returns a structured `ModelResponse`; with tools the
 reply is constrained to a JSON schema (see `plait.llms._llama_tools`), validated, retried
@@ -47,7 +57,7 @@ from ._llama_engine import (
 )
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
-from ._threaded import Producer, aiterate_thread, iterate_thread, to_thread_cancellable
+from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
 from .response import ModelResponse, ToolCall, Usage
@@ -138,25 +148,38 @@ def _answer_reporter(on_text: _OnText) -> _OnText:
     return report
 
 
+class _Stopped(Exception):
+    """An engine call stopped because its caller left (its ``cancel`` was set); nobody sees it."""
+
+
 class _StreamState:
-    """Folds the engine's stream chunks into cumulative `StreamItem`s."""
+    """Folds the engine's stream chunks into cumulative `StreamItem`s (or one whole result)."""
 
     def __init__(self) -> None:
         self.text = ""
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
+        self.meta: dict[str, object] = {}  # the last chunk's other fields (id, model, usage, timings...)
 
     def feed(self, chunk: object) -> bool:
         """Take one chunk; True when it added text."""
-        if isinstance(chunk, Mapping) and chunk.get("usage"):
-            self.usage = _usage(chunk["usage"])
-        if isinstance(chunk, Mapping) and chunk.get("choices") == []:
-            return False
+        if isinstance(chunk, Mapping):
+            self.meta.update((key, value) for key, value in chunk.items() if key not in ("choices", "object"))
+            if chunk.get("usage"):
+                self.usage = _usage(chunk["usage"])
+            if chunk.get("choices") == []:
+                return False
         choice = _choice(chunk)
         self.finish_reason = _finish_reason(choice) or self.finish_reason
         delta = _choice_text(choice)
         self.text += delta
         return bool(delta)
+
+    def result(self) -> _Result:
+        """The whole reply, shaped as the engine's non-streamed chat result."""
+        message = {"role": "assistant", "content": self.text}
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        return {**self.meta, "choices": [choice], "usage": self.meta.get("usage")}
 
 
 # -- the implementation shared by the sync and async models -----------------------------------
@@ -252,21 +275,18 @@ class _LlamaCppCore(LLMCore):
                 self.usage.add(usage)
 
     def _call(
-        self, request: Mapping[str, object], cancel: threading.Event | None = None, on_text: _OnText | None = None
+        self, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None = None
     ) -> dict[str, object]:
         """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
 
-        With `cancel`, the engine streams internally and stops at the next token once
-        `cancel` is set (the async twin sets it when its task is cancelled); with `on_text`,
-        it streams too and `on_text` sees the reply's text so far after each token.
+        The engine streams internally and stops at the next token once `cancel` is set (the
+        call then raises `_Stopped`); `on_text`, when given, sees the reply's text so far
+        after each token.
         """
         server = self._server()
         handle = server.handle_completions if "prompt" in request else server.handle_chat_completions
         try:
-            if cancel is None and on_text is None:
-                result = handle(request)
-            else:
-                result = self._collect(handle, request, cancel or threading.Event(), on_text)
+            result = self._collect(handle, request, cancel, on_text)
         except ValueError as exc:  # the engine rejected the request
             raise _rejected(exc) from exc
         result = _checked(result)  # raises on an error body
@@ -294,27 +314,11 @@ class _LlamaCppCore(LLMCore):
         handle(dict(request, stream=True, stream_options={"include_usage": True}), on_chunk)
         if errors:
             raise errors[0]
-        usage = state.usage
-        return {
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": state.text},
-                    "finish_reason": state.finish_reason,
-                }
-            ],
-            "usage": {
-                "prompt_tokens": usage.prompt_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.total_tokens,
-            }
-            if usage
-            else None,
-        }
+        if cancel.is_set():
+            raise _Stopped
+        return state.result()
 
-    def _generate_sync(
-        self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event | None = None
-    ) -> str:
+    def _generate_sync(self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event) -> str:
         return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
 
     def _stream_producer(self, request: Mapping[str, object]) -> Producer[object]:
@@ -358,7 +362,7 @@ class _LlamaCppCore(LLMCore):
     # structured completion
 
     def _complete_sync(
-        self, call: ToolRequest, cancel: threading.Event | None = None, on_text: _OnText | None = None
+        self, call: ToolRequest, cancel: threading.Event, on_text: _OnText | None = None
     ) -> ModelResponse:
         """The structured reply; `on_text`, when given, sees the answer text as it is generated."""
         params = self.update_gen_params(**call.overrides)
@@ -385,7 +389,7 @@ class _LlamaCppCore(LLMCore):
         turns: list[dict[str, str]],
         params: GenParams,
         total: Usage,
-        cancel: threading.Event | None,
+        cancel: threading.Event,
         on_text: _OnText | None = None,
     ) -> ModelResponse | str:
         """Constrained tries: the response, or the last invalid reply text when every try failed."""
@@ -436,7 +440,7 @@ class _LlamaCppCore(LLMCore):
         self,
         turns: list[dict[str, str]],
         params: Mapping[str, object],
-        cancel: threading.Event | None = None,
+        cancel: threading.Event,
         on_text: _OnText | None = None,
     ) -> ModelResponse:
         finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
@@ -452,6 +456,11 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
     ``stream_chat(messages, tools=...)`` streams as `complete` does its work: the items are
     the answer text as it is generated (a tool call shows no text) and the `END` item's
     extra is the `ModelResponse` `complete` would return.
+
+    Every call can be interrupted: Ctrl-C (``KeyboardInterrupt``) during `chat`,
+    `stream_chat` or `complete`, or closing a stream early, stops the engine at its next
+    token; the ``KeyboardInterrupt`` then reaches the caller and the model stays usable.
+    The same holds for `AsyncLlamaCppModel` when its task is cancelled.
 
     Args:
         path: A ``.gguf`` file; ``None`` uses `default_model_path()` (SmolLM2-135M-Instruct).
@@ -474,7 +483,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     def generate(self, inputs: Prompt, **gen_params: object) -> str:
         """Reply to normalized messages, or complete a raw prompt string (no chat template)."""
-        return self._generate_sync(inputs, self.update_gen_params(**gen_params))
+        params = self.update_gen_params(**gen_params)
+        return call_in_thread(functools.partial(self._generate_sync, inputs, params), name=_THREAD)
 
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
@@ -510,7 +520,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
                 (its name or ``{"type": "function", "function": {"name": ...}}``).
             **gen_params: Per-call generation overrides.
         """
-        return self._complete_sync(ToolRequest(messages, tools, tool_choice, gen_params))
+        call = ToolRequest(messages, tools, tool_choice, gen_params)
+        return call_in_thread(functools.partial(self._complete_sync, call), name=_THREAD)
 
 
 class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
@@ -521,7 +532,7 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
     async def generate(self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object) -> str:
         """Reply to normalized messages, or complete a raw prompt string (in a worker thread)."""
         params = self.update_gen_params(**gen_params)
-        return await to_thread_cancellable(functools.partial(self._generate_sync, inputs, params))
+        return await to_thread_cancellable(functools.partial(self._generate_sync, inputs, params), name=_THREAD)
 
     async def stream_generate(
         self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
@@ -537,9 +548,16 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
         if not call.tools:  # the engine runs in a thread feeding an asyncio queue, here and below
-            async with contextlib.aclosing(super()._respond_stream(call, session_ids)) as plain:
-                async for item in plain:
-                    yield item
+            # `AsyncBaseLLM.stream_chat`, but closing this stream closes the engine's at once
+            # (stopping it), where nested async generators are otherwise closed later, by the loop
+            prompt, params = self._prepare(call.inputs, call.overrides)
+            stream = self.stream_generate(prompt, session_ids, **params)
+            try:
+                async for status, text, extra in stream:
+                    yield status, self._finish(text, params), extra
+            finally:
+                if isinstance(stream, AsyncGenerator):
+                    await stream.aclose()
             return
         async with contextlib.aclosing(aiterate_thread(self._complete_producer(call), name=_THREAD)) as items:
             async for step in items:
@@ -555,4 +573,4 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
     ) -> ModelResponse:
         """Like `LlamaCppModel.complete`, run in a worker thread."""
         call = ToolRequest(messages, tools, tool_choice, gen_params)
-        return await to_thread_cancellable(functools.partial(self._complete_sync, call))
+        return await to_thread_cancellable(functools.partial(self._complete_sync, call), name=_THREAD)
