@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -79,6 +80,29 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
     from .llms.llama_cpp import LlamaCppModel
 
     return LlamaCppModel(path=model or None, **gen)
+
+
+_ARITHMETIC = re.compile(
+    r"\d\s*(?:[-+*/x×÷^%]|\*\*|times|plus|minus|divided|mod\b)\s*\(?\s*\d"
+    r"|\b(?:calculate|compute|multiply|divide|add|subtract|sum|product|square root)\b[^\n]*\d",
+    re.IGNORECASE,
+)
+
+
+def tool_choice_for(question: str, tool_names: Sequence[str]) -> str:
+    """The ``routed`` tool choice for `question`, given the offered tools' names.
+
+    ``'required'`` for arithmetic when a Calculator is offered; else ``'none'`` when the
+    Calculator is the only tool (small talk needs none); else ``'auto'``. Measured on the
+    embedded model with bench/tool_policy.py (bench/README.md): a 135M model left to
+    ``'auto'`` calls the calculator for greetings and skips it for sums.
+    """
+    calculator = any(name.split(".")[0] == "Calculator" for name in tool_names)
+    if calculator and _ARITHMETIC.search(question):
+        return "required"
+    if calculator and all(name.split(".")[0] == "Calculator" for name in tool_names):
+        return "none"
+    return "auto"
 
 
 def cli_tools() -> dict[str, type[BaseAction]]:
@@ -169,6 +193,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
     common.add_argument("--session", help="JSON file to load the conversation from and save it to")
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
+    common.add_argument(
+        "--tool-choice",
+        choices=["routed", "auto", "required", "none"],
+        default="routed",
+        help="when the model must, may or may not call a tool; routed (default): the calculator for arithmetic, "
+        "no tool for small talk when it is the only tool, else auto",
+    )
     common.add_argument(
         "--max-new-tokens", type=int, default=1024, help="longest answer, in tokens (default: 1024); a cut is shown"
     )
@@ -308,8 +339,11 @@ def _run(
 ) -> None:
     from .repl import ask
 
+    choice = args.tool_choice
+    if choice == "routed":
+        choice = tool_choice_for(question, list(agent.executor.keys()))
     try:
-        ask(agent, question, printer, meter, args.max_new_tokens)
+        ask(agent, question, printer, meter, args.max_new_tokens, tool_choice=choice)
     finally:
         if args.session:
             agent.save_state(args.session)

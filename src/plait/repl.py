@@ -108,15 +108,15 @@ class ToolEcho:
         self.printer.line(f"{self._tag('tool result', session_id)} {content_to_text(message.content)}")
 
 
-def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_tokens: int) -> None:
-    """Ask `agent` (a streaming agent) `question` and show the answer as it streams.
+def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_tokens: int, **kwargs: object) -> None:
+    """Ask `agent` (a streaming agent) `question` (with the call's `kwargs`) and show the answer as it streams.
 
     An answer the model cut at its token limit ends with ``[cut at N tokens]``. On Ctrl-C the
     agent rolls its turn back; the question and what was shown of the answer are then added
     to its memory, marked as interrupted, and `KeyboardInterrupt` is raised again.
     """
     meter.take(0)
-    stream = agent(question)
+    stream = agent(question, **kwargs)
     try:
         for chunk in stream:
             if chunk.stream_state == AgentStatusCode.END:

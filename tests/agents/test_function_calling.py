@@ -4,6 +4,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from _support import resolve
 from plait.actions import BaseAction, tool_api
 from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
@@ -121,3 +123,31 @@ def test_streaming_variant_streams_turns_and_ends_once(mode: str) -> None:
     assert streamed and streamed[-1] == "37 times 91 is 3367" and streamed[0] == "37 "
     assert [m["sender"] for m in agent.state_dict()["memory"]] == ["user", cls.__name__, "ActionExecutor", cls.__name__]
     assert all(call.method == "stream_chat" for call in agent.llm.calls)
+
+
+@pytest.mark.parametrize(("reset", "second"), [("auto", "auto"), ("none", "none"), (None, "required")])
+def test_a_forcing_tool_choice_resets_once_a_tool_ran(reset: Any, second: str) -> None:
+    """'required' every round would never let the model answer: after a tool ran it becomes `reset_tool_choice`."""
+    from plait.actions import Calculator
+    from plait.llms import GPTAPI
+    from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+    script = [Reply(tool_calls=[("Calculator", {"expression": "6*7"})]), Reply("42"), Reply("42")]
+    with FakeOpenAIServer(script) as server:
+        llm = GPTAPI(model_type="m", api_base=server.base_url, key="k", retry=0)
+        agent = FunctionCallingAgent(llm, [Calculator()], max_turn=3, reset_tool_choice=reset)
+        agent("6*7?", tool_choice="required")  # a call's tool_choice overrides the agent's
+        choices = [body.get("tool_choice") for body in server.requests]
+    assert choices[:2] == ["required", second]
+
+
+def test_the_final_round_answers_whatever_the_call_asked() -> None:
+    from plait.actions import Calculator
+    from plait.llms import GPTAPI
+    from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+    script = [Reply(tool_calls=[("Calculator", {"expression": "1+1"})]), Reply("2")]
+    with FakeOpenAIServer(script) as server:
+        llm = GPTAPI(model_type="m", api_base=server.base_url, key="k", retry=0)
+        FunctionCallingAgent(llm, [Calculator()], max_turn=2, reset_tool_choice=None)("1+1?", tool_choice="required")
+        assert [body.get("tool_choice") for body in server.requests] == ["required", "none"]

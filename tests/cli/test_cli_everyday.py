@@ -174,3 +174,21 @@ def test_a_model_from_the_hub_is_downloaded_once_and_runs(tmp_path: Path) -> Non
         assert missing.returncode == 1 and "could not get QuantFactory/Nope-GGUF/nope.gguf" in missing.stderr
     malformed = plait("run", "--model", "hf:just-a-name.gguf", "hi")
     assert malformed.returncode == 2 and "hf:OWNER/REPO/FILE.gguf" in malformed.stderr
+
+
+def test_routed_tool_choice() -> None:
+    from plait.cli import tool_choice_for
+
+    calculator = ["Calculator"]
+    for question in ("What is 1234 + 5678?", "Compute 144 / 12.", "What is 17 times 23?", "Calculate 2 ** 10."):
+        assert tool_choice_for(question, calculator) == "required", question
+    for question in ("hi", "Tell me a joke.", "What is the capital of France?", "I have 3 cats."):
+        assert tool_choice_for(question, calculator) == "none", question
+    assert tool_choice_for("hi", ["Calculator", "WebBrowser.search"]) == "auto"  # other tools may fit
+    assert tool_choice_for("What is 2 + 2?", ["WebBrowser.search"]) == "auto"
+
+
+def test_the_calculator_reads_brackets_as_parentheses() -> None:
+    from plait.actions.calculator import evaluate
+
+    assert evaluate("{1234} + 5678") == 6912 and evaluate("[2 + 3] * {4}") == 20

@@ -48,13 +48,17 @@ _MAX_FACTORIAL = 1_000
 _MAX_LENGTH = 500
 
 
+_BRACKETS = str.maketrans("{}[]", "()()")
+
+
 def evaluate(expression: str) -> int | float:
-    """Evaluate an arithmetic expression (numbers, + - * / // % **, parentheses, common math functions).
+    """Evaluate an arithmetic expression (numbers, + - * / // % **, brackets, common math functions).
 
     Raises:
         ToolArgumentError: The expression is not arithmetic, too long, or cannot be computed.
     """
     text = expression.strip().replace("^", "**").replace("×", "*").replace("÷", "/")
+    text = text.translate(_BRACKETS)  # {1234} + 5678, [2 + 3] * 4: grouping as written by hand (or a small model)
     if not text or len(text) > _MAX_LENGTH:
         raise ToolArgumentError(f"give an arithmetic expression of 1 to {_MAX_LENGTH} characters")
     try:

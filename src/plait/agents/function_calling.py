@@ -48,7 +48,11 @@ class FunctionCallingCore(AgentCore):
         template: The system instruction.
         max_turn: Model calls per run; the last one is made with ``tool_choice='none'``
             so a final answer always arrives.
-        tool_choice: Passed to the model on tool rounds (``'auto'``, ``'required'``...).
+        tool_choice: Passed to the model on tool rounds (``'auto'``, ``'required'``...); a call's
+            ``tool_choice=`` keyword overrides it.
+        reset_tool_choice: What a forcing choice (``'required'``, one function) becomes once a
+            tool has run, so the model can answer: ``'auto'`` (default), ``'none'`` (answer
+            now), or None to keep forcing.
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
     Example:
@@ -67,6 +71,8 @@ class FunctionCallingCore(AgentCore):
         template: object = None,
         max_turn: int = 5,
         tool_choice: Any = "auto",
+        *,
+        reset_tool_choice: Any = "auto",
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggregator", FunctionCallAggregator())
@@ -74,6 +80,7 @@ class FunctionCallingCore(AgentCore):
         self.executor = build_executor(actions, self._executor_cls)
         self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
+        self.reset_tool_choice = reset_tool_choice
 
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
@@ -117,14 +124,25 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
     def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
         if self._tools is None:
             self._tools = self.agent.executor.openai_tools()
-        return {"tools": self._tools, "tool_choice": tool_choice, **kwargs} if self._tools else dict(kwargs)
+        if not self._tools:
+            return {k: v for k, v in kwargs.items() if k != "tool_choice"}
+        return {**kwargs, "tools": self._tools, "tool_choice": tool_choice}
 
     def ask(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
-        """The conversation with the tools' schemas and the agent's `tool_choice`."""
-        return Ask(self.agent._turn(session_id, self._params(kwargs, self.agent.tool_choice)))
+        """The conversation with the tools' schemas and the tool choice (the call's, else the agent's).
+
+        A choice that forces a tool call (``'required'``, or one function) holds until a tool
+        has run; later rounds ask with the agent's ``reset_tool_choice`` (``'auto'``, as the
+        OpenAI Agents SDK does), or the model could never answer.
+        """
+        choice = kwargs.get("tool_choice", self.agent.tool_choice)
+        reset = self.agent.reset_tool_choice
+        if state.turns and reset is not None and (choice == "required" or isinstance(choice, Mapping)):
+            choice = reset
+        return Ask(self.agent._turn(session_id, self._params(kwargs, choice)))
 
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
-        """The same request with ``tool_choice='none'``: the model must answer in text."""
+        """The same request with ``tool_choice='none'`` (whatever the call asked): the model must answer in text."""
         return Ask(self.agent._turn(session_id, self._params(kwargs, "none")))
 
     def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
