@@ -4,6 +4,7 @@ commands, answers cut at the token limit said to be cut, Ctrl-C that keeps the c
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
@@ -192,3 +193,88 @@ def test_the_calculator_reads_brackets_as_parentheses() -> None:
     from plait.actions.calculator import evaluate
 
     assert evaluate("{1234} + 5678") == 6912 and evaluate("[2 + 3] * {4}") == 20
+
+
+ESSAY = "Write a long essay about the history of Rome."
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "plait.cli", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, "PLAIT_API_BASE": "", "OPENAI_BASE_URL": ""},
+    )
+
+
+def _read_until(stream: Any, count: int) -> str:
+    seen = ""
+    while len(seen) < count:
+        seen += stream.read(1)
+    return seen
+
+
+def test_ctrl_c_stops_plait_run_on_the_embedded_model_at_once() -> None:
+    run = _spawn("run", "--tools", "", "--max-new-tokens", "2000", ESSAY)
+    assert run.stdout is not None
+    _read_until(run.stdout, 20)  # it is generating
+    run.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = run.communicate(timeout=30)
+    assert time.monotonic() - started < 1.5 and run.returncode == 130, err
+    assert "Aborted" not in err and "FATAL" not in err
+
+
+def test_ctrl_c_in_chat_on_the_embedded_model_keeps_the_conversation() -> None:
+    chat = _spawn("chat", "--tools", "", "--max-new-tokens", "2000")
+    assert chat.stdin is not None and chat.stdout is not None
+    chat.stdin.write(ESSAY + "\n")
+    chat.stdin.flush()
+    _read_until(chat.stdout, 60)
+    chat.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    chat.stdin.write("/save " + os.devnull + "\n/quit\n")
+    chat.stdin.flush()
+    out, err = chat.communicate(timeout=60)
+    assert chat.returncode == 0 and "[interrupted]" in out and "Aborted" not in err, err
+
+
+def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
+    import socket
+    import threading
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    serve = _spawn("serve", "--port", str(port), "--tools", "", "--max-new-tokens", "2000")
+    body = json.dumps({"messages": [{"role": "user", "content": ESSAY}], "stream": True}).encode()
+    deadline = time.monotonic() + 60
+    while True:  # wait until it listens
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health_check", timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and serve.poll() is None
+            time.sleep(0.2)
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body, method="POST")
+    streamed = threading.Event()
+
+    def client() -> None:
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                for line in response:
+                    if b'"content"' in line:
+                        streamed.set()
+        except OSError:
+            pass
+
+    threading.Thread(target=client, daemon=True).start()
+    assert streamed.wait(30)  # the model is generating
+    serve.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = serve.communicate(timeout=30)
+    assert time.monotonic() - started < 2.0, err
+    assert "Aborted" not in err and "FATAL" not in err

@@ -23,7 +23,9 @@ Stopping is written here once for every engine:
   rethrown``, ``Aborted``).
 
 A producer never sees the consumer's exception: signals are delivered to the main thread,
-and the worker only ever learns about a stop through ``cancel``.
+and the worker only ever learns about a stop through ``cancel``. Stops nest: a producer that
+itself waits on another one (an agent call on a worker thread, whose model generates on its
+own) passes its ``cancel`` on, so cancelling the outer call stops the inner generation too.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ _EXIT_SETTLE_S = 5.0
 _POLL_S = 0.1
 """The slice a sync consumer waits on its queue for: the longest a pending signal waits."""
 
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("plait_cancel", default=None)
+"""In a worker thread: its producer's ``cancel`` (what nested waits pass on)."""
+
 
 class _Done:
     """Marks the end of a producer's items."""
@@ -104,6 +109,7 @@ class _Worker:
             raise
 
     def _run(self, producer: Producer[T], emit: Callable[[_Item[T]], None]) -> None:
+        _CANCEL.set(self.cancel)  # this thread's context is a copy: the setting stays here
         try:
             try:
                 producer(emit, self.cancel)
@@ -151,13 +157,17 @@ def _unwrap(item: _Item[T]) -> T | _Done:
     return item
 
 
-def _get(items: queue.SimpleQueue[_Item[T]]) -> _Item[T]:
-    """The next item, waited for in `_POLL_S` slices so a pending signal is raised promptly."""
+def _get(items: queue.SimpleQueue[_Item[T]], worker: _Worker, parent: threading.Event | None) -> _Item[T]:
+    """The next item, waited for in `_POLL_S` slices so a pending signal is raised promptly.
+
+    A waiting worker thread whose own producer was cancelled (`parent`) cancels `worker`.
+    """
     while True:
         try:
             return items.get(timeout=_POLL_S)
         except queue.Empty:
-            continue
+            if parent is not None and parent.is_set():
+                worker.cancel.set()
 
 
 def _single(fn: Callable[[threading.Event], T]) -> Producer[T]:
@@ -176,9 +186,10 @@ def iterate_thread(producer: Producer[T], name: str = "plait-producer") -> Gener
     waiting for an item) cancels the producer and waits up to `SETTLE_S` for it to return.
     """
     items: queue.SimpleQueue[_Item[T]] = queue.SimpleQueue()
+    parent = _CANCEL.get()
     worker = _Worker(producer, items.put, name)
     try:
-        while not isinstance(item := _unwrap(_get(items)), _Done):
+        while not isinstance(item := _unwrap(_get(items, worker, parent)), _Done):
             yield item
     finally:
         worker.stop()

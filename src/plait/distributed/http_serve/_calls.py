@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import inspect
-import itertools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from ...exceptions import LLMError, ParseError, SessionBusyError, UserError
+from ...llms._threaded import Producer, aiterate_thread
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 
@@ -20,36 +21,46 @@ def _is_async_agent(agent: object) -> bool:
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
-async def _chunks_of(
-    result: Iterator[AgentMessage] | AsyncIterator[AgentMessage],
-) -> AsyncIterator[AgentMessage]:
-    if isinstance(result, AsyncIterator):
-        async for chunk in result:
-            yield chunk
-    else:
-        while step := await asyncio.to_thread(_take_one, result):  # a sync generator's step may block
-            yield step[0]
+def _run_sync(
+    agent: Callable[..., object], inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
+) -> Producer[Any]:
+    """A sync agent's call as a producer: its reply, or each chunk of its stream, until cancelled."""
 
+    def produce(emit: Callable[[Any], None], cancel: threading.Event) -> None:
+        result = agent(*inputs, **kwargs)
+        if not isinstance(result, Generator):
+            emit(result)
+            return
+        with contextlib.closing(result):  # a request that went away stops the agent (its turn rolled back)
+            for chunk in result:
+                if cancel.is_set():
+                    return
+                emit(chunk)
 
-def _take_one(iterator: Iterator[AgentMessage]) -> list[AgentMessage]:
-    """The iterator's next chunk as a one-item list (empty at its end)."""
-    return list(itertools.islice(iterator, 1))
+    return produce
 
 
 async def agent_chunks(
     agent: Callable[..., object], inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
 ) -> AsyncIterator[AgentMessage]:
-    """The agent's reply as chunks: a streaming agent's own, or one final message."""
-    result: Any  # an agent's reply: a message, an awaitable of one, or a stream of them
-    if _is_async_agent(agent):
-        result = agent(*inputs, **kwargs)
-    else:
-        result = await asyncio.to_thread(agent, *inputs, **kwargs)
+    """The agent's reply as chunks: a streaming agent's own, or one final message.
+
+    A sync agent runs on a worker thread (`plait.llms._threaded`): a request that is
+    cancelled (the client left, the server shuts down) stops it at its next chunk, and its
+    model at the next token, and the thread never holds up the process's exit.
+    """
+    if not _is_async_agent(agent):
+        async with contextlib.aclosing(aiterate_thread(_run_sync(agent, inputs, kwargs), "plait-agent-call")) as items:
+            async for item in items:
+                yield item
+        return
+    result: Any = agent(*inputs, **kwargs)  # an agent's reply: a message, an awaitable of one, or a stream
     if inspect.isawaitable(result):
         yield await result
-    elif isinstance(result, (Generator, AsyncGenerator)):
-        async for chunk in _chunks_of(result):
-            yield chunk
+    elif isinstance(result, AsyncGenerator):
+        async with contextlib.aclosing(result) as chunks:
+            async for chunk in chunks:
+                yield chunk
     else:
         yield result
 

@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from ...agents.module import AgentModule
 from ...exceptions import PlaitError, UserError
@@ -65,6 +66,9 @@ from .requests import ServerLimits, parse_chat_request, session_of
 __all__ = ["AgentAPIServer", "ServerLimits", "main", "session_key"]
 
 logger = logging.getLogger(__name__)
+
+SHUTDOWN_S = 1.0
+"""How long stopping the server waits for calls in flight before cancelling them."""
 
 
 def session_key(text: str) -> SessionId:
@@ -124,7 +128,10 @@ class AgentAPIServer:
         self.limits = limits or ServerLimits()
         self.access = AccessControl(token)
         self.insecure = insecure
-        self.app = web.Application(client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware()])
+        self.app = web.Application(
+            client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware(), self._track]
+        )
+        self._inflight: set[asyncio.Task[object]] = set()
         self.meter = UsageMeter()
         self.tool_log = ToolLog()
         if isinstance(self.agent, AgentModule):
@@ -226,7 +233,12 @@ class AgentAPIServer:
                 f"serving on {self.host!r} without a token would let anyone on the network use the agent: "
                 f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
             )
-        self._runner = web.AppRunner(self.app, access_log=None, keepalive_timeout=self.limits.idle_timeout)
+        self._runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            keepalive_timeout=self.limits.idle_timeout,
+            shutdown_timeout=SHUTDOWN_S,  # then in-flight calls are cancelled (and their models stopped)
+        )
         await self._runner.setup()
         assert self._runner.server is not None  # set by setup()
         factory = capped_factory(self._runner.server, self.limits.max_connections)
@@ -234,11 +246,27 @@ class AgentAPIServer:
         if self._server.sockets:
             self.port = int(self._server.sockets[0].getsockname()[1])
 
+    @web.middleware
+    async def _track(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Keep the requests in flight, so that stopping can cancel them."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            return await handler(request)
+        finally:
+            self._inflight.discard(task)
+
     async def stop_async(self) -> None:
-        """Stop listening, and close every connection."""
+        """Stop listening, cancel the calls in flight (their models stop), and close every connection."""
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        inflight = [task for task in self._inflight if not task.done()]
+        for task in inflight:
+            task.cancel()
+        if inflight:
+            await asyncio.wait(inflight, timeout=SHUTDOWN_S)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
