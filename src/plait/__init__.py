@@ -1,3 +1,4 @@
+# ruff: noqa: F405  (the names of __all__ come from the TYPE_CHECKING star imports)
 """plait: LLM agents built the way PyTorch builds networks.
 
 Agents are layers, messages flow between them, memory is state. Everything below is
@@ -20,220 +21,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_module
 from ._version import __version__
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what the lazy names are, for type checkers
     from . import actions, agents, hooks, llms, memory, replay, testing
-    from .actions import (
-        ActionExecutor,
-        ArxivSearch,
-        AsyncActionExecutor,
-        BaseAction,
-        BaseParser,
-        Calculator,
-        FinishAction,
-        InvalidAction,
-        IPythonInteractive,
-        IPythonInterpreter,
-        JsonParser,
-        NoAction,
-        PythonInterpreter,
-        TupleParser,
-        WebBrowser,
-        get_tool,
-        get_tool_cls,
-        list_tools,
-        tool_api,
+    from .actions import *  # noqa: F403
+    from .actions import (  # loaded on first use by plait.actions too, so not in its __all__
+        ArxivSearch as ArxivSearch,
+        Calculator as Calculator,
+        IPythonInteractive as IPythonInteractive,
+        IPythonInterpreter as IPythonInterpreter,
+        PythonInterpreter as PythonInterpreter,
+        WebBrowser as WebBrowser,
     )
-    from .agents import (
-        Agent,
-        AgentDict,
-        AgentForInternLM,
-        AgentList,
-        AgentModule,
-        AgentReturn,
-        AsyncAgent,
-        AsyncAgentForInternLM,
-        AsyncAutoGPT,
-        AsyncConversationalAgent,
-        AsyncFunctionCallingAgent,
-        AsyncMathCoder,
-        AsyncReAct,
-        AsyncReWOO,
-        AsyncSequential,
-        AsyncStreamingAgent,
-        AsyncStreamingFunctionCallingAgent,
-        AsyncStreamingSequential,
-        AutoGPT,
-        ConversationalAgent,
-        FunctionCallingAgent,
-        IncompatibleKeys,
-        Internlm2Agent,
-        Internlm2Protocol,
-        MathCoder,
-        ReAct,
-        ReWOO,
-        Sequential,
-        StreamingAgent,
-        StreamingFunctionCallingAgent,
-        StreamingSequential,
-    )
-    from .hooks import ActionPreprocessor, Hook, InternLMActionProcessor, MessageLogger, RemovableHandle
-    from .llms import (
-        GPTAPI,
-        APITemplateParser,
-        AsyncBaseLLM,
-        AsyncClaudeAPI,
-        AsyncGPTAPI,
-        AsyncHFTransformer,
-        AsyncHFTransformerCasualLM,
-        AsyncHFTransformerChat,
-        AsyncLlamaCppModel,
-        AsyncLMDeployClient,
-        AsyncLMDeployPipeline,
-        AsyncLMDeployServer,
-        AsyncVllmModel,
-        BaseLLM,
-        ClaudeAPI,
-        HFTransformer,
-        HFTransformerCasualLM,
-        HFTransformerCausalLM,
-        HFTransformerChat,
-        LlamaCppModel,
-        LMDeployClient,
-        LMDeployPipeline,
-        LMDeployServer,
-        LMTemplateParser,
-        VllmModel,
-    )
-    from .memory import Memory, MemoryManager
-    from .schema import (
-        ActionReturn,
-        ActionStatusCode,
-        ActionValidCode,
-        AgentMessage,
-        AgentStatusCode,
-        FunctionCall,
-        ModelStatusCode,
-    )
+    from .agents import *  # noqa: F403
+    from .hooks import *  # noqa: F403
+    from .llms import *  # noqa: F403
+    from .memory import Memory as Memory, MemoryManager as MemoryManager
+    from .schema import *  # noqa: F403
 
-# public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    # every class of plait.agents.__all__
-    **dict.fromkeys(
-        [
-            "Agent",
-            "AgentDict",
-            "AgentForInternLM",
-            "AgentList",
-            "AgentModule",
-            "AgentReturn",
-            "AsyncAgent",
-            "AsyncAgentForInternLM",
-            "AsyncAutoGPT",
-            "AsyncConversationalAgent",
-            "AsyncFunctionCallingAgent",
-            "AsyncMathCoder",
-            "AsyncReAct",
-            "AsyncReWOO",
-            "AsyncSequential",
-            "AsyncStreamingAgent",
-            "AsyncStreamingFunctionCallingAgent",
-            "AsyncStreamingSequential",
-            "AutoGPT",
-            "ConversationalAgent",
-            "FunctionCallingAgent",
-            "IncompatibleKeys",
-            "Internlm2Agent",
-            "Internlm2Protocol",
-            "MathCoder",
-            "ReAct",
-            "ReWOO",
-            "Sequential",
-            "StreamingAgent",
-            "StreamingFunctionCallingAgent",
-            "StreamingSequential",
-        ],
-        "plait.agents",
-    ),
-    **dict.fromkeys(
-        [
-            "ActionExecutor",
-            "ArxivSearch",
-            "AsyncActionExecutor",
-            "BaseAction",
-            "BaseParser",
-            "Calculator",
-            "FinishAction",
-            "IPythonInteractive",
-            "IPythonInterpreter",
-            "InvalidAction",
-            "JsonParser",
-            "NoAction",
-            "PythonInterpreter",
-            "TupleParser",
-            "WebBrowser",
-            "get_tool",
-            "get_tool_cls",
-            "list_tools",
-            "tool_api",
-        ],
-        "plait.actions",
-    ),
-    # every class of plait.llms.__all__ (backends whose extra is missing fail when used, not when named)
-    **dict.fromkeys(
-        [
-            "APITemplateParser",
-            "AsyncBaseLLM",
-            "AsyncClaudeAPI",
-            "AsyncGPTAPI",
-            "AsyncHFTransformer",
-            "AsyncHFTransformerCasualLM",
-            "AsyncHFTransformerChat",
-            "AsyncLMDeployClient",
-            "AsyncLMDeployPipeline",
-            "AsyncLMDeployServer",
-            "AsyncLlamaCppModel",
-            "AsyncVllmModel",
-            "BaseLLM",
-            "ClaudeAPI",
-            "GPTAPI",
-            "HFTransformer",
-            "HFTransformerCasualLM",
-            "HFTransformerCausalLM",
-            "HFTransformerChat",
-            "LMDeployClient",
-            "LMDeployPipeline",
-            "LMDeployServer",
-            "LMTemplateParser",
-            "LlamaCppModel",
-            "VllmModel",
-        ],
-        "plait.llms",
-    ),
-    **dict.fromkeys(
-        ["ActionPreprocessor", "Hook", "InternLMActionProcessor", "MessageLogger", "RemovableHandle"], "plait.hooks"
-    ),
-    **dict.fromkeys(["Memory", "MemoryManager"], "plait.memory"),
-    **dict.fromkeys(
-        [
-            "ActionReturn",
-            "ActionStatusCode",
-            "ActionValidCode",
-            "AgentMessage",
-            "AgentStatusCode",
-            "FunctionCall",
-            "ModelStatusCode",
-        ],
-        "plait.schema",
-    ),
-}
+# where each exported name is defined: the first of these packages that has it
+_PACKAGES = ("plait.schema", "plait.memory", "plait.hooks", "plait.actions", "plait.llms", "plait.agents")
 
 # submodules reachable as attributes (``import plait; plait.replay.record(...)``), imported on first access
 _SUBMODULES = ("actions", "agents", "hooks", "llms", "memory", "replay", "testing")
 
-# a literal list, so type checkers see the re-exports (`tests/test_exports.py` checks it against `_EXPORTS`)
+# a literal list, so type checkers see the re-exports (`tests/test_exports.py` pins it)
 __all__ = [
     "GPTAPI",
     "APITemplateParser",
@@ -328,15 +141,23 @@ __all__ = [
 ]
 
 
-_lazy_getattr, __dir__ = lazy_module(__name__, _EXPORTS, [*__all__, *_SUBMODULES])
-
-
 def __getattr__(name: str) -> object:
-    """A lazily exported name, or one of the `_SUBMODULES` (imported on first access).
+    """A name of `__all__` (from the package that defines it) or one of the `_SUBMODULES`, imported on first access.
 
     Raises:
         AttributeError: `name` is neither.
     """
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    return _lazy_getattr(name)
+    if name in __all__:
+        for package in _PACKAGES:
+            module = importlib.import_module(package)
+            if name in getattr(module, "__all__", ()) or name in dir(module):
+                value = getattr(module, name)
+                globals()[name] = value  # once: later lookups do not come here
+                return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_SUBMODULES})
