@@ -45,10 +45,25 @@ def history_file() -> Path:
 class Printer:
     """Writes streamed replies as deltas and tool events as whole lines, never mixing the two on a line."""
 
+    STATUS = "… thinking"
+
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.shown = ""  # the current reply's text already written
         self.line_open = False
+        self.status_shown = False
+
+    def waiting(self) -> None:
+        """On a terminal, say the model is thinking until its first words (erased then)."""
+        if not self.line_open and not self.status_shown and self.out.isatty():
+            self.out.write(self.STATUS)
+            self.out.flush()
+            self.status_shown = True
+
+    def _clear_status(self) -> None:
+        if self.status_shown:
+            self.out.write("\r" + " " * len(self.STATUS) + "\r")
+            self.status_shown = False
 
     def text(self, text: str) -> None:
         """Show a reply's cumulative `text` (a text that does not extend the last one starts anew)."""
@@ -57,6 +72,7 @@ class Printer:
             self.shown = ""
         delta = text[len(self.shown) :]
         if delta:
+            self._clear_status()
             self.out.write(delta)
             self.out.flush()
             self.line_open = True
@@ -64,6 +80,7 @@ class Printer:
 
     def answer(self, text: str) -> None:
         """Finish with the answer `text` (written whole unless it was streamed)."""
+        self._clear_status()
         if text != self.shown:
             self.end_line()
             self.out.write(text)
@@ -73,6 +90,7 @@ class Printer:
 
     def line(self, text: str) -> None:
         """A line of its own (a tool event, a notice)."""
+        self._clear_status()
         self.end_line()
         self.out.write(f"{text}\n")
         self.out.flush()
@@ -116,6 +134,7 @@ def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_
     to its memory, marked as interrupted, and `KeyboardInterrupt` is raised again.
     """
     meter.take(0)
+    printer.waiting()
     stream = agent(question, **kwargs)
     try:
         for chunk in stream:

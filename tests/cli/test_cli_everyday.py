@@ -278,3 +278,21 @@ def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
     _, err = serve.communicate(timeout=30)
     assert time.monotonic() - started < 2.0, err
     assert "Aborted" not in err and "FATAL" not in err
+
+
+def test_a_terminal_sees_a_thinking_line_until_the_first_words() -> None:
+    from plait.repl import Printer
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal, pipe = Terminal(), io.StringIO()
+    for out in (terminal, pipe):
+        printer = Printer(out)
+        printer.waiting()
+        printer.text("Hel")
+        printer.text("Hello")
+        printer.answer("Hello")
+    assert terminal.getvalue() == Printer.STATUS + "\r" + " " * len(Printer.STATUS) + "\r" + "Hello\n"
+    assert pipe.getvalue() == "Hello\n"  # nothing but the answer when the output is not a terminal
