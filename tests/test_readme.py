@@ -95,3 +95,16 @@ def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, f"README.md:{block.line} failed:\n{block.code}\n--- stderr ---\n{done.stderr[-4000:]}"
+
+
+def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
+    """A user's script written from the README type-checks under ``mypy --strict`` (issue 16)."""
+    files = []
+    for block in RUN:
+        file = tmp_path / f"readme_line_{block.line}.py"
+        file.write_text(block.code, encoding="utf-8")
+        files.append(str(file))
+    env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
+    command = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache")]
+    checked = subprocess.run([*command, *files], capture_output=True, text=True, env=env, timeout=300)
+    assert checked.returncode == 0, checked.stdout[-3000:]

@@ -146,8 +146,9 @@ def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_
         stream.close()  # the agent rolls its turn back now, before the interrupted one is added
         partial = printer.shown
         printer.line(INTERRUPTED.strip())
-        if agent.memory is not None:
-            agent.memory.add([question, AgentMessage(sender=agent.name, content=partial + INTERRUPTED)], 0)
+        memory = getattr(agent, "memory", None)  # None for an agent built with memory=None
+        if memory is not None:
+            memory.add([question, AgentMessage(sender=agent.name, content=partial + INTERRUPTED)], 0)
         raise
     if meter.take(0).finish_reason == "length":
         printer.line(f"[cut at {max_new_tokens} tokens: raise --max-new-tokens for longer answers]")

@@ -441,3 +441,21 @@ def test_memoryless_agent_cannot_prompt(mode: str) -> None:
         resolve(agent("hi"))
     with pytest.raises(UserError, match="no llm"):
         resolve(agent_cls(mode)()("hi"))
+
+
+def test_memory_is_typed_for_agents_that_have_it_and_absent_for_those_that_do_not() -> None:
+    """``agent.memory`` is a `MemoryManager` (not Optional: mypy --strict accepts ``agent.memory.get_memory()``);
+    an agent built with ``memory=None`` has none: ``getattr(agent, 'memory', None)`` is None."""
+    from plait.agents import AgentList
+    from plait.memory import MemoryManager
+
+    agent = Agent(scripted_llm(["hi"], "sync"))
+    agent("hello")
+    assert isinstance(agent.memory, MemoryManager) and len(agent.memory.get_memory(0)) == 2
+    plain = Agent(scripted_llm(["x"], "sync"), memory=None)
+    assert getattr(plain, "memory", None) is None and not hasattr(plain, "memory")
+    with pytest.raises(AttributeError, match="built with memory=None"):
+        plain.memory.get_memory(0)
+    assert getattr(AgentList([agent]), "memory", None) is None  # containers keep no history of their own
+    plain.memory = MemoryManager()  # assignable, as an attribute
+    assert plain.memory.get_memory(0) == []

@@ -276,14 +276,14 @@ class ToolProtocolAgent(AgentCore):
         The output format's instruction goes where the template has ``{output_format}``,
         or else into a system message of its own.
         """
-        memory = (self.memory.get(session_id) if self.memory is not None else None) or Memory()
+        memory = (self._memory.get(session_id) if self._memory is not None else None) or Memory()
         embedded = isinstance(self.template, str) and "output_format" in format_placeholders(self.template)
         parser = None if embedded else self.output_format
         return self.aggregator.aggregate(memory, self.name, parser, self.system_prompt())
 
     def split_memory(self, session_id: Hashable) -> tuple[list[AgentMessage], list[AgentMessage]]:
         """``(history, pending)``: pending = the messages after this agent's last reply (the new input)."""
-        messages = self.memory.get_memory(session_id) if self.memory is not None else []
+        messages = self._memory.get_memory(session_id) if self._memory is not None else []
         last_own = max((i for i, m in enumerate(messages) if m.sender == self.name), default=-1)
         return messages[: last_own + 1], messages[last_own + 1 :]
 

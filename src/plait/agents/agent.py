@@ -84,12 +84,28 @@ class AgentCore(AgentModule):
         self.name = name or type(self).__name__
         self.llm = create_object(llm)
         self.template = template
-        self.memory: MemoryManager | None = MemoryManager(memory) if memory is not None else None
+        self._memory: MemoryManager | None = MemoryManager(memory) if memory is not None else None
         self.output_format = create_object(output_format)
         self.aggregator: Aggregator = create_object(aggregator)
         self.description = description
         for hook in hooks or []:
             self.register_hook(create_object(hook))
+
+    @property
+    def memory(self) -> MemoryManager:
+        """The memory of this agent's sessions (a `MemoryManager`).
+
+        Raises:
+            AttributeError: The agent was built with ``memory=None`` and keeps no history
+                (``getattr(agent, 'memory', None)`` is then None).
+        """
+        if self._memory is None:
+            raise AttributeError(f"{self.name} was built with memory=None: it keeps no history")
+        return self._memory
+
+    @memory.setter
+    def memory(self, value: MemoryManager | None) -> None:
+        self._memory = value
 
     # -- what the agent does --
 
@@ -130,9 +146,9 @@ class AgentCore(AgentModule):
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the LLM would receive for this session now."""
-        if self.memory is None:
+        if self._memory is None:
             raise UserError(f"{self.name} was built with memory=None, so it has no history to prompt with")
-        memory = self.memory.get(session_id) or Memory()
+        memory = self._memory.get(session_id) or Memory()
         return self.aggregator.aggregate(memory, self.name, self.output_format, self.template)
 
     def make_response(
@@ -164,8 +180,8 @@ class AgentCore(AgentModule):
 
     def update_memory(self, message: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory (no-op for memory-less agents)."""
-        if self.memory is not None:
-            self.memory.add(message, session_id=session_id)
+        if self._memory is not None:
+            self._memory.add(message, session_id=session_id)
 
     def register_hook(self, hook: Hook) -> RemovableHandle:
         """Register a hook to run around every call; the handle's `remove()` unregisters it."""

@@ -29,7 +29,7 @@ class CallPathAgent(Protocol):
     """What the call path needs of an agent (every `AgentCore` is one)."""
 
     name: str
-    memory: MemoryManager | None
+    _memory: MemoryManager | None
     _hooks: dict[int, Any]
     _calls: dict[Hashable, object]
     _stream_forward: ClassVar[bool]
@@ -97,7 +97,7 @@ def agent_call_flow(
         SessionBusyError: Another call of this agent on `session_id` has not finished
             (agents with memory take one call per session at a time).
     """
-    memory = agent.memory
+    memory = agent._memory
     token = object()
     if memory is not None and agent._calls.setdefault(session_id, token) is not token:  # atomic across threads
         raise SessionBusyError(agent.name, session_id)

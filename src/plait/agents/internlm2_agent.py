@@ -410,7 +410,7 @@ class Internlm2Agent(AgentForInternLM):
         if not messages:
             raise UserError("chat() needs at least one user message")
         self._apply_protocol(system)
-        memory = self.agent.memory
+        memory = self.agent._memory
         if memory is None:
             raise UserError("Internlm2Agent needs a memory for its trajectory")
         memory.reset(session_id)
@@ -418,7 +418,7 @@ class Internlm2Agent(AgentForInternLM):
         return messages[-1:], len(messages)
 
     def _finish(self, current: AgentReturn, reply: AgentMessage, session_id: Hashable, offset: int) -> AgentReturn:
-        memory = self.agent.memory
+        memory = self.agent._memory
         trajectory = memory.get_memory(session_id)[offset:] if memory is not None else []
         result = copy.deepcopy(current)
         result.state = AgentStatusCode.END

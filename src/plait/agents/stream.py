@@ -293,7 +293,7 @@ class InternLMAgentCore(AgentCore):
     def _flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
-        memory = self.agent.memory
+        memory = self.agent._memory
         mark = memory.length(session_id) if memory is not None else 0
         protocol = InternLMProtocol(self, inputs)
         try:
@@ -309,7 +309,7 @@ class InternLMAgentCore(AgentCore):
 
     def get_steps(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The session's trajectory as ``{'role': 'thought' | 'tool' | 'environment', 'content', 'name'?}`` dicts."""
-        memory = self.agent.memory
+        memory = self.agent._memory
         messages = memory.get_memory(session_id) if memory is not None else []
         return steps_of(messages, self.agent.name)
 
