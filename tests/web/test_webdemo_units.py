@@ -244,6 +244,11 @@ def test_preset_reads_the_environment() -> None:
         "plugins": ["A", "B"],
         "mcp": "srv one\nhttp://h/mcp",
     }
+    # without the web's own variables, the CLI's: PLAIT_API_BASE, else OPENAI_BASE_URL; PLAIT_MODEL
+    assert preset({"OPENAI_BASE_URL": "http://o/v1", "PLAIT_MODEL": "m.gguf"})["api_base"] == "http://o/v1"
+    shared = preset({"PLAIT_API_BASE": "http://p/v1", "OPENAI_BASE_URL": "http://o/v1", "PLAIT_MODEL": "m.gguf"})
+    assert (shared["api_base"], shared["model"]) == ("http://p/v1", "m.gguf")
+    assert preset({"PLAIT_WEB_API_BASE": "http://w/v1", "PLAIT_API_BASE": "http://p/v1"})["api_base"] == "http://w/v1"
 
 
 def test_plugin_choices_are_sync_user_pickable_tools() -> None:

@@ -12,6 +12,9 @@ passes its options to the app:
 | ``PLAIT_WEB_TOOLS`` | comma-separated plugins selected at start (default ``Calculator``) |
 | ``PLAIT_WEB_TOOL_MODULES`` | ``os.pathsep``-separated modules or ``.py`` files defining extra tools |
 | ``PLAIT_WEB_MCP`` | MCP servers offered at start, one per line (a command line or an http(s) URL) |
+
+Without ``PLAIT_WEB_API_BASE`` / ``PLAIT_WEB_MODEL``, the variables the CLI reads are used:
+``PLAIT_API_BASE`` (else ``OPENAI_BASE_URL``) and ``PLAIT_MODEL``.
 """
 
 from __future__ import annotations
@@ -213,14 +216,19 @@ class Preset(TypedDict):
     mcp: str
 
 
+def _first(env: Mapping[str, str], *names: str) -> str:
+    """The first of the variables `names` that is set and not empty ('' if none)."""
+    return next((env[name] for name in names if env.get(name)), "")
+
+
 def preset(environ: Mapping[str, str] | None = None) -> Preset:
     """Initial sidebar values from the environment (see the module docstring)."""
     env = os.environ if environ is None else environ
     agent = env.get("PLAIT_WEB_AGENT", "function_calling")
     tools = env.get("PLAIT_WEB_TOOLS", "Calculator")
     return {
-        "api_base": server_url(env.get("PLAIT_WEB_API_BASE", "")),
-        "model": env.get("PLAIT_WEB_MODEL", ""),
+        "api_base": server_url(_first(env, "PLAIT_WEB_API_BASE", "PLAIT_API_BASE", "OPENAI_BASE_URL")),
+        "model": _first(env, "PLAIT_WEB_MODEL", "PLAIT_MODEL"),
         "agent": agent if agent in AGENT_KINDS else "function_calling",
         "plugins": [t.strip() for t in tools.split(",") if t.strip()],
         "mcp": env.get("PLAIT_WEB_MCP", ""),
