@@ -164,3 +164,35 @@ def test_a_streamed_answer_shows_the_tool_calls_as_they_happen() -> None:
     assert text.endswith("It is 42.")
     last_text = max(i for i, c in enumerate(chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
     assert chunks.index(events[0]) < last_text  # the tool event came before the answer's text
+
+
+def test_the_official_openai_client_sees_a_faithful_endpoint(served: AgentAPIServer, model: FakeOpenAIServer) -> None:
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=served.url + "/v1", api_key="unused", max_retries=0)
+    cut = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "write an essay"}])
+    assert cut.choices[0].finish_reason == "length" and cut.usage is not None and cut.usage.completion_tokens == 3
+    french = [{"role": "system", "content": "Answer only in French."}, {"role": "user", "content": "hello"}]
+    client.chat.completions.create(model="agent", messages=french)
+    assert any("Answer only in French." in str(m["content"]) for m in model.requests[-1]["messages"])
+    one = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "a"}], user="ann")
+    two = client.chat.completions.create(model="agent", messages=[{"role": "user", "content": "b"}], user="ann")
+    assert (one.choices[0].message.content, two.choices[0].message.content) == (
+        "echo a after 0 earlier",
+        "echo b after 0 earlier",  # one end user's two conversations stay apart
+    )
+    session = {"X-Session-Id": "joined"}
+    for text in ("c", "d"):
+        last = client.chat.completions.create(
+            model="agent", messages=[{"role": "user", "content": text}], extra_headers=session
+        )
+    assert last.choices[0].message.content == "echo d after 1 earlier"  # the header joins them
+    stream = client.chat.completions.create(
+        model="agent",
+        messages=[{"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "echo hi after 0 earlier"
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens == 12
+    client.close()
