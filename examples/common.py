@@ -1,8 +1,9 @@
 """Shared by the examples: which model to run on.
 
-Set ``PLAIT_API_BASE`` (and ``PLAIT_MODEL``, optionally ``OPENAI_API_KEY``) to use any
-OpenAI-compatible server (vLLM, LMDeploy, Ollama, llama.cpp server, OpenAI); otherwise the
-embedded local model runs in-process.
+The settings are the CLI's: ``PLAIT_API_BASE`` (else ``OPENAI_BASE_URL``), with ``PLAIT_MODEL``
+and optionally ``OPENAI_API_KEY``, to use any OpenAI-compatible server (vLLM, LMDeploy, Ollama,
+llama.cpp server, OpenAI); otherwise the embedded local model runs in-process (``PLAIT_MODEL``
+then may name a ``.gguf`` file or ``hf:OWNER/REPO/FILE.gguf``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 def make_llm(asynchronous: bool = False, **gen_params: Any) -> Any:
     """An LLM for the examples: the configured server, or the embedded model."""
-    base = os.environ.get("PLAIT_API_BASE")
+    base = os.environ.get("PLAIT_API_BASE") or os.environ.get("OPENAI_BASE_URL")
     if base:
         from plait.llms import GPTAPI, AsyncGPTAPI
 
@@ -22,4 +23,4 @@ def make_llm(asynchronous: bool = False, **gen_params: Any) -> Any:
     from plait.llms import AsyncLlamaCppModel, LlamaCppModel
 
     cls_local = AsyncLlamaCppModel if asynchronous else LlamaCppModel
-    return cls_local(**gen_params)
+    return cls_local(path=os.environ.get("PLAIT_MODEL") or None, **gen_params)
