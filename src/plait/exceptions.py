@@ -13,6 +13,7 @@ PlaitError
 │   │   └── LLMRateLimitError 429 / quota
 │   ├── LLMConnectionError    no connection, or it broke mid-response
 │   ├── LLMTimeoutError       the request took longer than its timeout
+│   ├── ContextWindowExceeded a request would not fit the model's context (raised before it is sent)
 │   └── LLMResponseError      the server answered with something that is not a valid response
 ├── ToolError                 a tool could not be run
 │   ├── ToolNotFoundError     no tool of that name (names the valid ones)
@@ -45,6 +46,7 @@ from typing import Any, ClassVar
 __all__ = [
     "APIResponseError",
     "BlockedURLError",
+    "ContextWindowExceeded",
     "HTTPStatusError",
     "LLMAPIError",
     "LLMConnectionError",
@@ -163,6 +165,25 @@ class LLMError(PlaitError):
     def __init__(self, message: str, *, attempts: int = 1) -> None:
         super().__init__(message)
         self.attempts = attempts
+
+
+class ContextWindowExceeded(LLMError):
+    """A request would not fit the model's context window; raised before it is sent (`plait.context`).
+
+    Attributes:
+        tokens: The request's tokens (counted or estimated).
+        budget: The tokens it may take: the context window less what is kept for the reply.
+        context_window: The model's context size.
+    """
+
+    def __init__(self, tokens: int, budget: int, context_window: int) -> None:
+        super().__init__(
+            f"the request takes {tokens} tokens but {budget} fit (context window {context_window}, less "
+            f"what is kept for the reply); trim the history, reset the session, or use a 'trim' ContextPolicy"
+        )
+        self.tokens = tokens
+        self.budget = budget
+        self.context_window = context_window
 
 
 class LLMAPIError(LLMError):
