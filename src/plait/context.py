@@ -17,8 +17,10 @@ with intercept(agent, policy):
     agent(long_question, session_id="u1")     # sends what fits in 4096 - 512 tokens
 ```
 
-Token counts are estimated (`estimate_tokens`: about four characters a token, plus a few per
-message) unless the model offers ``count_tokens(messages)``.
+Token counts are the model's own where it offers ``count_tokens(messages)`` (the embedded
+llama.cpp model: exact, from its chat template and tokenizer), else estimated
+(`estimate_tokens`: about four characters a token, plus a few per message). The context size
+is the model's ``context_window`` where it has one.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Literal, TypeVar, cast
 
-from .effects import Effect, Flow, ModelCall
+from .effects import Call, Effect, Flow, ModelCall
 from .exceptions import ContextWindowExceeded, UserError
 from .interceptors import Interceptor
 
@@ -78,8 +80,9 @@ def trim_messages(messages: Sequence[Message], budget: int, count: Counter = est
     """The most recent turns of `messages` that fit in `budget` tokens (see the module docstring).
 
     The leading system messages and the current turn are always kept, even when they alone
-    exceed the budget (the caller decides what then happens); older groups are added from the
-    newest back while they fit.
+    exceed the budget (the caller decides what then happens); of the older groups, the
+    longest newest run that fits is kept. Whole candidate prompts are counted (a binary
+    search: a few counts), so an exact counter's template overhead is counted once.
     """
     items = list(messages)
     head = 0
@@ -87,15 +90,19 @@ def trim_messages(messages: Sequence[Message], budget: int, count: Counter = est
         head += 1
     last_user = max((i for i in range(head, len(items)) if items[i].get("role") == "user"), default=len(items))
     pinned_head, current = items[:head], items[last_user:]
-    kept: list[Message] = []
-    used = count(pinned_head + current)
-    for group in reversed(message_groups(items[head:last_user])):
-        cost = count(group)
-        if used + cost > budget:
-            break
-        kept[:0] = group
-        used += cost
-    return pinned_head + kept + current
+    groups = message_groups(items[head:last_user])
+
+    def keeping(k: int) -> list[Message]:
+        return pinned_head + [m for group in groups[len(groups) - k :] for m in group] + current
+
+    low, high = 0, len(groups)  # keeping `low` groups fits (or nothing can be left out); find the most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(keeping(middle)) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return keeping(low)
 
 
 class ContextPolicy(Interceptor):
@@ -139,14 +146,17 @@ class ContextPolicy(Interceptor):
             return passed
         messages = cast("list[Message]", effect.messages)
         count = self.count or _model_counter(effect.llm)
-        budget = self._window(effect.llm) - self._reserve(effect)
-        used = count(messages)
+        window = self._window(effect.llm)
+        budget = window - self._reserve(effect)
+        # counting may ask the engine (a blocking call): as an effect, an async driver runs it in a thread
+        used: int = yield Call(count, (messages,))
         if used > budget:
             if self.policy == "error":
-                raise ContextWindowExceeded(used, budget, self._window(effect.llm))
-            fitted = trim_messages(messages, budget, count)
-            if count(fitted) > budget:  # the system prompt and the current turn alone do not fit
-                raise ContextWindowExceeded(count(fitted), budget, self._window(effect.llm))
+                raise ContextWindowExceeded(used, budget, window)
+            fitted: list[Message] = yield Call(trim_messages, (messages, budget, count))
+            kept: int = yield Call(count, (fitted,))
+            if kept > budget:  # the system prompt and the current turn alone do not fit
+                raise ContextWindowExceeded(kept, budget, window)
             self._notice(effect.session_id, len(messages) - len(fitted))
             effect = effect.replace(messages=fitted)
         result: R = yield effect

@@ -123,3 +123,64 @@ def test_a_tool_using_agent_keeps_its_current_tool_round() -> None:
         last = server.requests[-1]["messages"]
     roles = [m["role"] for m in last]
     assert roles[-3:] == ["user", "assistant", "tool"] and "z" * 900 not in str(last)  # old turn out, tool round in
+
+
+@pytest.mark.parametrize("seed", [0])
+def test_the_embedded_models_count_is_llama_cpps_own(seed: int) -> None:
+    """`LlamaCppModel.count_tokens` equals the prompt tokens llama.cpp reports, for 20 random histories."""
+    import random
+
+    from plait.llms import LlamaCppModel
+
+    rng = random.Random(seed)
+    words = [
+        "the",
+        "quick",
+        "brown",
+        "fox",
+        "jumps",
+        "over",
+        "a",
+        "lazy",
+        "dog,",
+        "42",
+        "times!",
+        "Ünïcode",
+        "ok?",
+        "数字",
+    ]
+    llm = LlamaCppModel(temperature=0, max_new_tokens=1, n_ctx=2048)
+    for _ in range(20):
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": " ".join(rng.choices(words, k=rng.randint(0, 6)))}
+        ]
+        for _ in range(rng.randint(1, 3)):
+            messages.append({"role": "user", "content": " ".join(rng.choices(words, k=rng.randint(1, 15)))})
+            messages.append({"role": "assistant", "content": " ".join(rng.choices(words, k=rng.randint(1, 15)))})
+        messages.append({"role": "user", "content": " ".join(rng.choices(words, k=rng.randint(1, 20)))})
+        reported = llm.complete(messages).usage
+        assert reported is not None and llm.count_tokens(messages) == reported.prompt_tokens
+    assert llm.context_window == 2048
+    llm.close()
+
+
+def test_a_long_chat_on_the_embedded_model_runs_under_trim_and_refuses_under_error() -> None:
+    from plait.llms import LlamaCppModel
+
+    llm = LlamaCppModel(temperature=0, max_new_tokens=4, n_ctx=512)
+    agent = Agent(llm)
+    turn = "Here is some context about the history of Rome and its emperors. " * 4  # ~60 tokens
+    with intercept(agent, ContextPolicy("trim", reserve=8)):
+        for n in range(10):  # ~700 tokens of history: more than the context
+            agent(f"{turn} Question {n}: who was first?", session_id="trim")
+    assert len(agent.memory.get_memory("trim")) == 20
+    refusing = Agent(llm)
+    with intercept(refusing, ContextPolicy("error", reserve=8)):
+        with pytest.raises(ContextWindowExceeded):
+            for n in range(10):
+                refusing(f"{turn} Question {n}: who was first?", session_id="error")
+        stored = len(refusing.memory.get_memory("error"))
+        refusing.reset("error")
+        refusing("Short question?", session_id="error")  # usable again after a reset
+    assert stored % 2 == 0 and stored < 20
+    llm.close()

