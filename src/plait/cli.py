@@ -40,6 +40,7 @@ from .exceptions import PlaitError, UserError
 if TYPE_CHECKING:
     from .actions import BaseAction
     from .agents.function_calling import StreamingFunctionCallingAgent
+    from .context import PolicyName
     from .hooks.usage import UsageMeter
     from .llms.llama_cpp import LlamaCppModel
     from .llms.openai import GPTAPI
@@ -146,7 +147,12 @@ def _tool(name: str) -> BaseAction:
 
 
 def build_agent(
-    llm: object, tools: Sequence[str | BaseAction], system: str, max_turn: int, mcp: Sequence[str] = ()
+    llm: object,
+    tools: Sequence[str | BaseAction],
+    system: str,
+    max_turn: int,
+    mcp: Sequence[str] = (),
+    context_policy: PolicyName | None = "trim",
 ) -> StreamingFunctionCallingAgent:
     """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers."""
     from .actions.mcp import MCPToolkit
@@ -154,7 +160,7 @@ def build_agent(
 
     chosen = [_tool(tool) if isinstance(tool, str) else tool for tool in tools]
     actions = [*chosen, *(MCPToolkit.from_spec(server) for server in mcp)]
-    return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn)
+    return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn, context_policy=context_policy)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -193,6 +199,13 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
     common.add_argument("--session", help="JSON file to load the conversation from and save it to")
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
+    common.add_argument(
+        "--context",
+        choices=["trim", "error", "off"],
+        default="trim",
+        help="a conversation longer than the model's context: leave the oldest turns out of requests (trim, the "
+        "default), stop with an error, or send it whole (off)",
+    )
     common.add_argument(
         "--tool-choice",
         choices=["routed", "auto", "required", "none"],
@@ -283,7 +296,8 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     llm = build_llm(
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
-    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp)
+    policy = None if args.context == "off" else args.context
+    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy)
     agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
     meter = UsageMeter()
     register_interceptor(agent, meter)
@@ -342,8 +356,12 @@ def _run(
     choice = args.tool_choice
     if choice == "routed":
         choice = tool_choice_for(question, list(agent.executor.keys()))
+    policy = agent.context_policy
+    trimmed = policy.trimmed.get(0, 0) if policy is not None else 0
     try:
         ask(agent, question, printer, meter, args.max_new_tokens, tool_choice=choice)
+        if policy is not None and policy.trimmed.get(0, 0) > trimmed:
+            printer.notice("(older turns were left out of the request to fit the model's context; /context)")
     finally:
         if args.session:
             agent.save_state(args.session)

@@ -35,13 +35,15 @@ from .effects import Call, Effect, Flow, ModelCall
 from .exceptions import ContextWindowExceeded, UserError
 from .interceptors import Interceptor
 
-__all__ = ["ContextPolicy", "estimate_tokens", "message_groups", "trim_messages"]
+__all__ = ["ContextPolicy", "PolicyName", "estimate_tokens", "message_groups", "trim_messages"]
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 Message = Mapping[str, object]
 Counter = Callable[[Sequence[Message]], int]
+PolicyName = Literal["trim", "error"]
+"""The policies by name: ``"trim"`` (leave the oldest turns out) or ``"error"`` (refuse)."""
 
 _PER_MESSAGE = 4  # role and separators of a chat template, roughly
 
@@ -119,13 +121,14 @@ class ContextPolicy(Interceptor):
 
     Attributes:
         trimmed: How many requests were trimmed, per session.
+        last: The last request of each session: ``(tokens sent, budget, context window)``.
     """
 
     effects = (ModelCall,)
 
     def __init__(
         self,
-        policy: Literal["trim", "error"] = "trim",
+        policy: PolicyName = "trim",
         context_window: int | None = None,
         reserve: int | None = None,
         count: Counter | None = None,
@@ -137,6 +140,7 @@ class ContextPolicy(Interceptor):
         self.reserve = reserve
         self.count = count
         self.trimmed: dict[Hashable, int] = {}
+        self.last: dict[Hashable, tuple[int, int, int]] = {}
         self._lock = threading.Lock()
 
     def around(self, effect: Effect[R]) -> Flow[R]:
@@ -150,6 +154,7 @@ class ContextPolicy(Interceptor):
         budget = window - self._reserve(effect)
         # counting may ask the engine (a blocking call): as an effect, an async driver runs it in a thread
         used: int = yield Call(count, (messages,))
+        self.last[effect.session_id] = (used, budget, window)
         if used > budget:
             if self.policy == "error":
                 raise ContextWindowExceeded(used, budget, window)
@@ -158,6 +163,7 @@ class ContextPolicy(Interceptor):
             if kept > budget:  # the system prompt and the current turn alone do not fit
                 raise ContextWindowExceeded(kept, budget, window)
             self._notice(effect.session_id, len(messages) - len(fitted))
+            self.last[effect.session_id] = (kept, budget, window)
             effect = effect.replace(messages=fitted)
         result: R = yield effect
         return result

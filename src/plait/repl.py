@@ -27,6 +27,7 @@ COMMANDS = {
     "/save FILE": "save the conversation (and agent state) to FILE",
     "/load FILE": "load a conversation saved with /save",
     "/tools": "list the agent's tools",
+    "/context": "how much of the model's context the last request used",
     "/quit": "leave (also /exit or Ctrl-D)",
 }
 
@@ -95,6 +96,10 @@ class Printer:
         self.out.write(f"{text}\n")
         self.out.flush()
         self.shown = ""
+
+    def notice(self, text: str) -> None:
+        """A line about the conversation itself (dim on a terminal)."""
+        self.line(f"\x1b[2m{text}\x1b[0m" if self.out.isatty() else text)
 
     def end_line(self) -> None:
         """Close a line a streamed reply left open."""
@@ -218,6 +223,19 @@ def _read(stdin: TextIO, out: TextIO, interactive: bool) -> str | None:
     return line.strip() if line else None
 
 
+def _context_report(policy: Any) -> str:
+    """What ``/context`` says: the last request's tokens against the budget, and how often history was trimmed."""
+    if policy is None:
+        return "no context policy: the whole conversation is sent every time (--context trim to change that)"
+    if 0 not in policy.last:
+        return f"context policy: {policy.policy}; no request yet"
+    used, budget, window = policy.last[0]
+    return (
+        f"last request: {used} tokens of {budget} available (context window {window}, the rest kept for the reply); "
+        f"policy {policy.policy}, history trimmed {policy.trimmed.get(0, 0)} time(s)"
+    )
+
+
 def _command(agent: Any, text: str) -> str:
     """Run a chat command; its reply (errors included) as text."""
     command, _, argument = text.partition(" ")
@@ -229,6 +247,8 @@ def _command(agent: Any, text: str) -> str:
         return "(conversation cleared)"
     if command == "/tools":
         return ", ".join(agent.executor.keys()) or "(no tools)"
+    if command == "/context":
+        return _context_report(getattr(agent, "context_policy", None))
     if command in ("/save", "/load"):
         if not argument:
             return f"{command} needs a file name: {command} FILE"

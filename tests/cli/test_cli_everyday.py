@@ -342,3 +342,19 @@ def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: 
             os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0
     assert history.read_text().splitlines()[-3:] == ["tell me a long story", "and now?", "/quit"]
+
+
+def test_a_long_chat_is_trimmed_with_a_notice_and_context_reports_it() -> None:
+    with FakeOpenAIServer(handler=lambda body: Reply(f"{len(body['messages'])} messages")) as server:
+        long = "x" * 6000  # ~1,500 tokens a turn: the default 4,096-token window holds two
+        lines = ["/context", *[f"{long} {n}" for n in range(4)], "/context", "/quit"]
+        status, out, _ = run_main(
+            "chat", "--api-base", server.base_url, "--tools", "", "--max-new-tokens", "100", stdin="\n".join(lines)
+        )
+        sent = [len(body["messages"]) for body in server.requests]
+    assert status == 0 and "no request yet" in out
+    assert "older turns were left out of the request" in out
+    report = out.rsplit("last request: ", 1)[1]
+    used, budget = int(report.split()[0]), int(report.split()[3])
+    assert used <= budget == 4096 - 100 and "history trimmed" in report
+    assert max(sent) < 2 * 4 + 1  # not every turn was sent again

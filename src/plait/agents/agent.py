@@ -18,10 +18,12 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
+from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
 from ..effects import Flow, ModelCall, runs_in_place
 from ..exceptions import ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
+from ..interceptors import register_interceptor
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..schema import AgentMessage, AgentStatusCode
@@ -79,6 +81,8 @@ class AgentCore(AgentModule):
         name: str | None = None,
         description: str | None = None,
         hooks: list[Any] | None = None,
+        *,
+        context_policy: PolicyName | ContextPolicy | None = None,
     ) -> None:
         super().__init__()
         self.name = name or type(self).__name__
@@ -90,6 +94,9 @@ class AgentCore(AgentModule):
         self.description = description
         for hook in hooks or []:
             self.register_hook(create_object(hook))
+        self.context_policy = ContextPolicy(context_policy) if isinstance(context_policy, str) else context_policy
+        if self.context_policy is not None:
+            register_interceptor(self, self.context_policy)
 
     @property
     def memory(self) -> MemoryManager:
@@ -205,6 +212,8 @@ class Agent(AgentCore):
         name: Sender name of replies; defaults to the class name.
         description: What the agent does, for other agents and UIs.
         hooks: `Hook` instances (or config dicts) registered in order.
+        context_policy: Keep every request within the model's context window (`plait.context`):
+            ``"trim"``, ``"error"``, or a `ContextPolicy`; None (default): send the whole history.
 
     Example:
         ```python
