@@ -9,7 +9,9 @@ paradigm's request passes (the `ModelCall` effect), in every mode. Two policies:
   system messages, and the current turn (the last user message and everything after it, such as
   this turn's tool rounds). An assistant message that calls tools and the tool results that
   answer it are kept or left out together, so the request is never a broken prompt. A notice
-  is logged the first time a session's history is trimmed.
+  is logged the first time a session's history is trimmed. When the current turn alone does
+  not fit because of a tool result, the longest results are cut (the text says how much was
+  cut) until it does.
 
 ```python
 policy = ContextPolicy("trim", context_window=4096, reserve=512)
@@ -35,7 +37,14 @@ from .effects import Call, Effect, Flow, ModelCall
 from .exceptions import ContextWindowExceeded, UserError
 from .interceptors import Interceptor
 
-__all__ = ["ContextPolicy", "PolicyName", "estimate_tokens", "message_groups", "trim_messages"]
+__all__ = [
+    "ContextPolicy",
+    "PolicyName",
+    "estimate_tokens",
+    "message_groups",
+    "shorten_tool_results",
+    "trim_messages",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +85,29 @@ def message_groups(messages: Sequence[Message]) -> list[list[Message]]:
 
 def _opens_tool_round(message: Message) -> bool:
     return message.get("role") == "assistant" and bool(message.get("tool_calls"))
+
+
+_MIN_KEPT = 200  # characters a cut tool result keeps at least
+
+
+def shorten_tool_results(messages: Sequence[Message], budget: int, count: Counter = estimate_tokens) -> list[Message]:
+    """`messages` with their longest tool results cut until they fit `budget` (or cannot be cut further).
+
+    A cut result keeps its beginning and says how many characters were left out, so the
+    model knows it did not see everything.
+    """
+    fitted: list[Message] = list(messages)
+    originals = {i: str(m["content"]) for i, m in enumerate(fitted) if m.get("role") == "tool" and m.get("content")}
+    kept = {i: len(text) for i, text in originals.items()}
+    while count(fitted) > budget and kept:
+        i = max(kept, key=lambda index: kept[index])
+        if kept[i] <= _MIN_KEPT:
+            break
+        text = originals[i]
+        kept[i] = max(_MIN_KEPT, kept[i] // 2)
+        cut = f"{text[: kept[i]]}\n[... {len(text) - kept[i]} of {len(text)} characters cut to fit the context]"
+        fitted[i] = {**fitted[i], "content": cut}
+    return fitted
 
 
 def trim_messages(messages: Sequence[Message], budget: int, count: Counter = estimate_tokens) -> list[Message]:
@@ -160,6 +192,9 @@ class ContextPolicy(Interceptor):
                 raise ContextWindowExceeded(used, budget, window)
             fitted: list[Message] = yield Call(trim_messages, (messages, budget, count))
             kept: int = yield Call(count, (fitted,))
+            if kept > budget:  # the current turn alone does not fit: its tool results, cut?
+                fitted = yield Call(shorten_tool_results, (fitted, budget, count))
+                kept = yield Call(count, (fitted,))
             if kept > budget:  # the system prompt and the current turn alone do not fit
                 raise ContextWindowExceeded(kept, budget, window)
             self._notice(effect.session_id, len(messages) - len(fitted))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from _support import resolve
-from plait.actions import Calculator
+from plait.actions import BaseAction, Calculator, tool_api
 from plait.agents import Agent, AsyncAgent, FunctionCallingAgent
 from plait.context import ContextPolicy, estimate_tokens, message_groups, trim_messages
 from plait.exceptions import ContextWindowExceeded
@@ -184,3 +184,38 @@ def test_a_long_chat_on_the_embedded_model_runs_under_trim_and_refuses_under_err
         refusing("Short question?", session_id="error")  # usable again after a reset
     assert stored % 2 == 0 and stored < 20
     llm.close()
+
+
+def test_a_tool_result_too_long_for_the_context_is_cut_and_says_so() -> None:
+    from plait.context import shorten_tool_results
+
+    messages = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "read the file"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "1"}, {"id": "2"}]},
+        {"role": "tool", "tool_call_id": "1", "content": "A" * 20_000},
+        {"role": "tool", "tool_call_id": "2", "content": "short"},
+    ]
+    fitted = shorten_tool_results(messages, 1000)
+    assert estimate_tokens(fitted) <= 1000 and fitted[4]["content"] == "short"  # the short one is untouched
+    cut = str(fitted[3]["content"])
+    assert cut.startswith("A" * 200) and cut.endswith("of 20000 characters cut to fit the context]")
+    assert messages[3]["content"] == "A" * 20_000  # the caller's (stored) messages are not changed
+
+    class Reader(BaseAction):
+        @tool_api
+        def run(self, path: str) -> str:
+            """Read a file.
+
+            Args:
+                path (str): the file
+            """
+            return "B" * 20_000
+
+    script = [Reply("", tool_calls=[("Reader", {"path": "big.txt"})]), Reply("a big file")]
+    with FakeOpenAIServer(script) as server:
+        llm = GPTAPI(model_type="m", api_base=server.base_url, key="k", retry=0)
+        agent = FunctionCallingAgent(llm, [Reader()], context_policy=ContextPolicy("trim", 800, 100))
+        assert agent("read big.txt").content == "a big file"
+        tool_message = server.requests[-1]["messages"][-1]
+    assert tool_message["role"] == "tool" and "characters cut to fit the context]" in tool_message["content"]
