@@ -10,6 +10,7 @@ answer interrupted with Ctrl-C, which stays in the conversation marked as interr
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,8 @@ COMMANDS = {
 }
 
 INTERRUPTED = " [interrupted]"
+
+logger = logging.getLogger(__name__)
 
 
 def history_file() -> Path:
@@ -148,9 +151,13 @@ def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_
             elif isinstance(chunk.content, str):
                 printer.text(chunk.content)
     except KeyboardInterrupt:
-        stream.close()  # the agent rolls its turn back now, before the interrupted one is added
         partial = printer.shown
         printer.line(INTERRUPTED.strip())
+        try:
+            stream.close()  # the agent rolls its turn back now, before the interrupted one is added
+        except Exception as exc:  # the stop itself failed: the turn may not have been rolled back
+            logger.warning("stopping the answer failed: %s", exc)
+            raise KeyboardInterrupt from exc
         memory = getattr(agent, "memory", None)  # None for an agent built with memory=None
         if memory is not None:
             memory.add([question, AgentMessage(sender=agent.name, content=partial + INTERRUPTED)], 0)

@@ -168,11 +168,11 @@ class LoopThread:
         if threading.current_thread() is self._thread:
             coro.close()
             raise UserError("a sync client was called from its own IO thread; use the async client there")
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        handle = _Handle()
         try:
-            return future.result()
-        except BaseException:
-            future.cancel()
+            return asyncio.run_coroutine_threadsafe(handle.run(coro), loop).result()
+        except BaseException:  # Ctrl-C (at any point of the above), for one: stop the coroutine first
+            handle.stop(loop)  # so what it was iterating can be closed next (not "already running")
             raise
 
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
@@ -216,3 +216,40 @@ class LoopThread:
 
 async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+_STOP_WAIT_S = 2.0
+"""How long a sync caller that gave up waits for the loop's coroutine to stop."""
+
+
+class _Handle:
+    """One coroutine a sync caller runs on the loop, which that caller can stop whenever it gives up.
+
+    A ``KeyboardInterrupt`` can arrive anywhere in the caller, even while the coroutine is
+    being handed to the loop; `stop` works in every case: it cancels the task if it runs, or
+    makes it end at once if it has yet to start, and waits until it has ended.
+    """
+
+    def __init__(self) -> None:
+        self.stopped = threading.Event()
+        self.cancelled = False
+        self.task: asyncio.Task[object] | None = None
+
+    async def run(self, coro: Coroutine[object, object, T]) -> T:
+        """Run `coro` unless stopped already; mark the end, however it ends."""
+        try:
+            self.task = asyncio.current_task()
+            if self.cancelled:
+                coro.close()
+                raise asyncio.CancelledError
+            return await coro
+        finally:
+            self.stopped.set()
+
+    def stop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Cancel the coroutine and wait (up to `_STOP_WAIT_S`) until it has ended."""
+        self.cancelled = True
+        task = self.task
+        if task is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(task.cancel)
+        self.stopped.wait(_STOP_WAIT_S)
