@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 SETTINGS_ERROR = 2
 """The exit status of settings that cannot work (checked before anything runs)."""
 
-_NOT_TOOLS = frozenset({"BaseAction", "InvalidAction", "NoAction", "FinishAction", "IPythonInteractiveManager"})
-_NOT_TOOLS |= {"MCPToolkit"}  # MCP servers join with --mcp
 
 __all__ = ["build_agent", "build_llm", "main"]
 
@@ -107,20 +105,11 @@ def tool_choice_for(question: str, tool_names: Sequence[str]) -> str:
 
 
 def cli_tools() -> dict[str, type[BaseAction]]:
-    """The tools ``--tools`` offers: synchronous, self-contained tools (not the agents' internal actions)."""
-    from .actions import (
-        AsyncActionMixin,
-        calculator,  # noqa: F401  (registers the default tool)
-        get_tool_cls,
-        list_tools,
-    )
+    """The tools ``--tools`` offers (`plait.actions._registry.user_tools`)."""
+    from .actions import calculator  # noqa: F401  (registers the default tool)
+    from .actions._registry import user_tools
 
-    tools = {}
-    for name in list_tools():
-        cls = get_tool_cls(name)
-        if name not in _NOT_TOOLS and not issubclass(cls, AsyncActionMixin):
-            tools[name] = cls
-    return tools
+    return user_tools()
 
 
 def _tool(name: str) -> BaseAction:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -17,7 +18,7 @@ from ..exceptions import ToolNotFoundError
 if TYPE_CHECKING:
     from .base_action import BaseAction
 
-__all__ = ["TOOL_REGISTRY", "get_tool", "get_tool_cls", "list_tools", "register_tool"]
+__all__ = ["TOOL_REGISTRY", "get_tool", "get_tool_cls", "list_tools", "register_tool", "user_tools"]
 
 TOOL_REGISTRY: dict[str, type[BaseAction]] = {}
 _LOCK = threading.Lock()
@@ -59,6 +60,25 @@ def list_tools(with_class: bool = False) -> list[str] | list[tuple[str, type[Bas
     with _LOCK:
         items = list(TOOL_REGISTRY.items())
     return items if with_class else [name for name, _ in items]
+
+
+_INTERNAL = frozenset({"BaseAction", "InvalidAction", "NoAction", "FinishAction", "IPythonInteractiveManager"})
+"""Registered classes that are no tool a user picks by name: the agents' own control actions, and bases."""
+_NEEDS_ARGUMENTS = frozenset({"MCPToolkit"})  # a server to connect to: given its own way (--mcp, the web's MCP box)
+
+
+def user_tools() -> dict[str, type[BaseAction]]:
+    """The registered tools a user can pick by name (the CLI's ``--tools``, the web demo's plugins).
+
+    Synchronous, self-contained tools in registration order: plait's own first, then any
+    imported so far; not the agents' control actions, nor tools that need constructor
+    arguments to work (`MCPToolkit`), nor the async siblings.
+    """
+    return {
+        name: cls
+        for name, cls in list_tools(with_class=True)
+        if name not in _INTERNAL | _NEEDS_ARGUMENTS and not inspect.iscoroutinefunction(cls.__call__)
+    }
 
 
 def get_tool_cls(name: str) -> type[BaseAction]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import sys
 from collections.abc import Mapping
@@ -51,17 +50,7 @@ AGENT_KINDS: Mapping[str, str] = {
 #: The tool behind the code-interpreter toggle.
 INTERPRETER_TOOL = "IPythonInterpreter"
 #: Registered classes that are not plugins a user picks (the interpreter has its own toggle).
-_NOT_PLUGINS = frozenset(
-    {
-        "BaseAction",
-        "InvalidAction",
-        "NoAction",
-        "FinishAction",
-        INTERPRETER_TOOL,
-        "IPythonInteractiveManager",
-        "MCPToolkit",  # needs a server to connect to: not a plugin one picks from a list
-    }
-)
+_NOT_PLUGINS = frozenset({INTERPRETER_TOOL})  # the interpreter has its own switch
 
 
 @dataclass(frozen=True)
@@ -139,14 +128,9 @@ def plugin_choices() -> list[str]:
     User tools (any `BaseAction` subclass imported so far, e.g. by `import_tool_modules`)
     are included, after plait's own.
     """
-    from ..actions import list_tools
+    from ..actions._registry import user_tools
 
-    names = []
-    for name, cls in list_tools(with_class=True):
-        if name in _NOT_PLUGINS or inspect.iscoroutinefunction(cls.__call__):
-            continue
-        names.append(name)
-    return names
+    return [name for name in user_tools() if name not in _NOT_PLUGINS]
 
 
 _LOADED_FILES: dict[str, ModuleType] = {}
