@@ -68,11 +68,9 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
         from .llms.openai import GPTAPI
 
         return GPTAPI(model_type=model or "default", api_base=api_base, key=api_key or "ENV", **gen)
-    from .llms._hub import is_hub_spec, local_model_path
+    from .llms._hub import is_hub_spec
 
-    if model and is_hub_spec(model):
-        model = local_model_path(model)  # downloaded once into the Hugging Face cache
-    elif model and not os.path.isfile(model):
+    if model and not is_hub_spec(model) and not os.path.isfile(model):  # hf: files are fetched by the model
         raise UserError(
             f"model file not found: {model} (without --api-base, --model is a .gguf file or hf:OWNER/REPO/FILE.gguf)"
         )
