@@ -39,6 +39,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
+    from .memory.base_memory import Memory
     from .schema import ActionReturn, AgentMessage
 
 __all__ = [
@@ -170,6 +171,8 @@ class ModelCall(Leaf[R]):
         each: For ``stream_chat``: maps each ``(status, text, extra)`` item to a chunk.
         follow: The driver chooses: a streaming driver calls ``stream_chat`` instead of
             `method` (chunks mapped by `each`, the last one the result), any other `method`.
+        memory: The session's memory the request was rendered from, when an agent's: a
+            context policy reads pinned messages there and keeps its running summary in it.
     """
 
     llm: Any
@@ -179,6 +182,7 @@ class ModelCall(Leaf[R]):
     params: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
     each: Callable[[Any], Any] | None = None
     follow: bool = False
+    memory: Memory | None = None
 
     @property
     def stream(self) -> bool:

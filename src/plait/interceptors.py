@@ -25,7 +25,7 @@ outermost.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -57,6 +57,9 @@ class Interceptor:
         """Perform `effect` (override to change what happens)."""
         result: R = yield effect
         return result
+
+    def reset(self, session_id: Hashable) -> None:
+        """Forget what this interceptor keeps for a session (called by `AgentModule.reset`)."""
 
 
 def register_interceptor(agent: AgentModule, interceptor: Interceptor) -> RemovableHandle:

@@ -346,7 +346,7 @@ def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: 
 
 def test_a_long_chat_is_trimmed_with_a_notice_and_context_reports_it() -> None:
     with FakeOpenAIServer(handler=lambda body: Reply(f"{len(body['messages'])} messages")) as server:
-        long = "x" * 6000  # ~1,500 tokens a turn: the default 4,096-token window holds two
+        long = "abc " * 1500  # 1,500 tokens a turn (the fake server counts words): 4,096 hold two
         lines = ["/context", *[f"{long} {n}" for n in range(4)], "/context", "/quit"]
         status, out, _ = run_main(
             "chat", "--api-base", server.base_url, "--tools", "", "--max-new-tokens", "100", stdin="\n".join(lines)

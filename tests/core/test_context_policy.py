@@ -86,11 +86,12 @@ def test_trim_sends_what_fits_and_keeps_the_whole_history(mode: str, caplog: pyt
         policy = ContextPolicy("trim", context_window=700, reserve=100)
         with intercept(agent, policy):
             for turn in range(8):
-                resolve(agent("x" * 600 + f" turn {turn}", session_id="long"))
+                resolve(agent("word " * 120 + f"turn {turn}", session_id="long"))
         sent = server.requests[-1]["messages"]
-        assert estimate_tokens(sent) <= 600 and sent[0] == {"role": "system", "content": "be brief"}
-        assert sent[-1]["content"].endswith("turn 7")
-        assert all(estimate_tokens(body["messages"]) <= 600 for body in server.requests)
+        assert sent[0] == {"role": "system", "content": "be brief"} and sent[-1]["content"].endswith("turn 7")
+        # what the server counts (a token a word: its usage calibrates the policy's estimates) always fits
+        assert all(sum(len(m["content"].split()) for m in body["messages"]) <= 600 for body in server.requests)
+        assert len(sent) < 16
     assert len(agent.memory.get_memory("long")) == 16  # nothing left out of what is stored
     assert policy.trimmed["long"] >= 1
     assert [r.getMessage() for r in caplog.records].count(  # one notice per session, not one per request

@@ -202,6 +202,60 @@ def test_tokenizer_only_cannot_generate(mode: str, model_dir: Path) -> None:
         resolve(llm.chat(HELLO))
 
 
+CONVERSATIONS = [
+    HELLO,
+    [{"role": "system", "content": "kilo lima"}, *HELLO],
+    [*HELLO, {"role": "assistant", "content": "charlie delta echo"}, {"role": "user", "content": "foxtrot"}],
+    [{"role": "user", "content": "words the vocabulary lacks become <unk>"}],
+]
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat-template", "meta-template"])
+def test_count_tokens_is_what_reaches_generate(
+    mode: str, model_dir: Path, chat: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = _make(mode, model_dir, chat=chat, meta_template=None if chat else INTERNLM2_META, max_new_tokens=1)
+    fed: list[int] = []
+    original = llm.model.generate
+
+    def spy(**kwargs: Any) -> Any:
+        fed.append(kwargs["input_ids"].shape[1])
+        return original(**kwargs)
+
+    monkeypatch.setattr(llm.model, "generate", spy)
+    counts = [llm.count_tokens(messages) for messages in CONVERSATIONS]  # synchronous on the async class too
+    for messages in CONVERSATIONS:
+        resolve(llm.chat(messages))
+    assert counts == fed
+    assert len(set(counts)) == len(counts)  # the conversations differ in length: the counts are not a constant
+    tokenizer_only = _make(mode, model_dir, chat=chat, meta_template=llm.meta_template, tokenizer_only=True)
+    assert [tokenizer_only.count_tokens(messages) for messages in CONVERSATIONS] == counts
+
+
+def test_context_window(mode: str, model_dir: Path, tmp_path: Path) -> None:
+    assert _make(mode, model_dir).context_window == 128  # the config's max_position_embeddings
+    assert _make(mode, model_dir, tokenizer_only=True).context_window == 128  # read with AutoConfig
+    assert _make(mode, model_dir, chat=True, context_window=64).context_window == 64
+    # no model config: the tokenizer's model_max_length when it is a real limit, else 4096
+    transformers.AutoTokenizer.from_pretrained(str(model_dir)).save_pretrained(tmp_path)
+    assert _make(mode, tmp_path, tokenizer_only=True).context_window == 4096
+    sized = _make(mode, tmp_path, tokenizer_only=True, tokenizer_kwargs={"model_max_length": 256})
+    assert sized.context_window == 256
+    with pytest.raises(UserError, match="context_window"):
+        _make(mode, model_dir, tokenizer_only=True, context_window=0)
+
+
+def test_context_window_fields() -> None:
+    gpt2 = transformers.GPT2Config(n_positions=512)
+    assert hf._config_context_window(gpt2) == 512
+    qwen_like = transformers.PretrainedConfig(max_position_embeddings=32768, seq_length=8192)
+    assert hf._config_context_window(qwen_like) == 8192  # the smaller of the stated sizes
+    multimodal = transformers.LlavaConfig(text_config={"model_type": "llama", "max_position_embeddings": 1000})
+    assert hf._config_context_window(multimodal) == 1000  # its text part's
+    assert hf._config_context_window(transformers.PretrainedConfig()) is None
+    assert hf._config_context_window(None) is None
+
+
 def test_errors_in_streaming_thread_are_raised(mode: str, model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     llm = _make(mode, model_dir)
 

@@ -79,8 +79,23 @@ ASYNC = {
     "stream_generate": "asyncgen",
     "update_gen_params": "function",
 }
-OPENAI_SYNC = {**SYNC, "complete": "function", "close": "function", "keys": "property", "usage": "property"}
-OPENAI_ASYNC = {**ASYNC, "complete": "coroutine", "aclose": "coroutine", "keys": "property", "usage": "property"}
+OPENAI_SYNC = {
+    **SYNC,
+    "complete": "function",
+    "close": "function",
+    "keys": "property",
+    "usage": "property",
+    "fetch_context_window": "function",
+}
+OPENAI_ASYNC = {
+    **ASYNC,
+    "complete": "coroutine",
+    "aclose": "coroutine",
+    "keys": "property",
+    "usage": "property",
+    "fetch_context_window": "coroutine",
+}
+HF = {"context_window": "property", "count_tokens": "function"}
 LLAMA = {
     "close": "function",
     "load": "function",
@@ -100,13 +115,13 @@ SURFACE: dict[str, dict[str, str]] = {
     "AsyncGPTAPI": OPENAI_ASYNC,
     "ClaudeAPI": {**SYNC, "complete": "function", "close": "function"},
     "AsyncClaudeAPI": {**ASYNC, "complete": "coroutine", "close": "function"},
-    "HFTransformer": SYNC,
-    "HFTransformerCasualLM": SYNC,
-    "HFTransformerCausalLM": SYNC,
-    "HFTransformerChat": SYNC,
-    "AsyncHFTransformer": ASYNC,
-    "AsyncHFTransformerCasualLM": ASYNC,
-    "AsyncHFTransformerChat": ASYNC,
+    "HFTransformer": {**SYNC, **HF},
+    "HFTransformerCasualLM": {**SYNC, **HF},
+    "HFTransformerCausalLM": {**SYNC, **HF},
+    "HFTransformerChat": {**SYNC, **HF},
+    "AsyncHFTransformer": {**ASYNC, **HF},
+    "AsyncHFTransformerCasualLM": {**ASYNC, **HF},
+    "AsyncHFTransformerChat": {**ASYNC, **HF},
     "LMDeployPipeline": SYNC,
     "AsyncLMDeployPipeline": ASYNC,
     "LMDeployClient": OPENAI_SYNC,

@@ -131,7 +131,14 @@ class AgentCore(AgentModule):
             final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, kwargs, self._stream_chunk)
             return final
         call: ModelCall[str | AgentMessage] = ModelCall(
-            self._require_llm(), "chat", prompt, session_id, kwargs, self._stream_chunk, follow=True
+            self._require_llm(),
+            "chat",
+            prompt,
+            session_id,
+            kwargs,
+            self._stream_chunk,
+            True,
+            self._session_memory(session_id),
         )
         reply = yield call
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
@@ -145,7 +152,12 @@ class AgentCore(AgentModule):
         each: Callable[[Any], Any] | None = None,
     ) -> ModelCall[Any]:
         """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session."""
-        return ModelCall(self._require_llm(), method, prompt, session_id, kwargs, each)
+        return ModelCall(
+            self._require_llm(), method, prompt, session_id, kwargs, each, memory=self._session_memory(session_id)
+        )
+
+    def _session_memory(self, session_id: Hashable) -> Memory | None:
+        return self._memory.memory_map.get(session_id) if self._memory is not None else None
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..exceptions import StateDictError, UserError
 from ..interceptors import Interceptor
+from ..memory.base_memory import ContextSummary
 from ..utils._json import json_default
 from .run_state import RunState
 
@@ -152,13 +153,18 @@ class AgentModule(metaclass=ABCMeta):
     def state_dict(self, session_id: Hashable = 0) -> dict[str, Any]:
         """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``.
 
-        An agent in the middle of a tool-loop run adds ``'<path>.run_state'`` (`RunState.to_dict`).
+        An agent in the middle of a tool-loop run adds ``'<path>.run_state'`` (`RunState.to_dict`),
+        a memory with a running summary of its older messages ``'<path>.summary'``
+        (`ContextSummary.to_dict`).
         """
         state: dict[str, Any] = {}
         for path, agent in self.named_agents():
             prefix = f"{path}." if path else ""
             if getattr(agent, "memory", None) is not None:
                 state[prefix + "memory"] = [m.model_dump() for m in agent.memory.get_memory(session_id)]
+                memory = agent.memory.get(session_id)
+                if memory is not None and memory.summary is not None:
+                    state[prefix + "summary"] = memory.summary.to_dict()
             extra = agent.get_extra_state(session_id)
             if extra is not None:
                 state[prefix + "extra_state"] = extra
@@ -186,6 +192,7 @@ class AgentModule(metaclass=ABCMeta):
             prefix = f"{path}." if path else ""
             if getattr(agent, "memory", None) is not None:
                 owners[prefix + "memory"] = (agent, "memory")
+                owners[prefix + "summary"] = (agent, "summary")
             owners[prefix + "extra_state"] = (agent, "extra_state")
             owners[prefix + "run_state"] = (agent, "run_state")
         required = {k for k, (_, kind) in owners.items() if kind == "memory"}
@@ -197,12 +204,15 @@ class AgentModule(metaclass=ABCMeta):
                 missing,
                 unexpected,
             )
-        for key, value in state.items():
+        # memories first: loading one replaces the session's memory, and a summary belongs to it
+        for key, value in sorted(state.items(), key=lambda item: owners.get(item[0], (self, ""))[1] != "memory"):
             if key not in owners:
                 continue
             agent, kind = owners[key]
             if kind == "memory":
                 agent.memory.create_instance(session_id).load(value)
+            elif kind == "summary":
+                agent.memory.set_summary(ContextSummary.from_dict(value), session_id)
             elif kind == "run_state":
                 agent.set_run_state(RunState.from_dict(value), session_id)
             else:
@@ -227,6 +237,8 @@ class AgentModule(metaclass=ABCMeta):
             if getattr(agent, "memory", None) is not None:
                 agent.memory.reset(session_id)
             agent._runs.pop(session_id, None)
+        for interceptor in target.interceptors():  # what they keep per session (a context policy's cut)
+            interceptor.reset(session_id)
 
     # -- repr --
 

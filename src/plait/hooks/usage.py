@@ -26,7 +26,7 @@ from ..effects import Effect, Flow, ModelCall
 from ..interceptors import Interceptor
 from ..llms.response import ModelResponse
 
-__all__ = ["Metered", "UsageMeter"]
+__all__ = ["Metered", "UsageMeter", "perform_observed"]
 
 R = TypeVar("R")
 
@@ -74,20 +74,11 @@ class UsageMeter(Interceptor):
         if not isinstance(effect, ModelCall):
             passed: R = yield effect
             return passed
-        if (
-            effect.method == "chat"
-            and getattr(effect.llm, "chat_is_complete_text", False)
-            and _one_chat(effect.messages)
-        ):
-            response: ModelResponse = yield effect.replace(method="complete")
-            self._count(effect.session_id, response)
-            return cast(R, response.content)  # what ``chat`` answers: the reply's text
-        result: R = yield effect
-        self._count(effect.session_id, result)
-        return result
+        result, response = yield from perform_observed(effect)
+        self._count(effect.session_id, response)
+        return cast(R, result)
 
-    def _count(self, session_id: Hashable, result: object) -> None:
-        response = _response_of(result)
+    def _count(self, session_id: Hashable, response: ModelResponse | None) -> None:
         with self._lock:
             metered = self._sessions.setdefault(session_id, Metered())
             metered.calls += 1
@@ -98,6 +89,20 @@ class UsageMeter(Interceptor):
                 metered.reported += 1
                 metered.prompt_tokens += response.usage.prompt_tokens
                 metered.completion_tokens += response.usage.completion_tokens
+
+
+def perform_observed(effect: ModelCall[R], observe: bool = True) -> Flow[tuple[R, ModelResponse | None]]:
+    """Perform a model call and return what it answers with the `ModelResponse` behind it (None: not seen).
+
+    With `observe`, a ``chat`` call to a model whose ``chat`` is the text of its ``complete``
+    (``chat_is_complete_text``) is sent as ``complete``, and the flow still gets the text.
+    """
+    chat = effect.method == "chat" and getattr(effect.llm, "chat_is_complete_text", False)
+    if observe and chat and _one_chat(effect.messages):
+        response: ModelResponse = yield effect.replace(method="complete")
+        return cast(R, response.content), response  # what ``chat`` answers: the reply's text
+    result: R = yield effect
+    return result, _response_of(result)
 
 
 def _response_of(result: object) -> ModelResponse | None:

@@ -1,7 +1,8 @@
 """The one IO path of the OpenAI-compatible clients (async; the sync client runs it on a private loop).
 
 `ChatTransport` sends a prepared request body with bounded retries, key rotation and
-usage accounting; `complete` reads a JSON reply, `stream` reads SSE. Every decision it
+usage accounting; `complete` reads a JSON reply, `stream` reads SSE; `get_json` reads one
+JSON document (the ``/models`` listing) the same way, unretried. Every decision it
 makes (URLs, bodies, parsing, retry timing) lives in pure modules it calls.
 
 Time limits: a non-streaming attempt may take `timeout` seconds in all. A streaming attempt
@@ -40,10 +41,13 @@ from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_a
 from ._sse import SSEDecoder
 from .response import ModelResponse, Usage
 
-__all__ = ["STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing", "stream_deadline"]
+__all__ = ["MAX_JSON_BYTES", "STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing", "stream_deadline"]
 
 STREAM_DEADLINE_FACTOR = 4.0
 """A streaming attempt's default deadline, in multiples of its (per-read) `timeout`."""
+
+MAX_JSON_BYTES = 16 * 1024 * 1024
+"""The longest body `ChatTransport.get_json` reads (a ``/models`` listing takes kilobytes)."""
 
 
 def stream_deadline(timeout: float | None, stream_timeout: float | None) -> float | None:
@@ -300,6 +304,43 @@ class ChatTransport:
                 continue
             self._record(response.usage)
             return response
+
+    async def get_json(self, url: str, *, max_bytes: int = MAX_JSON_BYTES) -> object:
+        """One ``GET`` of a JSON document, such as the ``/models`` listing; not retried.
+
+        Sent as the chat requests are: after `before_send`, with the next key (and
+        organization), the proxy, and `timeout` for the whole exchange.
+
+        Args:
+            url: The document's URL.
+            max_bytes: The longest body read; a longer one is a failure.
+
+        Raises:
+            LLMError: Whatever failed (an HTTP error status, no connection, a timeout, a body
+                that is too long or not JSON), the keys and the URLs' secrets masked in its
+                message and no cause chained.
+        """
+        try:
+            if self.before_send is not None:
+                await self.before_send()
+            key, org = self.keys.pick()
+            session = await self.pool.get()
+            async with session.get(
+                url, headers=build_headers(key, org), timeout=self._timeout(self.timeout, False), proxy=self.proxy
+            ) as resp:
+                await self._raise_for_status(resp)
+                body = bytearray()
+                async for chunk in resp.content.iter_chunked(64 * 1024):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise LLMResponseError(f"the response is longer than {max_bytes} bytes")
+            return loads(bytes(body))
+        except Exception as exc:  # every failure becomes an LLMError whose text is safe to show
+            secrets = [*self._secrets(), *url_secrets(url)]
+            err = _llm_error(exc, secrets)
+            if err is None:
+                err = LLMResponseError(f"{type(exc).__name__}: {redact(str(exc), secrets)}")
+            raise err from None
 
     async def stream(
         self, payload: Payload, timeout: float | None = None

@@ -10,6 +10,9 @@ while ``generate`` runs on a worker thread. The model is placed on CUDA when ava
 else on Apple's MPS, else on the CPU, unless ``model_kwargs`` has a ``device_map``.
 Each class has an async twin running the same core in worker threads.
 
+Every class also tells its context size (``context_window``) and counts a conversation's
+prompt tokens exactly (``count_tokens``), as `plait.context.ContextPolicy` reads them.
+
 Example:
     ```python
     llm = HFTransformerCasualLM('Qwen/Qwen2.5-0.5B-Instruct', meta_template=INTERNLM2_META, max_new_tokens=256)
@@ -21,10 +24,11 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, ClassVar, Protocol, cast
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeGuard, cast
 
 from ..exceptions import MissingDependencyError, UserError
 from ..types import SessionIds
@@ -46,6 +50,7 @@ from .templates import APITemplateParser, MetaTemplate
 
 if TYPE_CHECKING:
     import torch
+    from transformers import BatchEncoding
 
 __all__ = [
     "AsyncHFTransformer",
@@ -59,7 +64,27 @@ __all__ = [
     "pick_device",
 ]
 
+logger = logging.getLogger(__name__)
+
 _NOT_PASSED = frozenset({"stop_words", "session_ids"})
+
+_WINDOW_FIELDS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+"""The fields in which model configs state their context size (GPT-2's ``n_positions``, ChatGLM's ``seq_length``...)."""
+
+_SANE_MAX_LENGTH = 10**7
+"""A tokenizer's ``model_max_length`` at or above this is transformers' "no limit" placeholder, not a size."""
+
+_DEFAULT_CONTEXT_WINDOW = 4096
+"""The context size assumed when neither the model config nor the tokenizer states one."""
 
 
 def _import_hf() -> tuple[ModuleType, ModuleType]:
@@ -178,6 +203,28 @@ def _cancel_criteria(cancel: threading.Event) -> object:
     return StoppingCriteriaList([_Cancelled()])
 
 
+def _positive_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _config_context_window(config: object) -> int | None:
+    """The context size a model config states, or None when it states none.
+
+    The smallest of the `_WINDOW_FIELDS` the config (or its text part, for a multimodal
+    model) sets to a positive int: some configs state both a position table and a shorter
+    trained length (Qwen's ``max_position_embeddings`` and ``seq_length``).
+    """
+    parts = [config]
+    text_config = getattr(config, "get_text_config", None)
+    if callable(text_config):
+        try:
+            parts.append(text_config(decoder=True))
+        except ValueError:  # several text parts: ambiguous, keep to the top-level fields
+            pass
+    values = [getattr(part, name, None) for part in parts for name in _WINDOW_FIELDS]
+    return min((value for value in values if _positive_int(value)), default=None)
+
+
 class _GenerationConfig(Protocol):
     """The ``GenerationConfig`` fields read or set by name here (the others go through ``setattr``)."""
 
@@ -187,6 +234,10 @@ class _GenerationConfig(Protocol):
 
 class _CausalLM(Protocol):
     """The parts of a ``transformers`` causal LM (``AutoModelForCausalLM``) used here."""
+
+    @property
+    def config(self) -> object:
+        """The checkpoint's model configuration (a ``PretrainedConfig``)."""
 
     @property
     def generation_config(self) -> _GenerationConfig:
@@ -245,10 +296,15 @@ class _HFCore(LLMCore):
         *,
         device: str | None = None,
         trust_remote_code: bool = False,
+        context_window: int | None = None,
         **gen_params: object,
     ) -> None:
+        if context_window is not None and not _positive_int(context_window):
+            raise UserError(f"context_window must be a positive number of tokens or None, not {context_window!r}")
         base = pop_base_gen_params(gen_params)
         super().__init__(path, tokenizer_only, meta_template=meta_template, **base)
+        self._context_window = context_window
+        self._trust_remote_code = trust_remote_code
         self.gen_params.update(gen_params)
         self.stop_words_id = [stop_words_id] if isinstance(stop_words_id, int) else list(stop_words_id or [])
         self._torch, self._transformers = _import_hf()
@@ -273,7 +329,57 @@ class _HFCore(LLMCore):
         self.model = model.eval()
         self.device = str(model.device)
 
+    # context
+
+    @property
+    def context_window(self) -> int:
+        """The tokens one request may take (prompt and reply).
+
+        The ``context_window`` argument when given, else the size the model config states
+        (``max_position_embeddings`` or the like; read with ``AutoConfig`` for a
+        ``tokenizer_only`` object), else the tokenizer's ``model_max_length`` when it is a
+        real limit, else 4096. Found once, then kept.
+        """
+        if self._context_window is None:
+            window = _config_context_window(self._model_config())
+            if window is None:
+                limit = getattr(self.tokenizer, "model_max_length", None)
+                window = limit if _positive_int(limit) and limit < _SANE_MAX_LENGTH else _DEFAULT_CONTEXT_WINDOW
+            self._context_window = window
+        return self._context_window
+
+    def _model_config(self) -> object:
+        """The loaded model's config, else the checkpoint's read by ``AutoConfig`` (None when it has none)."""
+        if self.model is not None:
+            return self.model.config
+        try:
+            return self._transformers.AutoConfig.from_pretrained(self.path, trust_remote_code=self._trust_remote_code)
+        except Exception as exc:  # no config.json (a tokenizer-only directory), offline, remote code refused...
+            logger.debug("%s: no model config to read the context window from: %s", self.path, exc)
+            return None
+
+    def count_tokens(self, messages: Sequence[Mapping[str, object]]) -> int:
+        """The exact number of prompt tokens generation would feed the model for `messages`.
+
+        The messages are rendered by `template_parser` (the tokenizer's chat template for
+        `HFTransformerChat`, the meta template otherwise) and tokenized exactly as
+        generation tokenizes its prompts. Needs only the tokenizer (works with
+        ``tokenizer_only``), and is synchronous on the async classes too: it runs no model,
+        only the tokenizer, on the CPU.
+        """
+        prompt, _ = self._prepare(messages, {})
+        return int(self._tokenize([prompt])["input_ids"].shape[1])
+
     # requests
+
+    def _tokenize(self, prompts: Sequence[Prompt]) -> BatchEncoding[torch.Tensor]:
+        """`prompts` as the token ids ``generate`` is fed: one left-padded batch of tensors (on the CPU)."""
+        self.tokenizer.padding_side = "left"
+        # a chat template writes its own BOS; a meta template does not
+        encoded: BatchEncoding[torch.Tensor] = self.tokenizer(
+            prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template
+        )
+        return encoded
 
     def _loaded(self) -> _CausalLM:
         """The model (`UserError` for a tokenizer-only object)."""
@@ -303,10 +409,7 @@ class _HFCore(LLMCore):
     ) -> tuple[Mapping[str, torch.Tensor], dict[str, object]]:
         """``(inputs, kwargs)`` for one ``model.generate`` call."""
         model = self._loaded()
-        self.tokenizer.padding_side = "left"
-        # a chat template writes its own BOS; a meta template does not
-        inputs = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=not self.chat_template)
-        inputs = inputs.to(model.device)
+        inputs = self._tokenize(prompts).to(model.device)
         config = copy.deepcopy(model.generation_config)
         # keys GenerationConfig does not know go to generate(), which rejects the ones the model cannot use
         unknown: dict[str, object] = {}
@@ -364,6 +467,8 @@ class HFTransformer(_HFCore, BatchLLM):
         stop_words_id: Token ids that end generation, besides the model's eos.
         device: Where to put the model without a ``device_map`` (default: `pick_device`).
         trust_remote_code: Allow the checkpoint's own Python code (needed by e.g. InternLM2).
+        context_window: The model's context size in tokens, when it should not be read from
+            the model config (see `context_window`).
         **gen_params: ``max_new_tokens``, ``temperature`` (``<= 0``: greedy), ``top_p``,
             ``top_k``, ``repetition_penalty``, ``stop_words``, and any other
             `GenerationConfig` field (``num_beams``, ``do_sample``...).

@@ -10,19 +10,21 @@ Example:
     llm.chat([{'role': 'user', 'content': 'hi'}])            # -> str
     reply = llm.complete(messages, tools=[weather_schema])   # -> ModelResponse with .tool_calls
     for status, text, extra in llm.stream_chat(messages): ...
+    llm.fetch_context_window()                               # -> 32768 on a vLLM server, else None
     ```
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import weakref
 from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, SupportsFloat, TypeAlias, overload
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from ..exceptions import UserError
+from ..exceptions import LLMError, UserError
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import LoopThread
@@ -37,7 +39,15 @@ from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
 __all__ = ["GPTAPI", "OPENAI_META", "AsyncGPTAPI"]
 
+logger = logging.getLogger(__name__)
+
 OPENAI_META: list[RoleSpec] = api_meta("system")
+
+_CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "n_ctx")
+"""Where a ``/models`` entry may state the model's context size (vLLM: ``max_model_len``), first found wins."""
+
+_MAX_CONTEXT_WINDOW = 10**8
+"""The largest context size taken from a server; a larger one is not believed."""
 
 _Request: TypeAlias = tuple[Payload, GenParams, float | None]
 """One prepared request: the body, this call's parameters, and its timeout override."""
@@ -63,6 +73,38 @@ def _seconds(value: object) -> float | None:
     if isinstance(value, SupportsFloat):  # numpy scalars and the like
         return float(value)
     raise TypeError(f"timeout must be a number of seconds or None, not {type(value).__name__}")
+
+
+def _models_url(chat_url: str) -> str:
+    """The ``/models`` listing beside a chat-completions URL (its query string kept)."""
+    parts = urlsplit(chat_url)
+    return urlunsplit(parts._replace(path=parts.path.removesuffix("/chat/completions") + "/models"))
+
+
+def _window_value(value: object) -> int | None:
+    """`value` as a context size: an int (not a bool) in 1..`_MAX_CONTEXT_WINDOW`, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_CONTEXT_WINDOW:
+        return value
+    return None
+
+
+def _reported_context_window(listing: object, model: str) -> int | None:
+    """The context size a ``/models`` listing reports for `model` (None: it reports none, or nothing believable).
+
+    The entry whose ``id`` is `model`, else the first, states it in one of `_CONTEXT_KEYS`
+    (the first present decides) or, as llama.cpp's server does, in ``meta.n_ctx_train``.
+    """
+    entries = listing.get("data") if isinstance(listing, Mapping) else None
+    if not isinstance(entries, list) or not entries:
+        return None
+    entry = next((e for e in entries if isinstance(e, Mapping) and e.get("id") == model), entries[0])
+    if not isinstance(entry, Mapping):
+        return None
+    for key in _CONTEXT_KEYS:
+        if entry.get(key) is not None:
+            return _window_value(entry[key])
+    meta = entry.get("meta")
+    return _window_value(meta.get("n_ctx_train")) if isinstance(meta, Mapping) else None
 
 
 def _proxy_url(proxies: str | Mapping[str, str] | None, url: str) -> str | None:
@@ -101,6 +143,8 @@ class _GPTAPICore(LLMCore):
         backoff_max: Longest retry backoff in seconds.
         max_retry_after: Longest server ``Retry-After`` honoured, in seconds.
         max_connections: Connection-pool size (per event loop).
+        context_window: The model's context size in tokens, when known; None (the default)
+            leaves it unknown until `fetch_context_window` asks the server.
         **gen_params: Generation defaults: ``max_new_tokens`` (sent as ``max_tokens``, no
             cap), ``temperature``, ``top_p``, ``stop_words`` (sent as ``stop``), any OpenAI
             request field (``seed``, ``presence_penalty``, ``max_completion_tokens``...), and
@@ -134,8 +178,13 @@ class _GPTAPICore(LLMCore):
         backoff_max: float = 8.0,
         max_retry_after: float = 60.0,
         max_connections: int = 1024,
+        context_window: int | None = None,
         **gen_params: object,
     ) -> None:
+        if context_window is not None and (
+            not isinstance(context_window, int) or isinstance(context_window, bool) or context_window <= 0
+        ):
+            raise UserError(f"context_window must be a positive number of tokens or None, not {context_window!r}")
         base = pop_base_gen_params(gen_params)
         super().__init__(
             path=model_type,
@@ -146,6 +195,8 @@ class _GPTAPICore(LLMCore):
         self.gen_params.update(gen_params)
         self.model_type = model_type
         self.json_mode = json_mode
+        self.context_window: int | None = context_window
+        self._context_asked = False
         self.retry = max(1, int(retry))
         url = chat_completions_url(api_base or _default_api_base())
         self.api_base = url
@@ -184,6 +235,27 @@ class _GPTAPICore(LLMCore):
     def keys(self) -> KeyRing:
         """The API keys in rotation (and those retired for insufficient quota)."""
         return self._transport.keys
+
+    async def _fetch_context_window(self) -> int | None:
+        """`context_window`, asked of the server (``GET /models``) the first time it is unknown.
+
+        The answer is kept, also when there is none: the server is asked at most once.
+        Failures are logged (debug level) and give None.
+        """
+        if self.context_window is not None or self._context_asked:
+            return self.context_window
+        url = _models_url(self.api_base)
+        try:
+            listing = await self._transport.get_json(url)
+        except LLMError as exc:  # its message is free of keys and URL secrets
+            logger.debug("could not ask %s for the context window: %s", redact_url(url), exc)
+            listing = None
+        self._context_asked = True
+        window = _reported_context_window(listing, self.model_type)
+        if window is None and listing is not None:
+            logger.debug("%s reports no usable context window for %r", redact_url(url), self.model_type)
+        self.context_window = window
+        return window
 
     def _request(
         self,
@@ -259,6 +331,19 @@ class GPTAPI(_GPTAPICore, ToolLLM):
     def _respond(self, call: ToolRequest) -> ModelResponse:
         return self._io.run(self._complete(self._tool_request(call, stream=False)))
 
+    def fetch_context_window(self) -> int | None:
+        """The model's context size: `context_window`, asked of the server once when it is unknown.
+
+        When no ``context_window`` was configured, the first call lists the server's models
+        (``GET {api_base}/models``, with this client's keys, proxy and timeout) and reads
+        the size where servers report it: vLLM's ``max_model_len``, a ``context_length``,
+        ``context_window`` or ``n_ctx`` field, or llama.cpp's ``meta.n_ctx_train``, on the
+        entry of this client's model (else the first). The answer, None included, is
+        kept: later calls do not ask again. Never raises: a failure, or a value that is not
+        an int in 1..10**8, gives None (logged at debug level).
+        """
+        return self._io.run(self._fetch_context_window())
+
     @overload
     def chat(self, inputs: ChatInput, **gen_params: object) -> str: ...
 
@@ -302,6 +387,13 @@ class AsyncGPTAPI(_GPTAPICore, AsyncToolLLM):
 
     async def _respond(self, call: ToolRequest) -> ModelResponse:
         return await self._complete(self._tool_request(call, stream=False))
+
+    async def fetch_context_window(self) -> int | None:
+        """The model's context size: `context_window`, asked of the server once when it is unknown.
+
+        The asynchronous twin of `GPTAPI.fetch_context_window`.
+        """
+        return await self._fetch_context_window()
 
     @overload
     async def chat(self, inputs: ChatInput, session_ids: SessionIds = None, **gen_params: object) -> str: ...

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base_memory import Memory, MemoryJournal, MessageLike
+from .base_memory import ContextSummary, Memory, MemoryJournal, MessageLike
 from .manager import MemoryManager
 
 if TYPE_CHECKING:
     from .session_store import SessionStore
 
-__all__ = ["Memory", "MemoryJournal", "MemoryManager", "MessageLike", "SessionStore"]
+__all__ = ["ContextSummary", "Memory", "MemoryJournal", "MemoryManager", "MessageLike", "SessionStore"]
 
 
 def __getattr__(name: str) -> type[SessionStore]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol, Union
 
-from ..exceptions import UserError
+from ..exceptions import StateDictError, UserError
 from ..schema import AgentMessage
 
-__all__ = ["Memory", "MemoryJournal", "MessageLike"]
+__all__ = ["ContextSummary", "Memory", "MemoryJournal", "MessageLike"]
 
 MessageLike = Union[AgentMessage, str, Mapping[str, object]]
 
@@ -24,6 +25,42 @@ def to_message(item: MessageLike) -> AgentMessage:
     raise UserError(f"memory holds AgentMessage, str or dict items, not {type(item).__name__}")
 
 
+@dataclass(frozen=True)
+class ContextSummary:
+    """A session's running summary of its older messages, written by a ``'summarise'`` `ContextPolicy`.
+
+    It stands for the first `covers` messages of the session's requests after their system
+    messages; `digest` (of those messages) tells when they changed and the summary no
+    longer applies. The messages themselves stay in memory: the summary is kept alongside.
+
+    Attributes:
+        text: The summary.
+        covers: How many messages it stands for.
+        digest: The SHA-256 of those messages (`plait.context.summary.digest`).
+    """
+
+    text: str
+    covers: int
+    digest: str
+
+    def to_dict(self) -> dict[str, str | int]:
+        """The summary as plain JSON data."""
+        return {"text": self.text, "covers": self.covers, "digest": self.digest}
+
+    @classmethod
+    def from_dict(cls, data: object) -> ContextSummary:
+        """Read what `to_dict` wrote.
+
+        Raises:
+            StateDictError: `data` is not a summary.
+        """
+        if isinstance(data, Mapping):
+            text, covers, digest = data.get("text"), data.get("covers"), data.get("digest")
+            if isinstance(text, str) and isinstance(digest, str) and type(covers) is int and covers >= 0:
+                return cls(text, covers, digest)
+        raise StateDictError(f"not a context summary: {str(data)[:200]!r}", [], [])
+
+
 class MemoryJournal(Protocol):
     """Told about every change of a `Memory` (a `SessionStore` writes them to disk)."""
 
@@ -34,7 +71,10 @@ class MemoryJournal(Protocol):
         """Every message from position `length` on was dropped."""
 
     def rewrite(self, messages: Sequence[AgentMessage]) -> None:
-        """The memory now holds exactly `messages` (after a delete, load or reset)."""
+        """The memory now holds exactly `messages` (after a delete, load or reset; none: the summary goes too)."""
+
+    def summarise(self, summary: ContextSummary | None) -> None:
+        """The memory's running summary is now `summary` (None: it has none)."""
 
 
 class Memory:
@@ -46,6 +86,8 @@ class Memory:
     Attributes:
         journal: When set (by `MemoryManager` bound to a `SessionStore`), every change
             is reported to it.
+        summary: The running summary a ``'summarise'`` `ContextPolicy` keeps of the older
+            messages (None: none yet); `set_summary` changes it.
 
     Example:
         ```python
@@ -61,6 +103,7 @@ class Memory:
         self.memory: list[AgentMessage] = []
         self.recent_n = recent_n
         self.journal: MemoryJournal | None = None
+        self.summary: ContextSummary | None = None
 
     def get_memory(
         self,
@@ -112,9 +155,16 @@ class Memory:
         if self.journal is not None and len(self.memory) < before:
             self.journal.truncate(len(self.memory))
 
+    def set_summary(self, summary: ContextSummary | None) -> None:
+        """Keep `summary` as the running summary of the older messages (None: drop it)."""
+        self.summary = summary
+        if self.journal is not None:
+            self.journal.summarise(summary)
+
     def reset(self) -> None:
-        """Forget every message."""
+        """Forget every message and the summary."""
         self.memory.clear()
+        self.summary = None
         if self.journal is not None:
             self.journal.rewrite([])
 

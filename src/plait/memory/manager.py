@@ -9,7 +9,7 @@ from typing_extensions import TypedDict, Unpack
 
 from ..schema import AgentMessage
 from ..utils.config import create_object
-from .base_memory import Memory, MessageLike
+from .base_memory import ContextSummary, Memory, MessageLike
 
 if TYPE_CHECKING:
     from .session_store import SessionStore, Turn
@@ -63,6 +63,7 @@ class MemoryManager:
         for session_id, memory in self.memory_map.items():
             memory.journal = store.journal(keypath, session_id)
             memory.journal.rewrite(memory.memory)
+            memory.journal.summarise(memory.summary)
 
     def _new(self, session_id: Hashable) -> Memory:
         memory: Memory = create_object(self.cfg)
@@ -89,12 +90,17 @@ class MemoryManager:
         memory = self._new(session_id)
         journal, memory.journal = memory.journal, None
         memory.load(saved)
+        memory.summary = self.store.read_summary(self.keypath, session_id)
         memory.journal = journal
         return memory
 
     def _session(self, session_id: Hashable) -> Memory:
         memory = self._stored(session_id)
         return memory if memory is not None else self._new(session_id)
+
+    def set_summary(self, summary: ContextSummary | None, session_id: Hashable = 0) -> None:
+        """Keep `summary` as the running summary of a session's older messages (see `Memory.set_summary`)."""
+        self._session(session_id).set_summary(summary)
 
     def add(self, memories: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""

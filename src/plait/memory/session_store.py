@@ -26,7 +26,8 @@ a restarted agent never sends a broken conversation.
 
 Session ids are stored as JSON: use strings or integers (``0`` and ``"0"`` are different
 sessions). One process should write a given session at a time. Agents' extra state
-(`get_extra_state`) is not stored; `save_state` covers it.
+(`get_extra_state`) is not stored; `save_state` covers it. A memory's running summary
+(`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored with its messages.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ..exceptions import UserError
 from ..schema import AgentMessage
 from ..types import JSONValue
 from ..utils._json import json_default
+from .base_memory import ContextSummary
 
 __all__ = ["SessionStore", "Turn"]
 
@@ -69,6 +71,12 @@ CREATE TABLE IF NOT EXISTS sessions (
     session TEXT NOT NULL,
     updated REAL NOT NULL,
     open_from INTEGER,
+    PRIMARY KEY (keypath, session)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS summaries (
+    keypath TEXT NOT NULL,
+    session TEXT NOT NULL,
+    summary TEXT NOT NULL,
     PRIMARY KEY (keypath, session)
 ) WITHOUT ROWID;
 """
@@ -107,6 +115,8 @@ _OPEN = (
 )
 _CLOSE = "UPDATE sessions SET open_from = NULL WHERE keypath = ? AND session = ?"
 _FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
+_UNSUMMARISE = "DELETE FROM summaries WHERE keypath = ? AND session = ?"
+_SESSION_TABLES = ("messages", "sessions", "summaries")
 
 
 def _nothing() -> None:
@@ -264,6 +274,20 @@ class _Journal:
                 self._touch(connection)
             else:
                 connection.execute(_FORGET, (self.keypath, self.session))
+                connection.execute(_UNSUMMARISE, (self.keypath, self.session))
+
+        self.writer.submit(write)
+
+    def summarise(self, summary: ContextSummary | None) -> None:
+        text = None if summary is None else json.dumps(summary.to_dict(), ensure_ascii=False)
+
+        def write(connection: sqlite3.Connection) -> None:
+            if text is None:
+                connection.execute(_UNSUMMARISE, (self.keypath, self.session))
+            else:
+                connection.execute(
+                    "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?)", (self.keypath, self.session, text)
+                )
 
         self.writer.submit(write)
 
@@ -350,6 +374,19 @@ class SessionStore:
 
         return self._writer.call(read)
 
+    def read_summary(self, keypath: str, session_id: Hashable) -> ContextSummary | None:
+        """The stored running summary of a session's memory, or None when it has none."""
+        session = _session_key(session_id)
+
+        def read(connection: sqlite3.Connection) -> str | None:
+            row = connection.execute(
+                "SELECT summary FROM summaries WHERE keypath = ? AND session = ?", (keypath, session)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        text = self._writer.call(read)
+        return None if text is None else ContextSummary.from_dict(json.loads(text))
+
     # -- sessions -----------------------------------------------------------------------------
     def sessions(self, keypath: str = "memory") -> list[Hashable]:
         """The ids of the sessions stored for a memory (the root agent's by default), oldest change first."""
@@ -370,8 +407,8 @@ class SessionStore:
         session = _session_key(session_id)
 
         def write(connection: sqlite3.Connection) -> None:
-            connection.execute("DELETE FROM messages WHERE session = ?", (session,))
-            connection.execute("DELETE FROM sessions WHERE session = ?", (session,))
+            for table in _SESSION_TABLES:
+                connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
 
         self._writer.call(write)
 
@@ -383,8 +420,8 @@ class SessionStore:
             query = "SELECT session FROM sessions GROUP BY session HAVING MAX(updated) < ?"
             stale = [row[0] for row in connection.execute(query, (cutoff,))]
             for session in stale:
-                connection.execute("DELETE FROM messages WHERE session = ?", (session,))
-                connection.execute("DELETE FROM sessions WHERE session = ?", (session,))
+                for table in _SESSION_TABLES:
+                    connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
             return [json.loads(session) for session in stale]
 
         return self._writer.call(write)

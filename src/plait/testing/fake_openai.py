@@ -300,10 +300,14 @@ class FakeOpenAIServer(BackgroundServer):
         chunk_size: Characters per streamed content piece (0: word by word).
         chunk_delay: Seconds between streamed chunks (0: the stream is written at once).
         exhausted_keys: API keys answered with a 429 ``insufficient_quota`` error.
+        max_model_len: The context size the model's ``/v1/models`` entry reports, as vLLM's
+            ``max_model_len`` field; None (the default): not reported. Sent as given, so a
+            test may send a value no server should (a negative or huge number, a string...).
 
     Attributes:
         requests: Every chat request body received, in order.
         headers: The headers of each of those requests.
+        model_listings: The headers of every ``GET /v1/models`` request, in order.
         errors: Problems the server hit (script exhausted, handler raised).
     """
 
@@ -321,6 +325,7 @@ class FakeOpenAIServer(BackgroundServer):
         chunk_size: int = 0,
         chunk_delay: float = 0.0,
         exhausted_keys: Iterable[str] = (),
+        max_model_len: JSONValue = None,
     ) -> None:
         super().__init__()
         self.script: collections.deque[ReplyLike] = collections.deque(script or ())
@@ -331,8 +336,10 @@ class FakeOpenAIServer(BackgroundServer):
         self.chunk_size = chunk_size
         self.chunk_delay = chunk_delay
         self.exhausted_keys = set(exhausted_keys)
+        self.max_model_len = max_model_len
         self.requests: list[dict[str, JSONValue]] = []
         self.headers: list[dict[str, str]] = []
+        self.model_listings: list[dict[str, str]] = []
         self._seq = 0
 
     # -- lifecycle --
@@ -388,8 +395,11 @@ class FakeOpenAIServer(BackgroundServer):
     # -- handlers --
 
     async def _models(self, request: web.Request) -> web.Response:
-        data = {"object": "list", "data": [{"id": self.model, "object": "model", "created": 0, "owned_by": "plait"}]}
-        return web.json_response(data)
+        self.model_listings.append(dict(request.headers))
+        entry: dict[str, JSONValue] = {"id": self.model, "object": "model", "created": 0, "owned_by": "plait"}
+        if self.max_model_len is not None:
+            entry["max_model_len"] = self.max_model_len
+        return web.json_response({"object": "list", "data": [entry]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
