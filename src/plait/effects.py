@@ -173,6 +173,7 @@ class ModelCall(Leaf[R]):
             `method` (chunks mapped by `each`, the last one the result), any other `method`.
         memory: The session's memory the request was rendered from, when an agent's: a
             context policy reads pinned messages there and keeps its running summary in it.
+        agent: The agent whose request this is (None: not an agent's).
     """
 
     llm: Any
@@ -183,6 +184,7 @@ class ModelCall(Leaf[R]):
     each: Callable[[Any], Any] | None = None
     follow: bool = False
     memory: Memory | None = None
+    agent: object = None
 
     @property
     def stream(self) -> bool:

@@ -15,14 +15,17 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from _support import collect, resolve
-from plait.agents import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
-from plait.context import Calibration, ContextPolicy, split_request
+from plait.agents import Agent, AsyncAgent, AsyncSequential, AsyncStreamingAgent, Sequential, StreamingAgent
+from plait.context import Calibration, ContextPolicy, estimate_tokens, split_request
 from plait.context.summary import SUMMARY_HEADING
+from plait.exceptions import ContextWindowExceeded
+from plait.interceptors import intercept
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.memory import SessionStore
 from plait.replay import record, replay
 from plait.schema import AgentMessage
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
+from plait.testing.llms import AsyncFunctionLLM, FunctionLLM
 
 WINDOW, RESERVE = 700, 100
 BUDGET = WINDOW - RESERVE
@@ -61,7 +64,9 @@ def _turn(n: int) -> str:
 def test_summarise_folds_old_turns_keeps_every_request_in_budget_and_stores_the_summary(mode: str) -> None:
     with FakeOpenAIServer(handler=Scripted()) as server:
         policy = ContextPolicy("summarise", context_window=WINDOW, reserve=RESERVE)
-        agent = (AsyncAgent if mode == "async" else Agent)(_llm(mode, server), template="be brief", context_policy=policy)
+        agent = (AsyncAgent if mode == "async" else Agent)(
+            _llm(mode, server), template="be brief", context_policy=policy
+        )
         for n in range(12):
             resolve(agent(_turn(n), session_id="s"))
         requests = server.requests
@@ -82,7 +87,9 @@ def test_summarise_folds_old_turns_keeps_every_request_in_budget_and_stores_the_
 def test_a_streaming_agent_summarises_the_same_way(mode: str) -> None:
     with FakeOpenAIServer(handler=Scripted()) as server:
         cls = AsyncStreamingAgent if mode == "async" else StreamingAgent
-        agent = cls(_llm(mode, server), context_policy=ContextPolicy("summarise", context_window=WINDOW, reserve=RESERVE))
+        agent = cls(
+            _llm(mode, server), context_policy=ContextPolicy("summarise", context_window=WINDOW, reserve=RESERVE)
+        )
         for n in range(8):
             chunks = resolve(collect(agent(_turn(n), session_id="s")))
             assert chunks[-1].content.startswith("ok")
@@ -110,14 +117,18 @@ def test_the_summary_survives_a_save_and_load(tmp_path: Path) -> None:
 def test_the_summary_survives_a_session_store_restart(tmp_path: Path) -> None:
     with FakeOpenAIServer(handler=Scripted()) as server:
         with SessionStore(tmp_path / "s.db") as store:
-            agent = store.attach(Agent(_llm("sync", server), context_policy=ContextPolicy("summarise", WINDOW, RESERVE)))
+            agent = store.attach(
+                Agent(_llm("sync", server), context_policy=ContextPolicy("summarise", WINDOW, RESERVE))
+            )
             for n in range(6):
                 agent(_turn(n), session_id="u")
             summary = agent.memory.get("u").summary
             assert summary is not None
         folds = sum(map(_is_summarising, server.requests))
         with SessionStore(tmp_path / "s.db") as store:
-            again = store.attach(Agent(_llm("sync", server), context_policy=ContextPolicy("summarise", WINDOW, RESERVE)))
+            again = store.attach(
+                Agent(_llm("sync", server), context_policy=ContextPolicy("summarise", WINDOW, RESERVE))
+            )
             assert again.memory.get("u").summary == summary
             again(_turn(6), session_id="u")
         assert sum(map(_is_summarising, server.requests)) == folds
@@ -149,7 +160,9 @@ def test_a_recorded_run_with_summaries_replays_without_the_server(tmp_path: Path
 def test_pinned_and_system_messages_are_always_sent(mode: str, policy: str) -> None:
     with FakeOpenAIServer(handler=Scripted()) as server:
         agent = (AsyncAgent if mode == "async" else Agent)(
-            _llm(mode, server), template="sys", context_policy=ContextPolicy(policy, WINDOW, RESERVE)  # type: ignore[arg-type]
+            _llm(mode, server),
+            template="sys",
+            context_policy=ContextPolicy(policy, WINDOW, RESERVE),  # type: ignore[arg-type]
         )
         pinned = AgentMessage(sender="user", content="My name is Ada.", extra_info={"pinned": True})
         agent.memory.add([pinned, AgentMessage(sender=agent.name, content="Noted.")], "p")
@@ -219,7 +232,56 @@ def test_calibrated_counts_follow_what_the_server_reports() -> None:
     for turn in range(20):
         history = [*history, {"role": "user", "content": f"question {turn} " + "ab" * (50 + 7 * turn)}]
         if turn:
-            errors.append(abs(calibration.count("s", history) - truth(history)) / truth(history))
-        calibration.observe("s", history, truth(history))
+            errors.append(abs(calibration.count("s", "m", history) - truth(history)) / truth(history))
+        calibration.observe("s", "m", history, truth(history))
         history = [*history, {"role": "assistant", "content": "cd" * (30 + turn)}]
     assert max(errors[3:]) < 0.05 and 1.5 < calibration.ratio < 2.5
+
+
+def _sized(mode: str, window: int, sent: list[list[dict[str, Any]]]) -> Any:
+    """A model that tells its context size and records what it was sent."""
+
+    def reply(messages: list[dict[str, Any]], params: Any) -> str:
+        sent.append(messages)
+        return "ok"
+
+    llm = (AsyncFunctionLLM if mode == "async" else FunctionLLM)(reply, max_new_tokens=50)
+    llm.context_window = window
+    return llm
+
+
+def test_by_default_an_agent_trims_for_a_model_that_knows_its_size_wherever_it_runs(mode: str) -> None:
+    sent: list[list[dict[str, Any]]] = []
+    member = (AsyncAgent if mode == "async" else Agent)(_sized(mode, 600, sent), name="member")
+    pipeline = (AsyncSequential if mode == "async" else Sequential)(member)
+    for n in range(10):
+        resolve(pipeline(_turn(n)))
+    assert len(sent) == 10 and all(estimate_tokens(messages) <= 550 for messages in sent)
+    assert "turn 0" not in str(sent[-1]) and len(member.memory.get_memory()) == 20
+
+
+def test_by_default_a_model_of_unknown_size_is_left_alone_and_asked_once(mode: str) -> None:
+    with FakeOpenAIServer(handler=Scripted()) as server:
+        agent = (AsyncAgent if mode == "async" else Agent)(_llm(mode, server))
+        for n in range(12):
+            resolve(agent(_turn(n)))
+        assert len(server.requests[-1]["messages"]) == 23 and len(server.model_listings) == 1
+
+
+def test_an_agents_own_policy_is_not_doubled_by_one_around_it_and_none_opts_out() -> None:
+    shaped: list[list[dict[str, Any]]] = []
+    own = Agent(_sized("sync", 600, shaped), name="own", context_policy="trim")
+    bare = Agent(_sized("sync", 600, []), name="bare", context_policy=None)
+    default = Agent(_sized("sync", 600, []), name="default")  # "auto": a policy around it applies too
+    around = ContextPolicy("error", context_window=600, reserve=50)
+    with intercept(own, around):  # the agent's own policy decides: it trims, the outer one never refuses
+        for n in range(10):
+            own(_turn(n))
+    assert all(estimate_tokens(messages) <= 550 for messages in shaped) and "turn 0" not in str(shaped[-1])
+    with intercept(bare, around), pytest.raises(ContextWindowExceeded):  # no policy of its own: the outer one
+        for n in range(10):
+            bare(_turn(n))
+    assert len(bare.memory.get_memory()) in range(4, 20, 2)
+    with intercept(default, around), pytest.raises(ContextWindowExceeded):
+        for n in range(10):
+            default(_turn(n))

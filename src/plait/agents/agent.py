@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
 from ..effects import Flow, ModelCall, runs_in_place
 from ..exceptions import ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
-from ..interceptors import register_interceptor
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..schema import AgentMessage, AgentStatusCode
@@ -82,7 +81,7 @@ class AgentCore(AgentModule):
         description: str | None = None,
         hooks: list[Any] | None = None,
         *,
-        context_policy: PolicyName | ContextPolicy | None = None,
+        context_policy: PolicyName | Literal["auto"] | ContextPolicy | None = "auto",
     ) -> None:
         super().__init__()
         self.name = name or type(self).__name__
@@ -94,9 +93,12 @@ class AgentCore(AgentModule):
         self.description = description
         for hook in hooks or []:
             self.register_hook(create_object(hook))
+        if context_policy == "auto":  # trim for models that know their size; leave the others alone
+            context_policy = ContextPolicy("trim", default_window=None)
+            context_policy.auto = True
         self.context_policy = ContextPolicy(context_policy) if isinstance(context_policy, str) else context_policy
         if self.context_policy is not None:
-            register_interceptor(self, self.context_policy)
+            self.context_policy.owned = True
 
     @property
     def memory(self) -> MemoryManager:
@@ -138,7 +140,7 @@ class AgentCore(AgentModule):
             kwargs,
             self._stream_chunk,
             True,
-            self._session_memory(session_id),
+            *self._owner(session_id),
         )
         reply = yield call
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
@@ -152,12 +154,11 @@ class AgentCore(AgentModule):
         each: Callable[[Any], Any] | None = None,
     ) -> ModelCall[Any]:
         """The effect of calling ``llm.<method>(prompt, **kwargs)`` for this session."""
-        return ModelCall(
-            self._require_llm(), method, prompt, session_id, kwargs, each, memory=self._session_memory(session_id)
-        )
+        return ModelCall(self._require_llm(), method, prompt, session_id, kwargs, each, False, *self._owner(session_id))
 
-    def _session_memory(self, session_id: Hashable) -> Memory | None:
-        return self._memory.memory_map.get(session_id) if self._memory is not None else None
+    def _owner(self, session_id: Hashable) -> tuple[Memory | None, AgentCore]:
+        """A model call's `memory` and `agent` fields."""
+        return (self._memory.memory_map.get(session_id) if self._memory is not None else None), self
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
@@ -225,7 +226,10 @@ class Agent(AgentCore):
         description: What the agent does, for other agents and UIs.
         hooks: `Hook` instances (or config dicts) registered in order.
         context_policy: Keep every request within the model's context window (`plait.context`):
-            ``"trim"``, ``"error"``, or a `ContextPolicy`; None (default): send the whole history.
+            ``"trim"``, ``"summarise"``, ``"error"``, or a `ContextPolicy`. ``"auto"`` (the
+            default): trim for a model that tells its context size (the embedded model, HF
+            models, servers that report it), with a logged notice the first time; leave the
+            requests to a model of unknown size alone. None: always send the whole history.
 
     Example:
         ```python

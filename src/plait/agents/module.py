@@ -62,8 +62,17 @@ class AgentModule(metaclass=ABCMeta):
         object.__setattr__(self, "_calls", {})  # session -> token of the call running on it
 
     def interceptors(self) -> tuple[Interceptor, ...]:
-        """The interceptors around this agent's effects, outermost first (see `plait.interceptors`)."""
-        return tuple(self._interceptors.values()) if self._interceptors else ()
+        """The interceptors around this agent's effects, outermost first (see `plait.interceptors`).
+
+        Those registered on it, then the context policies of the agents in its tree (each
+        shapes its own agent's requests, wherever that agent runs).
+        """
+        found = list(self._interceptors.values()) if self._interceptors else []
+        for agent in self.agents() if self._agents else (self,):
+            policy = getattr(agent, "context_policy", None)
+            if isinstance(policy, Interceptor) and policy not in found:
+                found.append(policy)
+        return tuple(found)
 
     # -- registration --
 

@@ -46,13 +46,14 @@ class Calibration:
 
     def __init__(self) -> None:
         self.ratio = 1.0
-        self._reported: dict[Hashable, _Reported] = {}
+        self._reported: dict[Hashable, dict[Hashable, _Reported]] = {}  # session -> model -> last report
         self._lock = threading.Lock()
 
-    def count(self, key: Hashable, messages: Sequence[Message]) -> int:
-        """The tokens `messages` take, as well as they are known for `key` (a session and model)."""
+    def count(self, session_id: Hashable, model: Hashable, messages: Sequence[Message]) -> int:
+        """The tokens `messages` take, as well as they are known for a session's requests to a model."""
         estimate = estimate_tokens(messages)
-        reported = self._reported.get(key)
+        reports = self._reported.get(session_id)
+        reported = reports.get(model) if reports is not None else None
         if (
             reported is not None
             and len(messages) >= len(reported.sent)
@@ -61,19 +62,18 @@ class Calibration:
             return reported.tokens + math.ceil((estimate - reported.estimate) * self.ratio)
         return math.ceil(estimate * self.ratio)
 
-    def observe(self, key: Hashable, sent: Sequence[Message], prompt_tokens: int) -> None:
-        """The server reported that `sent` took `prompt_tokens`."""
+    def observe(self, session_id: Hashable, model: Hashable, sent: Sequence[Message], prompt_tokens: int) -> None:
+        """The model's server reported that `sent`, a request of the session, took `prompt_tokens`."""
         estimate = estimate_tokens(sent)
         if prompt_tokens <= 0 or estimate <= 0:
             return
         low, high = _RATIO_RANGE
         with self._lock:
-            self._reported[key] = _Reported(list(sent), estimate, prompt_tokens)
+            self._reported.setdefault(session_id, {})[model] = _Reported(list(sent), estimate, prompt_tokens)
             ratio = min(high, max(low, prompt_tokens / estimate))
             self.ratio += _LEARN * (ratio - self.ratio)
 
     def forget(self, session_id: Hashable) -> None:
-        """Drop what was reported for a session (keys are ``(session_id, model id)``)."""
+        """Drop what was reported for a session."""
         with self._lock:
-            for key in [k for k in self._reported if isinstance(k, tuple) and k and k[0] == session_id]:
-                del self._reported[key]
+            self._reported.pop(session_id, None)

@@ -15,7 +15,7 @@ from ..hooks.usage import perform_observed
 from ..interceptors import Interceptor
 from ..memory.base_memory import ContextSummary, Memory
 from .counting import MARGIN, Calibration
-from .messages import Counter, Message, Request, fewest_dropped, shorten_tool_results, split_request
+from .messages import Counter, Message, Request, estimate_tokens, fewest_dropped, shorten_tool_results, split_request
 from .summary import digest, fold, summary_message
 
 __all__ = ["ContextPolicy", "PolicyName"]
@@ -48,7 +48,7 @@ class ContextPolicy(Interceptor):
         policy: ``"trim"``, ``"summarise"`` or ``"error"``.
         context_window: The model's context size in tokens (default: the model's own
             ``context_window`` (asked of the server once where the client can:
-            ``fetch_context_window``), or ``n_ctx``, else 4096).
+            ``fetch_context_window``), or ``n_ctx``, else `default_window`).
         reserve: Tokens kept free for the reply (default: the call's or model's
             ``max_new_tokens``, else 512).
         count: Counts a request's tokens (default: the model's ``count_tokens`` if it has
@@ -60,8 +60,17 @@ class ContextPolicy(Interceptor):
         headroom: The share of the budget a trim or a new summary leaves free, so that the
             next turns are sent with the same start (a model server's prompt cache reuses
             it) until the history outgrows the budget again.
+        default_window: The context size assumed for a model that does not tell its own
+            (None: such a model's requests are left alone; the agents' default policy does
+            that, so a remote model of unknown size is never trimmed to a guess).
 
     Attributes:
+        owned: Whether an agent owns this policy (``context_policy=``): it then shapes only
+            that agent's requests, wherever the agent runs; else (registered around a tree
+            with `intercept`) the requests of every agent that has no policy of its own or
+            only the default one.
+        auto: Whether this is an agent's default policy (``context_policy="auto"``), which
+            a policy registered around the agent does not replace but adds to.
         trimmed: Per session, how many requests were shaped (trimmed or summarised).
         summarised: Per session, how many times older messages were folded into the summary.
         last: The last request of each session: ``(tokens sent, budget, context window)``.
@@ -79,6 +88,7 @@ class ContextPolicy(Interceptor):
         summariser: Any = None,
         summary_tokens: int | None = None,
         headroom: float = 0.25,
+        default_window: int | None = _DEFAULT_WINDOW,
     ) -> None:
         if policy not in _POLICIES:
             raise UserError(f"policy must be one of {', '.join(map(repr, _POLICIES))}, not {policy!r}")
@@ -91,10 +101,13 @@ class ContextPolicy(Interceptor):
         self.summariser = summariser
         self.summary_tokens = summary_tokens
         self.headroom = headroom
+        self.default_window = default_window
         self.trimmed: dict[Hashable, int] = {}
         self.summarised: dict[Hashable, int] = {}
         self.last: dict[Hashable, tuple[int, int, int]] = {}
         self.calibration = Calibration()
+        self.owned = False
+        self.auto = False
         self._cuts: dict[Hashable, _Cut] = {}
         self._lock = threading.Lock()
 
@@ -111,27 +124,30 @@ class ContextPolicy(Interceptor):
     # -- the interceptor -------------------------------------------------------------------
     def around(self, effect: Effect[R]) -> Flow[R]:
         """Send the request as it is, shaped to fit, or not at all."""
-        if not isinstance(effect, ModelCall) or not _is_chat(effect.messages):
+        if not isinstance(effect, ModelCall) or not self._applies(effect) or not _is_chat(effect.messages):
             passed: R = yield effect
             return passed
         session = effect.session_id
         messages = cast("list[Message]", effect.messages)
         known = self._known_window(effect.llm)
         reserve = self._reserve(effect)
-        exact = self.count or _model_counter(effect.llm)
-        key = (session, id(effect.llm))
-
-        def estimate(candidate: Sequence[Message]) -> int:  # with a margin: an estimate may fall short
-            return math.ceil(self.calibration.count(key, candidate) * (1 + MARGIN))
-
         summary = effect.memory.summary if self.policy == "summarise" and effect.memory is not None else None
-        rough = estimate(messages)
+        rough = math.ceil(estimate_tokens(messages) * self.calibration.ratio * (1 + MARGIN))
         if session not in self._cuts and summary is None and rough < _NEAR * ((known or _SMALLEST) - reserve):
-            window = known or _DEFAULT_WINDOW  # far from full: nothing to count, no server to ask
-            self.last[session] = (rough, window - reserve, window)
+            assumed = known or self.default_window or _DEFAULT_WINDOW  # far from full: nothing to count or ask
+            self.last[session] = (rough, assumed - reserve, assumed)
             passed = yield effect
             return passed
+        exact = self.count or _model_counter(effect.llm)
+        model = id(effect.llm)
+
+        def estimate(candidate: Sequence[Message]) -> int:  # with a margin: an estimate may fall short
+            return math.ceil(self.calibration.count(session, model, candidate) * (1 + MARGIN))
+
         window = known or (yield from self._fetched_window(effect.llm))
+        if window is None:  # a model of unknown size, and no size to assume: left alone
+            unshaped: R = yield effect
+            return unshaped
         budget = window - reserve
         request = split_request(messages, _pinned(effect.memory))
         count: Counter = exact or estimate
@@ -144,8 +160,13 @@ class ContextPolicy(Interceptor):
             effect = effect.replace(messages=sent)
         result, response = yield from perform_observed(effect, observe=exact is None)
         if exact is None and response is not None and response.usage is not None:
-            self.calibration.observe(key, sent, response.usage.prompt_tokens)
+            self.calibration.observe(session, model, sent, response.usage.prompt_tokens)
         return cast(R, result)
+
+    def _applies(self, effect: ModelCall[Any]) -> bool:
+        """An agent's own policy shapes its requests; one registered around a tree, those of agents without one."""
+        own = getattr(effect.agent, "context_policy", None)
+        return own is self or (not self.owned and (own is None or own.auto))
 
     def _fit(
         self,
@@ -234,11 +255,11 @@ class ContextPolicy(Interceptor):
                 return size
         return None
 
-    def _fetched_window(self, llm: object) -> Flow[int]:
-        """The context size a client can ask its server for (once; the client keeps the answer), else the default."""
+    def _fetched_window(self, llm: object) -> Flow[int | None]:
+        """The size a client can ask its server for (once; the client keeps the answer), else `default_window`."""
         fetch = getattr(llm, "fetch_context_window", None)
         size = (yield Call(fetch)) if callable(fetch) else None
-        return size if isinstance(size, int) and size > 0 else _DEFAULT_WINDOW
+        return size if isinstance(size, int) and size > 0 else self.default_window
 
     def _reserve(self, effect: ModelCall[R]) -> int:
         if self.reserve is not None:
