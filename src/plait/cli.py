@@ -40,7 +40,7 @@ from .exceptions import PlaitError, UserError
 if TYPE_CHECKING:
     from .actions import BaseAction
     from .agents.function_calling import StreamingFunctionCallingAgent
-    from .context import PolicyName
+    from .context import ContextPolicy, PolicyName
     from .hooks.usage import UsageMeter
     from .llms.llama_cpp import LlamaCppModel
     from .llms.openai import GPTAPI
@@ -139,7 +139,7 @@ def build_agent(
     system: str,
     max_turn: int,
     mcp: Sequence[str] = (),
-    context_policy: PolicyName | None = "trim",
+    context_policy: PolicyName | ContextPolicy | None = "trim",
 ) -> StreamingFunctionCallingAgent:
     """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers."""
     from .actions.mcp import MCPToolkit
@@ -188,10 +188,11 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
     common.add_argument(
         "--context",
-        choices=["trim", "error", "off"],
-        default="trim",
-        help="a conversation longer than the model's context: leave the oldest turns out of requests (trim, the "
-        "default), stop with an error, or send it whole (off)",
+        choices=["auto", "trim", "summarise", "error", "off"],
+        default="auto",
+        help="a conversation longer than the model's context: fold the oldest turns into a summary (summarise), "
+        "leave them out of requests (trim), stop with an error, or send it whole (off); auto (the default): "
+        "summarise, trim on the embedded model",
     )
     common.add_argument(
         "--tool-choice",
@@ -283,7 +284,9 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     llm = build_llm(
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
-    policy = None if args.context == "off" else args.context
+    from .context import app_policy
+
+    policy = app_policy(args.context, embedded=args.api_base is None)
     agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy)
     agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
     meter = UsageMeter()
@@ -344,10 +347,12 @@ def _run(
     if choice == "routed":
         choice = tool_choice_for(question, list(agent.executor.keys()))
     policy = agent.context_policy
-    trimmed = policy.trimmed.get(0, 0) if policy is not None else 0
+    before = (policy.trimmed.get(0, 0), policy.summarised.get(0, 0)) if policy is not None else (0, 0)
     try:
         ask(agent, question, printer, meter, args.max_new_tokens, tool_choice=choice)
-        if policy is not None and policy.trimmed.get(0, 0) > trimmed:
+        if policy is not None and policy.summarised.get(0, 0) > before[1]:
+            printer.notice("(older turns were folded into a summary to fit the model's context; /context)")
+        elif policy is not None and policy.trimmed.get(0, 0) > before[0]:
             printer.notice("(older turns were left out of the request to fit the model's context; /context)")
     finally:
         if args.session:

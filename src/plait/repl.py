@@ -230,16 +230,23 @@ def _read(stdin: TextIO, out: TextIO, interactive: bool) -> str | None:
     return line.strip() if line else None
 
 
-def _context_report(policy: Any) -> str:
-    """What ``/context`` says: the last request's tokens against the budget, and how often history was trimmed."""
+def _context_report(policy: Any, summary: Any = None) -> str:
+    """What ``/context`` says: the last request against the budget, what it held, how often history was shaped."""
     if policy is None:
-        return "no context policy: the whole conversation is sent every time (--context trim to change that)"
+        return "no context policy: the whole conversation is sent every time (--context auto to change that)"
     if 0 not in policy.last:
         return f"context policy: {policy.policy}; no request yet"
     used, budget, window = policy.last[0]
+    shaped = f"history trimmed {policy.trimmed.get(0, 0)} time(s)"
+    if policy.policy == "summarise":
+        shaped = f"older turns summarised {policy.summarised.get(0, 0)} time(s), {shaped}"
+    sent, made_of = policy.sent.get(0, (0, 0))
+    held = f"{sent} of {made_of} messages"
+    if summary is not None:
+        held += f", with a summary of the first {summary.covers}: {summary.text[:160]!r}"
     return (
         f"last request: {used} tokens of {budget} available (context window {window}, the rest kept for the reply); "
-        f"policy {policy.policy}, history trimmed {policy.trimmed.get(0, 0)} time(s)"
+        f"it held {held}; policy {policy.policy}, {shaped}"
     )
 
 
@@ -255,7 +262,8 @@ def _command(agent: Any, text: str) -> str:
     if command == "/tools":
         return ", ".join(agent.executor.keys()) or "(no tools)"
     if command == "/context":
-        return _context_report(getattr(agent, "context_policy", None))
+        memory = agent.memory.get(0) if getattr(agent, "memory", None) is not None else None
+        return _context_report(getattr(agent, "context_policy", None), getattr(memory, "summary", None))
     if command in ("/save", "/load"):
         if not argument:
             return f"{command} needs a file name: {command} FILE"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -349,7 +350,16 @@ def test_a_long_chat_is_trimmed_with_a_notice_and_context_reports_it() -> None:
         long = "abc " * 1500  # 1,500 tokens a turn (the fake server counts words): 4,096 hold two
         lines = ["/context", *[f"{long} {n}" for n in range(4)], "/context", "/quit"]
         status, out, _ = run_main(
-            "chat", "--api-base", server.base_url, "--tools", "", "--max-new-tokens", "100", stdin="\n".join(lines)
+            "chat",
+            "--api-base",
+            server.base_url,
+            "--tools",
+            "",
+            "--max-new-tokens",
+            "100",
+            "--context",
+            "trim",
+            stdin="\n".join(lines),
         )
         sent = [len(body["messages"]) for body in server.requests]
     assert status == 0 and "no request yet" in out
@@ -358,3 +368,22 @@ def test_a_long_chat_is_trimmed_with_a_notice_and_context_reports_it() -> None:
     used, budget = int(report.split()[0]), int(report.split()[3])
     assert used <= budget == 4096 - 100 and "history trimmed" in report
     assert max(sent) < 2 * 4 + 1  # not every turn was sent again
+
+
+def test_by_default_a_long_chat_with_a_server_is_summarised_and_context_says_so() -> None:
+    def reply(body: dict[str, Any]) -> Reply:
+        if str(body["messages"][0]["content"]).startswith("You keep the running summary"):
+            return Reply("The user sent long texts numbered 0 and 1.")
+        return Reply(f"{len(body['messages'])} messages")
+
+    with FakeOpenAIServer(handler=reply) as server:
+        long = "abc " * 1500
+        lines = [*[f"{long} {n}" for n in range(4)], "/context", "/quit"]
+        status, out, _ = run_main(
+            "chat", "--api-base", server.base_url, "--tools", "", "--max-new-tokens", "100", stdin="\n".join(lines)
+        )
+        last = server.requests[-1]["messages"]
+    assert status == 0 and "older turns were folded into a summary" in out
+    assert re.search(r"policy summarise, older turns summarised [12] time\(s\)", out)
+    assert re.search(r"it held \d+ of 8 messages, with a summary of the first \d+: 'The user sent", out)
+    assert "The user sent long texts numbered 0 and 1." in str(last) and f"{long} 3" in str(last)

@@ -187,6 +187,24 @@ def test_a_long_chat_on_the_embedded_model_runs_under_trim_and_refuses_under_err
     llm.close()
 
 
+def test_a_long_chat_on_the_embedded_model_runs_under_summarise() -> None:
+    """The model summarises its own older turns; every request fits, counted by llama.cpp itself."""
+    from plait.llms import LlamaCppModel
+
+    llm = LlamaCppModel(temperature=0, max_new_tokens=4, n_ctx=768)
+    policy = ContextPolicy("summarise", reserve=8, summary_tokens=24)
+    agent = Agent(llm, context_policy=policy)
+    turn = "Here is some context about the history of Rome and its emperors. " * 4  # ~60 tokens
+    sent: list[tuple[int, int, int]] = []
+    for n in range(14):  # ~1,000 tokens of history: more than the context
+        agent(f"{turn} Question {n}: who was first?")
+        sent.append(policy.last[0])  # (tokens sent as llama.cpp counts them, budget, context window)
+    assert policy.summarised[0] >= 1 and agent.memory.get(0).summary is not None
+    assert len(agent.memory.get_memory()) == 28 and all(used <= budget == 768 - 8 for used, budget, _ in sent)
+    assert sent[-1][0] < 14 * 60  # not the whole history
+    llm.close()
+
+
 def test_a_tool_result_too_long_for_the_context_is_cut_and_says_so() -> None:
     from plait.context import shorten_tool_results
 

@@ -38,13 +38,15 @@ from __future__ import annotations
 from ..memory.base_memory import ContextSummary
 from .counting import Calibration
 from .messages import estimate_tokens, message_groups, shorten_tool_results, split_request, trim_messages
-from .policy import ContextPolicy, PolicyName
+from .policy import APP_CHOICES, ContextPolicy, PolicyName, app_policy
 
 __all__ = [
+    "APP_CHOICES",
     "Calibration",
     "ContextPolicy",
     "ContextSummary",
     "PolicyName",
+    "app_policy",
     "estimate_tokens",
     "message_groups",
     "shorten_tool_results",

@@ -18,7 +18,7 @@ from .counting import MARGIN, Calibration
 from .messages import Counter, Message, Request, estimate_tokens, fewest_dropped, shorten_tool_results, split_request
 from .summary import digest, fold, summary_message
 
-__all__ = ["ContextPolicy", "PolicyName"]
+__all__ = ["APP_CHOICES", "ContextPolicy", "PolicyName", "app_policy"]
 
 logger = logging.getLogger("plait.context")
 
@@ -73,7 +73,9 @@ class ContextPolicy(Interceptor):
             a policy registered around the agent does not replace but adds to.
         trimmed: Per session, how many requests were shaped (trimmed or summarised).
         summarised: Per session, how many times older messages were folded into the summary.
-        last: The last request of each session: ``(tokens sent, budget, context window)``.
+        last: The last request of each session: ``(tokens sent, budget, context window)``
+            (tokens estimated while a request is far from full).
+        sent: The last request of each session: ``(messages sent, messages it was made of)``.
     """
 
     effects = (ModelCall,)
@@ -105,6 +107,7 @@ class ContextPolicy(Interceptor):
         self.trimmed: dict[Hashable, int] = {}
         self.summarised: dict[Hashable, int] = {}
         self.last: dict[Hashable, tuple[int, int, int]] = {}
+        self.sent: dict[Hashable, tuple[int, int]] = {}
         self.calibration = Calibration()
         self.owned = False
         self.auto = False
@@ -117,7 +120,7 @@ class ContextPolicy(Interceptor):
     def reset(self, session_id: Hashable) -> None:
         """Forget a session: its cut, statistics and calibration."""
         with self._lock:
-            for table in (self.trimmed, self.summarised, self.last, self._cuts):
+            for table in (self.trimmed, self.summarised, self.last, self.sent, self._cuts):
                 table.pop(session_id, None)
         self.calibration.forget(session_id)
 
@@ -136,6 +139,7 @@ class ContextPolicy(Interceptor):
         if session not in self._cuts and summary is None and rough < _NEAR * ((known or _SMALLEST) - reserve):
             assumed = known or self.default_window or _DEFAULT_WINDOW  # far from full: nothing to count or ask
             self.last[session] = (rough, assumed - reserve, assumed)
+            self.sent[session] = (len(messages), len(messages))
             passed = yield effect
             return passed
         exact = self.count or _model_counter(effect.llm)
@@ -154,6 +158,7 @@ class ContextPolicy(Interceptor):
         blocking = exact is not None  # counting asks the engine: as an effect, an async driver runs it in a thread
         sent, used = yield from self._fit(effect, request, _Counting(count, blocking), budget, window, summary)
         self.last[session] = (used, budget, window)
+        self.sent[session] = (len(sent), len(messages))
         if sent != messages:
             with self._lock:
                 self.trimmed[session] = self.trimmed.get(session, 0) + 1
@@ -288,6 +293,30 @@ class ContextPolicy(Interceptor):
             first = session not in self.trimmed and session not in self.summarised
         if first:
             logger.info("session %s: %s to fit the context", session, what)
+
+
+APP_CHOICES = ("auto", "trim", "summarise", "error", "off")
+"""What ``plait chat --context`` (and the other apps) accept."""
+
+
+def app_policy(choice: str, embedded: bool) -> ContextPolicy | None:
+    """The context policy of plait's apps (``plait chat``, ``plait serve``, the web demo) for a choice.
+
+    ``"auto"``, their default, summarises the older turns, except on the embedded model
+    (`embedded`), which trims: its 135M summaries keep almost none of what they fold and
+    each fold costs seconds on a CPU (measured in ``bench/context_policies.py``). A model
+    of unknown size is assumed to hold 4,096 tokens. ``"off"``: no policy.
+
+    Raises:
+        UserError: An unknown choice.
+    """
+    if choice not in APP_CHOICES:
+        raise UserError(f"context policy must be one of {', '.join(APP_CHOICES)}, not {choice!r}")
+    if choice == "off":
+        return None
+    if choice == "auto":
+        choice = "trim" if embedded else "summarise"
+    return ContextPolicy(cast(PolicyName, choice))
 
 
 def _summary_start(request: Request, summary: ContextSummary | None) -> int | None:

@@ -186,7 +186,10 @@ def build_agent(
         UserError: The settings cannot make an agent (e.g. a ReAct template with an
             unknown placeholder).
     """
+    from ..context import app_policy
+
     plugins, interpreter, problems = build_tools(settings, work_dir, mcp)
+    policy = app_policy("auto", embedded=not settings.api_base)  # summarise; trim on the embedded model
     if settings.agent == "internlm2":
         from ..actions import ActionExecutor
         from ..agents.internlm2_agent import Internlm2Agent, Internlm2Protocol
@@ -203,17 +206,21 @@ def build_agent(
             interpreter_executor=ActionExecutor([interpreter]) if interpreter is not None else None,
             protocol=protocol,
             max_turn=settings.max_turn,
+            context_policy=policy,
         )
         return agent, problems
     tools = plugins + ([interpreter] if interpreter is not None else [])
     if settings.agent == "react":
         from ..agents.react import ReAct
 
-        return ReAct(StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn), problems
+        react = ReAct(
+            StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn, context_policy=policy
+        )
+        return react, problems
     from ..agents.function_calling import FunctionCallingAgent
 
     calling = FunctionCallingAgent(
-        StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn
+        StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn, context_policy=policy
     )
     return calling, problems
 
