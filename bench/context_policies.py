@@ -104,7 +104,7 @@ def run(policy_name: str, turns: int, max_new_tokens: int, llm: LlamaCppModel, s
             start = time.perf_counter()
             try:
                 agent(text, session_id=session)
-            except Exception as exc:  # noqa: BLE001 - counted: 'none' fails once the history outgrows the model
+            except Exception as exc:  # counted: "none" fails once the history outgrows the model
                 failed += 1
                 if failed == 1:
                     print(f"  {policy_name}: turn {n} failed: {str(exc)[:120]}", flush=True)
