@@ -18,7 +18,7 @@ from _support import collect, resolve
 from plait.agents import Agent, AsyncAgent, AsyncSequential, AsyncStreamingAgent, Sequential, StreamingAgent
 from plait.context import Calibration, ContextPolicy, estimate_tokens, split_request
 from plait.context.summary import SUMMARY_HEADING
-from plait.exceptions import ContextWindowExceeded
+from plait.exceptions import ContextWindowExceeded, UserError
 from plait.interceptors import intercept
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.memory import SessionStore
@@ -285,3 +285,42 @@ def test_an_agents_own_policy_is_not_doubled_by_one_around_it_and_none_opts_out(
     with intercept(default, around), pytest.raises(ContextWindowExceeded):
         for n in range(10):
             default(_turn(n))
+
+
+def test_a_policy_from_a_config_dict_as_the_seeds_write_components() -> None:
+    summariser = _sized("sync", 600, [])
+    agent = Agent(
+        _sized("sync", 600, []),
+        context_policy={"type": "plait.context.ContextPolicy", "policy": "summarise", "summariser": summariser},
+    )
+    assert agent.context_policy is not None and agent.context_policy.policy == "summarise"
+    assert agent.context_policy.summariser is summariser and agent.context_policy.owned
+    with pytest.raises(UserError, match="context_policy must be"):
+        Agent(summariser, context_policy={"type": "plait.memory.Memory"})
+
+
+@pytest.mark.parametrize("policy", ["trim", "summarise"])
+def test_a_tool_using_agent_under_each_policy_sends_whole_tool_rounds(mode: str, policy: str) -> None:
+    from plait.actions import Calculator
+    from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if _is_summarising(body):
+            return Reply("SUMMARY")
+        if body["messages"][-1]["role"] == "tool":
+            return Reply("done")
+        return Reply("", tool_calls=[("Calculator", {"expression": "6*7"})])
+
+    with FakeOpenAIServer(handler=reply) as server:
+        cls = AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent
+        agent = cls(_llm(mode, server), [Calculator()], context_policy=ContextPolicy(policy, WINDOW, RESERVE))  # type: ignore[arg-type]
+        for n in range(8):
+            assert resolve(agent(_turn(n), session_id="t")).content == "done"
+        answers = [body for body in server.requests if not _is_summarising(body)]
+    assert all(_words(body) <= BUDGET for body in answers) and "turn 0" not in str(answers[-1]["messages"])
+    for body in answers:
+        messages = body["messages"]
+        for i, message in enumerate(messages):
+            if message["role"] == "tool":  # every result right after the call that asked for it
+                assert messages[i - 1]["role"] == "assistant" and messages[i - 1]["tool_calls"]
+        assert messages[-1]["role"] in ("user", "tool")

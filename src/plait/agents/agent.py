@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
@@ -81,7 +81,7 @@ class AgentCore(AgentModule):
         description: str | None = None,
         hooks: list[Any] | None = None,
         *,
-        context_policy: PolicyName | Literal["auto"] | ContextPolicy | None = "auto",
+        context_policy: PolicyName | Literal["auto"] | ContextPolicy | Mapping[str, object] | None = "auto",
     ) -> None:
         super().__init__()
         self.name = name or type(self).__name__
@@ -93,12 +93,7 @@ class AgentCore(AgentModule):
         self.description = description
         for hook in hooks or []:
             self.register_hook(create_object(hook))
-        if context_policy == "auto":  # trim for models that know their size; leave the others alone
-            context_policy = ContextPolicy("trim", default_window=None)
-            context_policy.auto = True
-        self.context_policy = ContextPolicy(context_policy) if isinstance(context_policy, str) else context_policy
-        if self.context_policy is not None:
-            self.context_policy.owned = True
+        self.context_policy = _context_policy(context_policy)
 
     @property
     def memory(self) -> MemoryManager:
@@ -210,6 +205,22 @@ class AgentCore(AgentModule):
         return handle
 
 
+def _context_policy(choice: object) -> ContextPolicy | None:
+    """An agent's `ContextPolicy` from its ``context_policy`` argument (a name, a config dict, a policy or None)."""
+    if choice == "auto":  # trim for models that know their size; leave the others alone
+        policy = ContextPolicy("trim", default_window=None)
+        policy.auto = True
+    elif isinstance(choice, str):
+        policy = ContextPolicy(cast(PolicyName, choice))
+    else:
+        policy = create_object(choice)
+    if policy is not None and not isinstance(policy, ContextPolicy):
+        raise UserError(f"context_policy must be a policy name, a ContextPolicy or its config dict, not {choice!r}")
+    if policy is not None:
+        policy.owned = True
+    return policy
+
+
 class Agent(AgentCore):
     """A synchronous agent: messages in, a message out, memory updated in between.
 
@@ -226,7 +237,8 @@ class Agent(AgentCore):
         description: What the agent does, for other agents and UIs.
         hooks: `Hook` instances (or config dicts) registered in order.
         context_policy: Keep every request within the model's context window (`plait.context`):
-            ``"trim"``, ``"summarise"``, ``"error"``, or a `ContextPolicy`. ``"auto"`` (the
+            ``"trim"``, ``"summarise"``, ``"error"``, a `ContextPolicy` or its config dict
+            (``dict(type=ContextPolicy, policy='summarise', summariser=...)``). ``"auto"`` (the
             default): trim for a model that tells its context size (the embedded model, HF
             models, servers that report it), with a logged notice the first time; leave the
             requests to a model of unknown size alone. None: always send the whole history.

@@ -14,6 +14,7 @@ from ..exceptions import ContextWindowExceeded, UserError
 from ..hooks.usage import perform_observed
 from ..interceptors import Interceptor
 from ..memory.base_memory import ContextSummary, Memory
+from ..utils.config import create_object
 from .counting import MARGIN, Calibration
 from .messages import Counter, Message, Request, estimate_tokens, fewest_dropped, shorten_tool_results, split_request
 from .summary import digest, fold, summary_message
@@ -100,7 +101,7 @@ class ContextPolicy(Interceptor):
         self.context_window = context_window
         self.reserve = reserve
         self.count = count
-        self.summariser = summariser
+        self.summariser = create_object(summariser)  # a model, or its config dict
         self.summary_tokens = summary_tokens
         self.headroom = headroom
         self.default_window = default_window
