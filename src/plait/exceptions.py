@@ -5,6 +5,7 @@ PlaitError
 ├── UserError                 misuse or bad configuration (also a ValueError)
 │   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
 │   ├── SessionBusyError      a call on a session that is still answering another call
+│   ├── ResumeError           a resume with nothing paused or a decision that fits no waiting call; a call on a paused session
 │   └── ModeError             async work met a synchronous agent or executor (raised at once, never handled by a flow)
 ├── StateDictError            missing/unexpected keys or an unknown version in load_state_dict
 ├── ParseError                model output or tool arguments that do not parse (also a ValueError)
@@ -61,6 +62,7 @@ __all__ = [
     "PlaitError",
     "RemoteAgentError",
     "ReplayMismatchError",
+    "ResumeError",
     "SandboxError",
     "ScriptError",
     "SessionBusyError",
@@ -99,6 +101,23 @@ class SessionBusyError(UserError):
         )
         self.agent = agent
         self.session_id = session_id
+
+
+class ResumeError(UserError):
+    """A `resume` or call that does not fit a paused session.
+
+    Nothing waits for a decision, a decision names a call that is not waiting, or a new
+    call comes on a session whose run waits for decisions.
+
+    Attributes:
+        session_id: The session.
+        waiting: The ids of the calls that wait for a decision (empty: none).
+    """
+
+    def __init__(self, message: str, session_id: object, waiting: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.waiting = list(waiting or [])
 
 
 class ModeError(UserError):

@@ -42,7 +42,7 @@ from .effects import ActionCall, Effect, Flow, ModelCall
 from .exceptions import ReplayMismatchError, UserError
 from .interceptors import Interceptor, intercept
 from .llms.response import ModelResponse, ToolCall, Usage
-from .schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentStatusCode, ModelStatusCode
+from .schema import ActionReturn, AgentStatusCode, ModelStatusCode
 from .utils._json import json_default
 
 __all__ = ["LOG_FORMAT", "LOG_VERSION", "RunLog", "record", "replay"]
@@ -105,13 +105,6 @@ def _decode_reply(value: object) -> object:
     if isinstance(value, list):
         return [_decode_reply(v) for v in value]
     return value
-
-
-def _decode_action_return(data: Mapping[str, Any]) -> ActionReturn:
-    fields = dict(data)
-    fields["state"] = ActionStatusCode(fields.get("state", ActionStatusCode.SUCCESS))
-    fields["valid"] = ActionValidCode(fields.get("valid", ActionValidCode.OPEN))
-    return ActionReturn(**fields)
 
 
 # -- the log ---------------------------------------------------------------------------------
@@ -312,7 +305,7 @@ class _RunLogInterceptor(Interceptor):
         action = effect.action
         key, describe = _tool_key(action, effect.inputs, effect.api, effect.session_id)
         if not self.recording:
-            return cast(R, _decode_action_return(self.log.take(key, describe)["result"]))
+            return cast(R, ActionReturn.from_dict(self.log.take(key, describe)["result"]))
         returned: R = yield effect
         self.log.add({"kind": "tool", "key": key, "tool": action.name, "api": effect.api, "result": returned})
         return returned

@@ -23,6 +23,7 @@ __all__ = [
     "AgentStatusCode",
     "FunctionCall",
     "ModelStatusCode",
+    "PendingCall",
     "dataclass2dict",
 ]
 
@@ -75,6 +76,7 @@ class AgentStatusCode(IntEnum):
     CODING = 6  # the model started writing interpreter code
     CODE_END = 7  # the code is complete
     CODE_RETURN = 8  # the interpreter's result is available
+    INTERRUPTED = 9  # the run waits for a person to approve tool calls (content: the `PendingCall` list)
 
 
 @dataclass
@@ -83,6 +85,21 @@ class FunctionCall:
 
     name: str
     parameters: dict[str, Any] | str
+
+
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call that waits for a person's decision (the content of an ``INTERRUPTED`` message).
+
+    Attributes:
+        id: The call's id: what `resume` decisions are keyed by.
+        name: The tool (``Toolkit.api`` for a toolkit's API).
+        arguments: The arguments the model wrote (a dict; text under ``'input'``).
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
 
 
 @dataclass
@@ -108,6 +125,14 @@ class ActionReturn:
     state: int = ActionStatusCode.SUCCESS
     thought: str | None = None
     valid: int = ActionValidCode.OPEN
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActionReturn:
+        """Rebuild what `dataclass2dict` wrote (status codes back as enum members)."""
+        fields = dict(data)
+        fields["state"] = ActionStatusCode(fields.get("state", ActionStatusCode.SUCCESS))
+        fields["valid"] = ActionValidCode(fields.get("valid", ActionValidCode.OPEN))
+        return cls(**fields)
 
     def format_result(self) -> str:
         """Render the result items as one text: text items verbatim, others as ``[type](content)``."""

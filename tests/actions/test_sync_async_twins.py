@@ -28,7 +28,8 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "",
         (
             "__call__ action_names add_action call_flow del_action description dispatch_flow forward "
-            "get_actions_info is_valid keys message_flow openai_tools register_hook resolve_name"
+            "get_actions_info is_valid keys message_flow needs_approval openai_tools register_hook "
+            "resolve_name"
         ),
     ),
     "actions.ArxivSearch": (
@@ -36,15 +37,16 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "acall aclose",
         (
             "__call__ build_request call_flow clear_session_state close get_arxiv_article_information "
-            "parse_response resolve_api run_io session_state to_openai_tools web_clients wrap_result"
+            "needs_approval parse_response resolve_api run_io session_state to_openai_tools web_clients "
+            "wrap_result"
         ),
     ),
     "actions.AsyncActionExecutor": (
         "ActionExecutor",
         "__call__ forward",
         (
-            "action_names add_action call_flow del_action description dispatch_flow get_actions_info is_valid "
-            "keys message_flow openai_tools register_hook resolve_name"
+            "action_names add_action call_flow del_action description dispatch_flow get_actions_info "
+            "is_valid keys message_flow needs_approval openai_tools register_hook resolve_name"
         ),
     ),
     "actions.AsyncActionMixin": (
@@ -56,56 +58,56 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "ArxivSearch BaseAction",
         "__call__ acall aclose get_arxiv_article_information",
         (
-            "build_request call_flow clear_session_state close parse_response resolve_api run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "build_request call_flow clear_session_state close needs_approval parse_response resolve_api "
+            "run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncBINGMap": (
         "BINGMap BaseAction",
         "__call__ acall aclose get_coordinates get_distance get_route search_nearby",
         (
-            "build_request call_flow clear_session_state close resolve_api run_io session_state "
-            "to_openai_tools web_clients wrap_result"
+            "build_request call_flow clear_session_state close needs_approval resolve_api run_io "
+            "session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleScholar": (
         "BaseAction GoogleScholar",
-        ("__call__ acall aclose get_author_id get_author_information get_citation_format search_google_scholar"),
+        "__call__ acall aclose get_author_id get_author_information get_citation_format search_google_scholar",
         (
-            "build_request call_flow clear_session_state close resolve_api run_io session_state "
-            "to_openai_tools web_clients wrap_result"
+            "build_request call_flow clear_session_state close needs_approval resolve_api run_io "
+            "session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleSearch": (
         "BaseAction GoogleSearch",
         "__call__ acall aclose run",
         (
-            "build_request call_flow clear_session_state close parse_response resolve_api run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "build_request call_flow clear_session_state close needs_approval parse_response resolve_api "
+            "run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncIPythonInteractive": (
         "BaseAction IPythonInteractive",
         "__call__ acall run",
         (
-            "call_flow clear_session_state close_session reset resolve_api session_dir session_state shutdown "
-            "to_openai_tools wrap_result"
+            "call_flow clear_session_state close_session needs_approval reset resolve_api session_dir "
+            "session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncIPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "__call__ acall run",
         (
-            "call_flow clear_session_state close_session prewarm reset resolve_api session_dir session_state "
-            "shutdown to_openai_tools wrap_result"
+            "call_flow clear_session_state close_session needs_approval prewarm reset resolve_api "
+            "session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncMCPToolkit": (
         "BaseAction MCPToolkit",
         "__aenter__ __aexit__ __call__ acall aclose",
         (
-            "__enter__ __exit__ call_flow clear_session_state close from_spec refresh resolve_api "
-            "session_state to_openai_tools wrap_result"
+            "__enter__ __exit__ call_flow clear_session_state close from_spec needs_approval refresh "
+            "resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncPPT": (
@@ -113,20 +115,20 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "__call__ acall",
         (
             "add_first_page add_text_image_page add_text_page call_flow clear_session_state create_file "
-            "document resolve_api session_state submit_file to_openai_tools wrap_result"
+            "document needs_approval resolve_api session_state submit_file to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncPythonInterpreter": (
         "BaseAction PythonInterpreter",
         "__call__ acall run",
-        "call_flow clear_session_state resolve_api session_state shutdown to_openai_tools wrap_result",
+        "call_flow clear_session_state needs_approval resolve_api session_state shutdown to_openai_tools wrap_result",
     ),
     "actions.AsyncWebBrowser": (
         "BaseAction WebBrowser",
         "__call__ acall aclose open_url search select",
         (
-            "call_flow clear_session_state close resolve_api results run_io session_state to_openai_tools "
-            "web_clients wrap_result"
+            "call_flow clear_session_state close needs_approval resolve_api results run_io session_state "
+            "to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.BINGMap": (
@@ -134,13 +136,14 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "acall aclose",
         (
             "__call__ build_request call_flow clear_session_state close get_coordinates get_distance "
-            "get_route resolve_api run_io search_nearby session_state to_openai_tools web_clients wrap_result"
+            "get_route needs_approval resolve_api run_io search_nearby session_state to_openai_tools "
+            "web_clients wrap_result"
         ),
     ),
     "actions.BaseAction": (
         "BaseAction",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api session_state to_openai_tools wrap_result",
+        "__call__ call_flow clear_session_state needs_approval resolve_api session_state to_openai_tools wrap_result",
     ),
     "actions.BaseParser": (
         "BaseParser",
@@ -150,60 +153,72 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     "actions.Calculator": (
         "BaseAction Calculator",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api run session_state to_openai_tools wrap_result",
+        (
+            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.FinishAction": (
         "BaseAction FinishAction",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api run session_state to_openai_tools wrap_result",
+        (
+            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.FunctionAction": (
         "BaseAction FunctionAction",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api session_state to_openai_tools wrap_result",
+        "__call__ call_flow clear_session_state needs_approval resolve_api session_state to_openai_tools wrap_result",
     ),
     "actions.GoogleScholar": (
         "BaseAction GoogleScholar",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close get_author_id get_author_information "
-            "get_citation_format resolve_api run_io search_google_scholar session_state to_openai_tools "
-            "web_clients wrap_result"
+            "__call__ build_request call_flow clear_session_state close get_author_id "
+            "get_author_information get_citation_format needs_approval resolve_api run_io "
+            "search_google_scholar session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.GoogleSearch": (
         "BaseAction GoogleSearch",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close parse_response resolve_api run run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "__call__ build_request call_flow clear_session_state close needs_approval parse_response "
+            "resolve_api run run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.IPythonInteractive": (
         "BaseAction IPythonInteractive",
         "acall",
         (
-            "__call__ call_flow clear_session_state close_session reset resolve_api run session_dir "
-            "session_state shutdown to_openai_tools wrap_result"
+            "__call__ call_flow clear_session_state close_session needs_approval reset resolve_api run "
+            "session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.IPythonInteractiveManager": (
         "BaseAction IPythonInteractiveManager",
         "acall acall_batch",
-        ("__call__ call_flow clear clear_session_state reset resolve_api session_state to_openai_tools wrap_result"),
+        (
+            "__call__ call_flow clear clear_session_state needs_approval reset resolve_api session_state "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.IPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "acall",
         (
-            "__call__ call_flow clear_session_state close_session prewarm reset resolve_api run session_dir "
-            "session_state shutdown to_openai_tools wrap_result"
+            "__call__ call_flow clear_session_state close_session needs_approval prewarm reset "
+            "resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.InvalidAction": (
         "BaseAction InvalidAction",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api run session_state to_openai_tools wrap_result",
+        (
+            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.JsonParser": (
         "BaseParser JsonParser",
@@ -214,21 +229,25 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction MCPToolkit",
         "acall",
         (
-            "__call__ __enter__ __exit__ call_flow clear_session_state close from_spec refresh resolve_api "
-            "session_state to_openai_tools wrap_result"
+            "__call__ __enter__ __exit__ call_flow clear_session_state close from_spec needs_approval "
+            "refresh resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.NoAction": (
         "BaseAction NoAction",
         "acall",
-        "__call__ call_flow clear_session_state resolve_api run session_state to_openai_tools wrap_result",
+        (
+            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.PPT": (
         "BaseAction PPT",
         "acall",
         (
             "__call__ add_first_page add_text_image_page add_text_page call_flow clear_session_state "
-            "create_file document resolve_api session_state submit_file to_openai_tools wrap_result"
+            "create_file document needs_approval resolve_api session_state submit_file to_openai_tools "
+            "wrap_result"
         ),
     ),
     "actions.ParseError": (
@@ -239,7 +258,10 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     "actions.PythonInterpreter": (
         "BaseAction PythonInterpreter",
         "acall",
-        ("__call__ call_flow clear_session_state resolve_api run session_state shutdown to_openai_tools wrap_result"),
+        (
+            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state shutdown "
+            "to_openai_tools wrap_result"
+        ),
     ),
     "actions.TupleParser": (
         "BaseParser TupleParser",
@@ -250,8 +272,8 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction WebBrowser",
         "acall aclose",
         (
-            "__call__ call_flow clear_session_state close open_url resolve_api results run_io search select "
-            "session_state to_openai_tools web_clients wrap_result"
+            "__call__ call_flow clear_session_state close needs_approval open_url resolve_api results "
+            "run_io search select session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "distributed.AgentAPIServer": (

@@ -38,6 +38,7 @@ from ..effects import ActionCall, Flow, HookCall, runs_in_place
 from ..exceptions import UserError
 from ..hooks.hook import Hook, RemovableHandle
 from ..schema import ActionReturn, AgentMessage, FunctionCall
+from ..untrusted import decode_arguments
 from ..utils.config import create_object
 from ._schema import openai_name, openai_tool
 from .base_action import BaseAction
@@ -272,6 +273,18 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
             if replaced is not None:
                 response = replaced
         return response
+
+    def needs_approval(self, name: str, arguments: object) -> bool:
+        """Whether a call of tool `name` (as a model names it) must wait for a person's approval.
+
+        `arguments` may be JSON text, as models write them. An unknown or disabled tool
+        needs none: it does not run (the model is told it does not exist).
+        """
+        action, api = self._lookup(self.resolve_name(name))
+        if action is None or not action.enable:
+            return False
+        decoded = decode_arguments(arguments)
+        return action.needs_approval(api, decoded if isinstance(decoded, dict) else {"input": decoded})
 
     def _lookup(self, name: str) -> tuple[BaseAction | None, str]:
         if name in self.actions:

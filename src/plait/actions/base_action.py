@@ -49,7 +49,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Union, overload
 
 from ..driver import run_async, run_sync
 from ..effects import ActionCall, Call, Flow
@@ -72,6 +72,8 @@ __all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", 
 logger = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., object])
+ApprovalRule = Union[bool, Callable[[str, Mapping[str, Any]], bool]]
+"""Whether calls need a person's approval: always (True), never (False), or per call (``rule(name, arguments)``)."""
 _RESULT_KEYS = frozenset({"text", "image", "audio", "video", "file", "error"})
 _ALL: Hashable = object()
 
@@ -88,6 +90,7 @@ def tool_api(
     returns_named_value: bool = False,
     include_arguments: Iterable[str] | None = None,
     exclude_arguments: Iterable[str] | None = None,
+    requires_approval: ApprovalRule = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -98,6 +101,7 @@ def tool_api(
     returns_named_value: bool = False,
     include_arguments: Iterable[str] | None = None,
     exclude_arguments: Iterable[str] | None = None,
+    requires_approval: ApprovalRule = False,
 ) -> Callable[..., object]:
     """Mark a function or method (sync or ``async def``) as a tool API and describe it.
 
@@ -113,6 +117,9 @@ def tool_api(
         returns_named_value: Read Returns entries as ``name (type): text`` into ``return_data``.
         include_arguments: Describe only these parameters.
         exclude_arguments: Do not describe these parameters.
+        requires_approval: A person must approve each call before it runs (a tool-using
+            agent pauses, see `plait.agents.tool_loop`): True, or a rule
+            ``(tool name, arguments) -> bool`` deciding per call.
 
     Example:
         ```python
@@ -136,6 +143,8 @@ def tool_api(
             include_arguments=include_arguments,
             exclude_arguments=exclude_arguments,
         )
+        if requires_approval:
+            target.__dict__["requires_approval"] = requires_approval
         return fn
 
     return decorate(func) if func is not None else decorate
@@ -244,7 +253,10 @@ class ActionCore(metaclass=abc.ABCMeta):
         description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
+        *,
+        requires_approval: ApprovalRule = False,
     ) -> None:
+        self.requires_approval = requires_approval
         if description is None:
             description = self.__tool_description__
         if not isinstance(description, Mapping) or not isinstance(description.get("name"), str):
@@ -335,6 +347,25 @@ class ActionCore(metaclass=abc.ABCMeta):
     async def acall(self, inputs: object = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
         """Async `__call__`: awaits async APIs, runs sync ones in a worker thread."""
         return await run_async(_single(ActionCall(self, inputs, name, session_id)))
+
+    def needs_approval(self, api: str, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call of API `api` with `arguments` must wait for a person's approval.
+
+        The API's own rule (``@tool_api(requires_approval=...)``) decides when it has one,
+        else the tool's (``requires_approval=`` when it was built). A rule that raises
+        counts as "needs approval": a broken policy must not let a call through.
+        """
+        fn = self._api_callable(api)
+        rule = getattr(getattr(fn, "__func__", fn), "requires_approval", None)
+        if rule is None:
+            rule = getattr(self, "requires_approval", False)
+        if not callable(rule):
+            return bool(rule)
+        name = self._name if api == "run" and not self.is_toolkit else f"{self._name}.{api}"
+        try:
+            return bool(rule(name, arguments))
+        except Exception:  # a broken rule fails closed
+            return True
 
     def _api_callable(self, api: str) -> Callable[..., object] | None:
         """The callable behind API `api` (a method of the same name by default)."""
@@ -439,6 +470,9 @@ class BaseAction(ActionCore, register=False):
         parser: The argument parser class, instantiated with the action; it adds a
             ``parameter_description`` to each API.
         enable: Whether executors offer and run this tool.
+        requires_approval: Each call of this tool (every API of a toolkit) must be approved
+            by a person before it runs: True, or a rule ``(tool name, arguments) -> bool``
+            (e.g. only amounts over 100). ``@tool_api(requires_approval=...)`` sets it per API.
 
     Example:
         ```python

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, ClassVar, Literal, TypeVar, cast
+from typing import Any, ClassVar, Literal, TypeVar, Union, cast
 
 from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
@@ -30,7 +30,7 @@ from ..types import Aggregator
 from ..untrusted import clean_text
 from ..utils.config import create_object
 from .aggregator.default_aggregator import DefaultAggregator
-from .call_path import agent_call_flow
+from .call_path import agent_call_flow, agent_resume_flow
 from .module import AgentModule
 
 __all__ = ["Agent", "AgentCore", "AsyncAgent", "AsyncStreamingAgent", "StreamingAgent", "flow_forward"]
@@ -43,6 +43,9 @@ def flow_forward(method: F) -> F:
     setattr(method, "__plait_forward__", True)  # noqa: B010 - a marker attribute on a function
     return method
 
+
+Decision = Union[bool, str]
+"""A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model."""
 
 _DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": DefaultAggregator})
@@ -139,6 +142,20 @@ class AgentCore(AgentModule):
         )
         reply = yield call
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
+
+    def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
+        """The session's paused run, going on where it stopped (the tool-using agents' `loop_protocol`).
+
+        Raises:
+            UserError: This agent does not run a tool loop, so it never pauses.
+        """
+        make = getattr(self, "loop_protocol", None)
+        if not callable(make):
+            raise UserError(f"{type(self).__name__} runs no tool loop: it never pauses, so it has nothing to resume")
+        from .tool_loop import run_tool_loop
+
+        budget = getattr(self, "max_turn", 1)
+        return (yield from run_tool_loop(make(()), budget, session_id, kwargs, state=self.run_state(session_id)))
 
     def model_call(
         self,
@@ -261,6 +278,16 @@ class Agent(AgentCore):
         """What the agent does with its inputs (they are already in memory): `forward_flow`, driven."""
         return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
+    def resume(self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
+        """Go on with a run paused for approval: `decisions` maps call ids to True, False or a reason.
+
+        Returns the reply (or, while calls still wait, another ``INTERRUPTED`` message).
+
+        Raises:
+            ResumeError: Nothing waits in the session, or a decision does not fit.
+        """
+        return run_sync(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
+
 
 class AsyncAgent(AgentCore):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
@@ -274,6 +301,12 @@ class AsyncAgent(AgentCore):
     async def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
         """`forward_flow`, driven on the event loop."""
         return await run_async(self.forward_flow(message, session_id, kwargs), self.interceptors())
+
+    async def resume(
+        self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
+    ) -> AgentMessage:
+        """`Agent.resume`, awaited."""
+        return await run_async(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
 
 
 class StreamingAgent(AgentCore):
@@ -290,6 +323,12 @@ class StreamingAgent(AgentCore):
     def forward(self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object) -> Iterator[AgentMessage]:
         """Stream `forward_flow`: chunks, then the final message (``stream_state`` END)."""
         yield from run_stream(self.forward_flow(message, session_id, kwargs), self.interceptors())
+
+    def resume(
+        self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
+    ) -> Iterator[AgentMessage]:
+        """`Agent.resume`, streamed: chunks, then the final message."""
+        yield from run_stream(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
 
 
 class AsyncStreamingAgent(AgentCore):
@@ -311,6 +350,13 @@ class AsyncStreamingAgent(AgentCore):
     ) -> AsyncIterator[AgentMessage]:
         """Stream `forward_flow` on the event loop."""
         async for chunk in run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors()):
+            yield chunk
+
+    async def resume(
+        self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
+    ) -> AsyncIterator[AgentMessage]:
+        """`Agent.resume`, streamed on the event loop."""
+        async for chunk in run_astream(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors()):
             yield chunk
 
 

@@ -145,11 +145,15 @@ class AutoGPTCore(ToolProtocolAgent):
         values.update(ai_name=self.ai_name, role_description=self.role_description, commands="\n".join(commands))
         return values
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> AutoGPTProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return AutoGPTProtocol(self)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Run commands until the model runs ``finish`` (`AutoGPTProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(AutoGPTProtocol(self), self.max_turn, session_id, kwargs))
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, object]]:
         prompt = self.get_prompt(session_id)

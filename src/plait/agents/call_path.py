@@ -16,13 +16,15 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall
-from ..exceptions import SessionBusyError, UserError
+from ..exceptions import ResumeError, SessionBusyError, UserError
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
-from ..schema import AgentMessage
+from ..schema import AgentMessage, AgentStatusCode
 from ..untrusted import clean_text
+from .run_state import RunState
+from .tool_loop import decide
 
-__all__ = ["CallPathAgent", "agent_call_flow", "normalize_inputs"]
+__all__ = ["CallPathAgent", "agent_call_flow", "agent_resume_flow", "normalize_inputs"]
 
 
 class CallPathAgent(Protocol):
@@ -47,6 +49,18 @@ class CallPathAgent(Protocol):
 
     def update_memory(self, message: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
+        ...
+
+    def run_state(self, session_id: Hashable = 0) -> RunState | None:
+        """The state of the session's unfinished tool-loop run."""
+        ...
+
+    def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
+        """Register (or with None, drop) the state of a session's run."""
+        ...
+
+    def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
+        """The session's paused run, going on (its decisions recorded)."""
         ...
 
 
@@ -93,40 +107,66 @@ def agent_call_flow(
 ) -> Flow[AgentMessage]:
     """One agent call as a flow; the result is the response after the after-hooks ran.
 
+    A tool-using run that pauses for approval answers with an ``INTERRUPTED`` message: it is
+    not stored (the turn's messages so far are), and the session waits for `agent_resume_flow`.
+
     Raises:
         SessionBusyError: Another call of this agent on `session_id` has not finished
             (agents with memory take one call per session at a time).
+        ResumeError: The session's run waits for decisions on tool calls.
     """
+    return (yield from _guarded(agent, session_id, kwargs, messages, None))
+
+
+def agent_resume_flow(
+    agent: CallPathAgent, decisions: Mapping[str, object], session_id: Hashable, kwargs: Mapping[str, object]
+) -> Flow[AgentMessage]:
+    """Take a paused run up again with a person's decisions (see `plait.agents.tool_loop.decide`).
+
+    The run goes on where it stopped; its reply is stored and passes the after-hooks like any
+    call's. A resume that fails rolls the session back to before the paused call began (the
+    calls that ran are not run again: the run is over).
+
+    Raises:
+        ResumeError: Nothing waits for a decision on `session_id`, or a decision does not fit.
+    """
+    return (yield from _guarded(agent, session_id, kwargs, (), decisions))
+
+
+def _guarded(
+    agent: CallPathAgent,
+    session_id: Hashable,
+    kwargs: Mapping[str, object],
+    messages: tuple[Any, ...],
+    decisions: Mapping[str, object] | None,
+) -> Flow[AgentMessage]:
+    """The call path of a call (`decisions` None) or a resume, one at a time per session."""
     memory = agent._memory
     token = object()
     if memory is not None and agent._calls.setdefault(session_id, token) is not token:  # atomic across threads
         raise SessionBusyError(agent.name, session_id)
     try:
-        inputs = normalize_inputs(messages)
-        for hook in list(agent._hooks.values()):
-            replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
-            if replaced is not None:
-                inputs = _replacement(replaced)
-        mark = memory.length(session_id) if memory is not None else 0
+        inputs, mark = yield from _opening(agent, session_id, messages, decisions)
         turn = memory.open_turn(session_id, mark) if memory is not None else None
         agent.update_memory(inputs, session_id)
         try:
-            if getattr(type(agent).forward, "__plait_forward__", False):
-                raw = yield from agent.forward_flow(inputs, session_id, kwargs)
-            else:  # a user-defined forward
-                raw = yield Call(
-                    agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward
-                )
+            raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)
         except BaseException as error:
             if memory is not None:
                 memory.truncate(session_id, mark)
                 if turn is not None:
                     turn.abandon()
+            agent.set_run_state(None, session_id)  # a failed run is over (what ran does not run again)
             if not isinstance(error, GeneratorExit):  # a closed flow must not yield
                 yield from _tell_error(agent, error, session_id)
             raise
         response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
-        agent.update_memory(response, session_id)
+        if response.stream_state == AgentStatusCode.INTERRUPTED:
+            run = agent.run_state(session_id)
+            if run is not None and run.turn_start is None:
+                run.turn_start = mark  # what a failed resume rolls back to
+        else:
+            agent.update_memory(response, session_id)
         if turn is not None:  # the turn is on disk before the call returns
             yield Call(turn.commit)
         output = response.model_copy()  # hooks and callers may reassign fields without touching memory
@@ -138,3 +178,48 @@ def agent_call_flow(
     finally:
         if memory is not None:
             agent._calls.pop(session_id, None)
+
+
+def _opening(
+    agent: CallPathAgent, session_id: Hashable, messages: tuple[Any, ...], decisions: Mapping[str, object] | None
+) -> Flow[tuple[list[AgentMessage], int]]:
+    """``(inputs, mark)``: a call's inputs after the before-hooks, or a resume's decisions recorded.
+
+    `mark` is the memory length a failure rolls back to: now for a call, where the paused
+    call began for a resume.
+    """
+    memory = agent._memory
+    paused = agent.run_state(session_id)
+    if decisions is not None:
+        if paused is None or not (paused.waiting or paused.pending):
+            raise ResumeError(f"{agent.name} has no paused run to resume in session {session_id!r}", session_id)
+        decide(paused, decisions, session_id)
+        if paused.turn_start is not None:
+            return [], paused.turn_start
+        return [], memory.length(session_id) if memory is not None else 0
+    if paused is not None and paused.waiting:
+        raise ResumeError(
+            f"{agent.name} waits for decisions on tool calls {paused.waiting} in session {session_id!r}: "
+            "resume(decisions, session_id=...) first, or reset the session",
+            session_id,
+            paused.waiting,
+        )
+    inputs = normalize_inputs(messages)
+    for hook in list(agent._hooks.values()):
+        replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
+        if replaced is not None:
+            inputs = _replacement(replaced)
+    return inputs, memory.length(session_id) if memory is not None else 0
+
+
+def _forward(
+    agent: CallPathAgent, inputs: list[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object], resuming: bool
+) -> Flow[Any]:
+    """What the agent answers: its paused run going on, its `forward_flow`, or a user-defined ``forward``."""
+    if resuming:
+        return (yield from agent.resume_flow(session_id, kwargs))
+    if getattr(type(agent).forward, "__plait_forward__", False):
+        return (yield from agent.forward_flow(inputs, session_id, kwargs))
+    return (
+        yield Call(agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
+    )

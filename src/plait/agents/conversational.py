@@ -148,11 +148,15 @@ class ConversationalCore(ToolProtocolAgent):
         human = self.human_template.format(**{k: values[k] for k in format_placeholders(self.human_template)})
         return [*self.render(history, self.system_prompt()), {"role": "user", "content": human}]
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ConversationalProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return ConversationalProtocol(self)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Take steps until the model gives its final answer (`ConversationalProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(ConversationalProtocol(self), self.max_turn, session_id, kwargs))
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _parse(self, raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         reply = self.make_response(raw)

@@ -82,11 +82,15 @@ class FunctionCallingCore(AgentCore):
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return FunctionCallingProtocol(self)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Run tool rounds until the model answers in text (`FunctionCallingProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(FunctionCallingProtocol(self), self.max_turn, session_id, kwargs))
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _turn(self, session_id: Hashable, params: Mapping[str, object]) -> Effect[Any]:
         """One model turn: streamed when this agent and its model can stream, else ``complete``.

@@ -190,11 +190,15 @@ class ReActCore(ToolProtocolAgent):
 
     # -- the loop --
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ReActProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return ReActProtocol(self)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Think, act and observe until the model gives its final answer (`ReActProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(ReActProtocol(self), self.max_turn, session_id, kwargs))
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _answer(self, reply: AgentMessage, steps: list[dict[str, object]], forced: bool) -> AgentMessage:
         finished = self.finish_condition(reply)

@@ -95,11 +95,15 @@ class ReWOOCore(ToolProtocolAgent):
         values["action_info"] = "\n".join(lines) or "(no tools)"
         return values
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ReWOOProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return ReWOOProtocol(self)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
         """Plan, run the plan's tools, and solve (`ReWOOProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(ReWOOProtocol(self), self.max_turn, session_id, kwargs))
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
 
 class ReWOOProtocol(TextToolProtocol[ReWOOCore]):

@@ -21,9 +21,9 @@ from typing import Any
 from typing_extensions import NotRequired, TypedDict
 
 from ..exceptions import StateDictError
-from ..schema import AgentMessage
+from ..schema import ActionReturn, AgentMessage, dataclass2dict
 
-__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState"]
+__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState", "decode_result", "encode_result"]
 
 RUN_STATE_VERSION = 1
 
@@ -55,6 +55,13 @@ class RunState:
         forced: Whether the final answer has been asked for (the last call of the budget).
         steps: The step records of this run, in the paradigm's layout.
         pending: Tool calls decided but not answered yet (run first on resume).
+        outcomes: For each pending call, what became of it: None (not run yet),
+            ``{'result': ...}`` (it ran: its result as JSON, `encode_result`) or
+            ``{'refused': text}`` (a person refused it; `text` is what the model is told).
+        waiting: The ids of the pending calls that wait for a person's decision: while
+            there are any, the run is paused (``AgentStatusCode.INTERRUPTED``).
+        turn_start: The session's memory length when the paused call began (what a failed
+            resume rolls back to).
         messages: Named message lists the paradigm keeps between turns (the next input,
             the last reply).
         scratch: Other JSON values the paradigm keeps (a scratchpad, a plan, evidence).
@@ -65,6 +72,9 @@ class RunState:
     forced: bool = False
     steps: list[dict[str, Any]] = field(default_factory=list)
     pending: list[PlannedCall] = field(default_factory=list)
+    outcomes: list[dict[str, Any] | None] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    turn_start: int | None = None
     messages: dict[str, list[AgentMessage]] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)
 
@@ -77,6 +87,9 @@ class RunState:
             "forced": self.forced,
             "steps": [dict(step) for step in self.steps],
             "pending": [dict(call) for call in self.pending],
+            "outcomes": [None if outcome is None else dict(outcome) for outcome in self.outcomes],
+            "waiting": list(self.waiting),
+            "turn_start": self.turn_start,
             "messages": {name: [m.model_dump() for m in items] for name, items in self.messages.items()},
             "scratch": dict(self.scratch),
         }
@@ -102,6 +115,9 @@ class RunState:
                 forced=bool(data.get("forced", False)),
                 steps=[dict(step) for step in data.get("steps") or []],
                 pending=[_planned(call) for call in data.get("pending") or []],
+                outcomes=[None if outcome is None else dict(outcome) for outcome in data.get("outcomes") or []],
+                waiting=[str(call_id) for call_id in data.get("waiting") or []],
+                turn_start=None if data.get("turn_start") is None else int(data["turn_start"]),
                 messages=messages,
                 scratch=dict(data.get("scratch") or {}),
             )
@@ -116,3 +132,28 @@ def _planned(call: Mapping[str, Any]) -> PlannedCall:
     if call.get("kind") is not None:
         planned["kind"] = str(call["kind"])
     return planned
+
+
+def encode_result(result: object) -> dict[str, Any]:
+    """A tool call's result (an executor's `AgentMessage`, an `ActionReturn`, text) as JSON."""
+    if isinstance(result, AgentMessage):
+        data = result.model_dump()
+        if isinstance(result.content, ActionReturn):
+            data["content"] = dataclass2dict(result.content)
+            return {"message": data, "action_return": True}
+        return {"message": data}
+    if isinstance(result, ActionReturn):
+        return {"action_return": dataclass2dict(result)}
+    return {"value": result}
+
+
+def decode_result(data: Mapping[str, Any]) -> object:
+    """The result `encode_result` wrote."""
+    if "message" in data:
+        message = dict(data["message"])
+        if data.get("action_return"):
+            message["content"] = ActionReturn.from_dict(message["content"])
+        return AgentMessage.model_validate(message)
+    if "action_return" in data:
+        return ActionReturn.from_dict(data["action_return"])
+    return data.get("value")

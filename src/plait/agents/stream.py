@@ -284,6 +284,10 @@ class InternLMAgentCore(AgentCore):
 
     # -- the loop --
 
+    def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> InternLMProtocol:
+        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
+        return InternLMProtocol(self, inputs)
+
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
@@ -295,7 +299,7 @@ class InternLMAgentCore(AgentCore):
     ) -> Flow[AgentMessage]:
         memory = self.agent._memory
         mark = memory.length(session_id) if memory is not None else 0
-        protocol = InternLMProtocol(self, inputs)
+        protocol = self.loop_protocol(inputs)
         try:
             return (yield from run_tool_loop(protocol, self.max_turn, session_id, kwargs))
         except BaseException:

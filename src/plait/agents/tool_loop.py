@@ -16,7 +16,12 @@ per paradigm. What is the same lives here, once:
 * **chunks**: what a protocol `emit`s reaches streaming callers as `Emit` effects;
 * **state**: everything the loop knows between two effects is in a `RunState` (JSON),
   registered with the agent for the session while the run lasts, so `state_dict` shows an
-  unfinished run and a saved one can go on (`run_tool_loop` with ``state=``).
+  unfinished run and a saved one can go on (`run_tool_loop` with ``state=``);
+* **approval**: calls whose tool requires a person's approval (`LoopProtocol.needs_approval`)
+  do not run: the others of the turn do, and the run pauses, answering with an
+  ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
+  run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
+  goes on where it stopped. A call runs at most once: its result is kept in the state.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -29,12 +34,14 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
 from ..effects import Effect, Emit, Flow, Gather
-from ..exceptions import UserError
-from ..schema import AgentMessage
-from .run_state import PlannedCall, RunState
+from ..exceptions import ResumeError, UserError
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
+from ..untrusted import decode_arguments
+from .run_state import PlannedCall, RunState, decode_result, encode_result
 
 __all__ = [
     "FINAL",
+    "REFUSED",
     "Act",
     "Ask",
     "Decision",
@@ -44,8 +51,12 @@ __all__ = [
     "OutOfBudget",
     "build_executor",
     "check_budget",
+    "decide",
     "run_tool_loop",
 ]
+
+REFUSED = "A person refused this call: it did not run."
+"""What the model is told about a call refused with ``False``."""
 
 OutOfBudget = Literal["force", "stop", "last"]
 
@@ -136,6 +147,18 @@ class LoopProtocol(ABC, Generic[A]):
         """Take tool results in (observations, step records); None asks the model again."""
         return None
 
+    def needs_approval(self, state: RunState, call: PlannedCall) -> bool:
+        """Whether `call` must wait for a person's decision (its tool's ``requires_approval``)."""
+        check = getattr(getattr(self.agent, "executor", None), "needs_approval", None)
+        return bool(check(call["name"], call.get("arguments"))) if callable(check) else False
+
+    def refusal(self, state: RunState, call: PlannedCall, text: str) -> Any:
+        """What stands for a refused call's result: the executor's kind of answer, `text` as its error."""
+        arguments = decode_arguments(call.get("arguments"))
+        args = arguments if isinstance(arguments, dict) else {"input": arguments}
+        refused = ActionReturn(args=args, type=call["name"], errmsg=text, state=ActionStatusCode.API_ERROR)
+        return AgentMessage(sender="ActionExecutor", content=refused)
+
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
         return self.ask(state, session_id, kwargs)
@@ -183,10 +206,52 @@ def run_tool_loop(
     elif state.protocol != protocol.name:
         raise UserError(f"a {state.protocol!r} run cannot go on as {protocol.name!r}")
     agent.set_run_state(state, session_id)
+    paused = False
     try:
-        return (yield from _loop(protocol, budget, state, session_id, kwargs))
+        reply = yield from _loop(protocol, budget, state, session_id, kwargs)
+        paused = reply.stream_state == AgentStatusCode.INTERRUPTED
+        return reply
     finally:
-        agent.set_run_state(None, session_id)
+        if not paused:
+            agent.set_run_state(None, session_id)
+
+
+def call_id(call: PlannedCall, index: int) -> str:
+    """The id a pending call is decided by: the model's, else its place in the turn."""
+    return call.get("id") or f"call-{index}"
+
+
+def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable) -> None:
+    """Record a person's decisions on a paused run's waiting calls.
+
+    Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
+    string (refused: the string is what the model is told). Calls left undecided go on
+    waiting.
+
+    Raises:
+        ResumeError: A decision names a call that is not waiting, or is not True, False or a string.
+    """
+    unknown = [key for key in decisions if key not in state.waiting]
+    if unknown:
+        raise ResumeError(
+            f"no call {unknown[0]!r} waits for a decision on session {session_id!r}; waiting: {state.waiting}",
+            session_id,
+            state.waiting,
+        )
+    for index, call in enumerate(state.pending):
+        key = call_id(call, index)
+        if key not in decisions:
+            continue
+        decision = decisions[key]
+        if decision is True:
+            pass  # it runs when the run goes on
+        elif decision is False or isinstance(decision, str):
+            state.outcomes[index] = {"refused": decision if isinstance(decision, str) else REFUSED}
+        else:
+            raise ResumeError(
+                f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
+            )
+    state.waiting = [key for key in state.waiting if key not in decisions]
 
 
 def _loop(
@@ -199,10 +264,13 @@ def _loop(
         if isinstance(decision, Done):
             return decision.message
         if isinstance(decision, Act):
-            calls = list(decision.calls)
-            state.pending = calls
-            results = yield Gather(tuple(protocol.tool_effect(state, call, session_id) for call in calls))
-            state.pending = []
+            if decision.calls is not state.pending:  # a new turn's calls (a resumed run goes on with its own)
+                state.pending, state.outcomes = list(decision.calls), []
+            results = yield from _run_calls(protocol, state, session_id)
+            if state.waiting:
+                return _interrupted(protocol, state)
+            calls = state.pending
+            state.pending, state.outcomes = [], []
             decision = protocol.on_results(state, calls, results, session_id)
             yield from _flush(protocol)
             continue
@@ -215,6 +283,47 @@ def _loop(
             yield from _flush(protocol)
             continue
         raise TypeError(f"{type(protocol).__name__} returned {decision!r}, not a decision")  # a protocol bug
+
+
+def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashable) -> Flow[list[Any]]:
+    """Run the pending calls that may run; their results (refusals included) in call order.
+
+    A new turn's calls are sorted first: those that need a person's approval wait
+    (`RunState.waiting`). While any wait, what ran is kept in the state and never runs again.
+    """
+    calls = state.pending
+    if len(state.outcomes) != len(calls):
+        state.outcomes = [None] * len(calls)
+        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if protocol.needs_approval(state, call)]
+    results: list[Any] = [None] * len(calls)
+    ready: list[int] = []
+    for i, (call, outcome) in enumerate(zip(calls, state.outcomes, strict=True)):
+        if outcome is None:
+            if call_id(call, i) not in state.waiting:
+                ready.append(i)
+        elif "refused" in outcome:
+            results[i] = protocol.refusal(state, call, str(outcome["refused"]))
+        else:
+            results[i] = decode_result(outcome["result"])
+    if ready:
+        ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
+        for i, result in zip(ready, ran, strict=True):
+            results[i] = result
+            if state.waiting:
+                state.outcomes[i] = {"result": encode_result(result)}
+    return results
+
+
+def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
+    """The paused run's answer: the calls that wait for a decision."""
+    waiting = []
+    for i, call in enumerate(state.pending):
+        if call_id(call, i) in state.waiting:
+            arguments = decode_arguments(call.get("arguments"))
+            args = arguments if isinstance(arguments, dict) else {"input": arguments}
+            waiting.append(PendingCall(call_id(call, i), call["name"], args))
+    name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
+    return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 
 
 def _flush(protocol: LoopProtocol[Any]) -> Flow[None]:

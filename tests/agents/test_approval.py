@@ -1,0 +1,231 @@
+"""Issue 18: tools that need a person's approval pause the run; `resume` takes it up, exactly once.
+
+Each behaviour runs in sync and async from one body (the `mode` fixture), on a scripted
+OpenAI-compatible server: the first model turn asks for a lookup (no approval needed) and a
+transfer (approval needed); once the request carries tool results, the model answers with
+what it saw.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from _support import collect, resolve
+from plait.actions import BaseAction, tool_api
+from plait.agents import (
+    AsyncFunctionCallingAgent,
+    AsyncStreamingFunctionCallingAgent,
+    FunctionCallingAgent,
+    StreamingFunctionCallingAgent,
+)
+from plait.exceptions import LLMError, ResumeError
+from plait.llms import GPTAPI, AsyncGPTAPI
+from plait.schema import AgentStatusCode, PendingCall
+from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+
+class Lookup(BaseAction):
+    """Look up an account's balance."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    @tool_api
+    def run(self, account: str) -> str:
+        """Look up an account's balance.
+
+        Args:
+            account (str): the account
+        """
+        self.calls += 1
+        return f"{account} has 120"
+
+
+class Transfer(BaseAction):
+    """Move money."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    @tool_api
+    def run(self, to: str, amount: int) -> str:
+        """Send money.
+
+        Args:
+            to (str): who gets it
+            amount (int): how much
+        """
+        self.calls += 1
+        return f"sent {amount} to {to}"
+
+
+def model(body: dict[str, Any]) -> Reply:
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        seen = [m["content"] for m in messages if m["role"] == "tool"]
+        return Reply("done: " + " | ".join(seen))
+    amount = 500 if "big" in messages[-1]["content"] else 5
+    return Reply("", tool_calls=[("Lookup", {"account": "alice"}), ("Transfer", {"to": "bob", "amount": amount})])
+
+
+def _agent(mode: str, server: FakeOpenAIServer, transfer: Transfer | None = None, lookup: Lookup | None = None) -> Any:
+    llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+    cls = AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent
+    transfer = transfer if transfer is not None else Transfer(requires_approval=True)
+    return cls(llm, [lookup or Lookup(), transfer])
+
+
+def test_only_the_call_that_needs_approval_waits_and_an_approved_call_runs_once(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        lookup, transfer = Lookup(), Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer, lookup)
+        paused = resolve(agent("pay bob", session_id="s"))
+        assert paused.stream_state == AgentStatusCode.INTERRUPTED
+        (pending,) = paused.content
+        assert isinstance(pending, PendingCall) and pending.name == "Transfer"
+        assert pending.arguments == {"to": "bob", "amount": 5}
+        assert (lookup.calls, transfer.calls, len(server.requests)) == (1, 0, 1)  # nothing sent to the model yet
+        reply = resolve(agent.resume({pending.id: True}, session_id="s"))
+        assert reply.stream_state == AgentStatusCode.END and reply.content == "done: alice has 120 | sent 5 to bob"
+        assert (lookup.calls, transfer.calls, len(server.requests)) == (1, 1, 2)
+        with pytest.raises(ResumeError, match="no paused run"):
+            resolve(agent.resume({pending.id: True}, session_id="s"))
+        assert transfer.calls == 1
+        roles = [m["role"] for m in server.requests[-1]["messages"]]
+        assert roles[-3:] == ["assistant", "tool", "tool"]
+        assert len(agent.memory.get_memory("s")) == 5  # question, tool calls, two results, answer
+
+
+def test_a_refusal_with_a_reason_is_what_the_model_sees_and_the_tool_never_runs(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        transfer = Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer)
+        (pending,) = resolve(agent("pay bob", session_id="s")).content
+        reply = resolve(agent.resume({pending.id: "Bob is not a known payee."}, session_id="s"))
+        assert reply.content.endswith("Bob is not a known payee.") and transfer.calls == 0
+        (pending,) = resolve(agent("pay bob again", session_id="s")).content
+        reply = resolve(agent.resume({pending.id: False}, session_id="s"))
+        assert "A person refused this call" in reply.content and transfer.calls == 0
+
+
+def test_a_decision_for_a_call_that_does_not_wait_and_a_call_on_a_paused_session_are_refused(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        transfer = Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer)
+        with pytest.raises(ResumeError, match="no paused run"):
+            resolve(agent.resume({"x": True}, session_id="s"))
+        (pending,) = resolve(agent("pay bob", session_id="s")).content
+        with pytest.raises(ResumeError, match="no call 'nope' waits") as info:
+            resolve(agent.resume({"nope": True}, session_id="s"))
+        assert info.value.waiting == [pending.id]
+        with pytest.raises(ResumeError, match="waits for decisions"):
+            resolve(agent("something else", session_id="s"))
+        assert len(server.requests) == 1 and transfer.calls == 0
+        agent.reset("s")  # a reset drops the paused run
+        assert resolve(agent("pay bob", session_id="s")).stream_state == AgentStatusCode.INTERRUPTED
+
+
+def test_a_paused_state_through_json_resumes_in_a_fresh_agent(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        first = _agent(mode, server)
+        (pending,) = resolve(first("pay bob", session_id="s")).content
+        saved = json.loads(json.dumps(first.state_dict("s")))
+        transfer, lookup = Transfer(requires_approval=True), Lookup()
+        fresh = _agent(mode, server, transfer, lookup)
+        fresh.load_state_dict(saved, session_id="s")
+        reply = resolve(fresh.resume({pending.id: True}, session_id="s"))
+        assert reply.content == "done: alice has 120 | sent 5 to bob"
+        assert (lookup.calls, transfer.calls) == (0, 1)  # the lookup ran before the pause, in the first agent
+        assert fresh.run_state("s") is None
+
+
+def test_two_sessions_paused_at_once_resume_in_either_order(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        transfer = Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer)
+        (a,) = resolve(agent("pay bob", session_id="a")).content
+        (b,) = resolve(agent("pay bob big", session_id="b")).content
+        assert b.arguments["amount"] == 500
+        assert resolve(agent.resume({b.id: True}, session_id="b")).content.endswith("sent 500 to bob")
+        assert resolve(agent.resume({a.id: "no"}, session_id="a")).content.endswith("no")
+        assert transfer.calls == 1
+
+
+def test_a_rule_decides_per_call() -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        transfer = Transfer(requires_approval=lambda name, args: args.get("amount", 0) > 100)
+        agent = _agent("sync", server, transfer)
+        assert agent("pay bob").content == "done: alice has 120 | sent 5 to bob"  # 5: no approval needed
+        paused = agent("pay bob big")
+        assert paused.stream_state == AgentStatusCode.INTERRUPTED and paused.content[0].arguments["amount"] == 500
+
+
+def test_an_api_marked_with_tool_api_waits_and_a_broken_rule_fails_closed() -> None:
+    class Bank(BaseAction):
+        @tool_api(requires_approval=True)
+        def pay(self, to: str) -> str:
+            """Pay someone.
+
+            Args:
+                to (str): who
+            """
+            return "paid"
+
+        @tool_api
+        def balance(self) -> str:
+            """The balance."""
+            return "120"
+
+    def broken(name: str, arguments: Any) -> bool:
+        raise RuntimeError("policy service down")
+
+    bank = Bank()
+    assert bank.needs_approval("pay", {"to": "bob"}) and not bank.needs_approval("balance", {})
+    assert Transfer(requires_approval=broken).needs_approval("run", {"amount": 1})
+
+
+def test_streaming_agents_end_with_the_interrupted_message_and_resume_streams(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+        cls = AsyncStreamingFunctionCallingAgent if mode == "async" else StreamingFunctionCallingAgent
+        transfer = Transfer(requires_approval=True)
+        agent = cls(llm, [Lookup(), transfer])
+        chunks = resolve(collect(agent("pay bob", session_id="s")))
+        assert chunks[-1].stream_state == AgentStatusCode.INTERRUPTED
+        (pending,) = chunks[-1].content
+        chunks = resolve(collect(agent.resume({pending.id: True}, session_id="s")))
+        assert chunks[-1].stream_state == AgentStatusCode.END and chunks[-1].content.endswith("sent 5 to bob")
+        assert transfer.calls == 1
+
+
+def test_a_text_protocol_agent_pauses_too_and_its_calls_get_ids(mode: str) -> None:
+    from plait.agents.react import AsyncReAct, ReAct
+    from plait.testing import scripted_llm
+
+    transfer = Transfer(requires_approval=True)
+    script = ['Thought: pay\nAction: Transfer\nAction Input: {"to": "bob", "amount": 5}', "Final Answer: paid"]
+    llm = scripted_llm(script, mode)
+    agent = (AsyncReAct if mode == "async" else ReAct)(llm, [transfer])
+    paused = resolve(agent("pay bob"))
+    (pending,) = paused.content
+    assert paused.stream_state == AgentStatusCode.INTERRUPTED and pending.id == "call-0" and transfer.calls == 0
+    assert resolve(agent.resume({"call-0": True})).content == "paid" and transfer.calls == 1
+    observation = [m["content"] for m in llm.calls[1].messages if "sent 5 to bob" in str(m["content"])]
+    assert observation  # the model saw the result of the approved call
+
+
+def test_a_failed_resume_rolls_the_paused_turn_back_and_the_run_is_over(mode: str) -> None:
+    with FakeOpenAIServer(handler=model) as server:
+        transfer = Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer)
+        (pending,) = resolve(agent("pay bob", session_id="s")).content
+        server.stop()  # the model is gone: the resumed run fails after the approved call ran
+        with pytest.raises(LLMError):
+            resolve(agent.resume({pending.id: True}, session_id="s"))
+    assert transfer.calls == 1 and agent.run_state("s") is None
+    assert agent.memory.get_memory("s") == []  # the paused turn is rolled back whole: no dangling tool call
