@@ -5,7 +5,7 @@ PlaitError
 ├── UserError                 misuse or bad configuration (also a ValueError)
 │   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
 │   ├── SessionBusyError      a call on a session that is still answering another call
-│   ├── ResumeError           a resume with nothing paused or a decision that fits no waiting call; a call on a paused session
+│   ├── ResumeError           a resume that fits no paused run, or a call on a session paused for approval
 │   └── ModeError             async work met a synchronous agent or executor (raised at once, never handled by a flow)
 ├── StateDictError            missing/unexpected keys or an unknown version in load_state_dict
 ├── ParseError                model output or tool arguments that do not parse (also a ValueError)

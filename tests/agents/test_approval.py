@@ -229,3 +229,98 @@ def test_a_failed_resume_rolls_the_paused_turn_back_and_the_run_is_over(mode: st
             resolve(agent.resume({pending.id: True}, session_id="s"))
     assert transfer.calls == 1 and agent.run_state("s") is None
     assert agent.memory.get_memory("s") == []  # the paused turn is rolled back whole: no dangling tool call
+
+
+_PROCESS = """
+import json, os, sys
+from plait.actions import BaseAction, tool_api
+from plait.agents import FunctionCallingAgent
+from plait.exceptions import ResumeError
+from plait.llms import GPTAPI
+from plait.memory import SessionStore
+
+base_url, db, counter, step = sys.argv[1:5]
+
+class Transfer(BaseAction):
+    @tool_api(requires_approval=True)
+    def run(self, to: str, amount: int) -> str:
+        '''Send money.
+
+        Args:
+            to (str): who gets it
+            amount (int): how much
+        '''
+        with open(counter, "a") as f:
+            f.write("ran\\n")
+        if os.environ.get("CRASH_IN_TOOL"):
+            os._exit(9)  # the process dies after the transfer, before the run goes on
+        return f"sent {amount} to {to}"
+
+class Lookup(BaseAction):
+    @tool_api
+    def run(self, account: str) -> str:
+        '''Look up an account's balance.
+
+        Args:
+            account (str): the account
+        '''
+        return f"{account} has 120"
+
+store = SessionStore(db)
+llm = GPTAPI(model_type="m", api_base=base_url, key="k", retry=0)
+agent = store.attach(FunctionCallingAgent(llm, [Lookup(), Transfer()]))
+if step == "pause":
+    reply = agent("pay bob", session_id="u")
+    print(json.dumps({"state": int(reply.stream_state), "ids": [c.id for c in reply.content]}))
+else:
+    try:
+        decisions = json.loads(step)
+        reply = agent.resume(decisions, session_id="u")
+        print(json.dumps({"content": reply.content}))
+    except ResumeError as exc:
+        print(json.dumps({"error": str(exc)}))
+store.close()
+"""
+
+
+def _process(server: FakeOpenAIServer, db: Any, counter: Any, step: str, crash: bool = False) -> dict[str, Any]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, **({"CRASH_IN_TOOL": "1"} if crash else {})}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROCESS, server.base_url, str(db), str(counter), step],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    if crash:
+        assert done.returncode == 9, done.stderr
+        return {}
+    assert done.returncode == 0, done.stderr
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_a_paused_session_in_a_session_store_survives_a_restart_and_resumes_once(tmp_path: Any) -> None:
+    db, counter = tmp_path / "s.db", tmp_path / "count"
+    with FakeOpenAIServer(handler=model) as server:
+        paused = _process(server, db, counter, "pause")
+        assert paused["state"] == AgentStatusCode.INTERRUPTED and len(paused["ids"]) == 1
+        decisions = json.dumps({paused["ids"][0]: True})
+        assert _process(server, db, counter, decisions) == {"content": "done: alice has 120 | sent 5 to bob"}
+        again = _process(server, db, counter, decisions)  # a second resume, in yet another process
+        assert "no paused run" in again["error"]
+    assert counter.read_text().count("ran") == 1
+
+
+def test_a_restart_while_an_approved_call_runs_never_runs_it_again(tmp_path: Any) -> None:
+    db, counter = tmp_path / "s.db", tmp_path / "count"
+    with FakeOpenAIServer(handler=model) as server:
+        (call,) = _process(server, db, counter, "pause")["ids"]
+        _process(server, db, counter, json.dumps({call: True}), crash=True)  # dies inside the transfer
+        reply = _process(server, db, counter, "{}")  # the run goes on after the restart
+    assert counter.read_text().count("ran") == 1
+    assert "its result was lost; it was not run again" in reply.get("content", reply)

@@ -59,6 +59,10 @@ class CallPathAgent(Protocol):
         """Register (or with None, drop) the state of a session's run."""
         ...
 
+    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
+        """Store a paused run with the session (None: it is over)."""
+        ...
+
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
         """The session's paused run, going on (its decisions recorded)."""
         ...
@@ -147,7 +151,8 @@ def _guarded(
         raise SessionBusyError(agent.name, session_id)
     try:
         inputs, mark = yield from _opening(agent, session_id, messages, decisions)
-        turn = memory.open_turn(session_id, mark) if memory is not None else None
+        # a crash mid-call drops what the call added (a resume: what it adds to the paused turn, which stays)
+        turn = memory.open_turn(session_id, memory.length(session_id)) if memory is not None else None
         agent.update_memory(inputs, session_id)
         try:
             raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)
@@ -163,8 +168,10 @@ def _guarded(
         response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
         if response.stream_state == AgentStatusCode.INTERRUPTED:
             run = agent.run_state(session_id)
-            if run is not None and run.turn_start is None:
-                run.turn_start = mark  # what a failed resume rolls back to
+            if run is not None:
+                if run.turn_start is None:
+                    run.turn_start = mark  # what a failed resume rolls back to
+                agent.keep_paused_run(run, session_id)  # on disk with the turn, where a SessionStore keeps it
         else:
             agent.update_memory(response, session_id)
         if turn is not None:  # the turn is on disk before the call returns

@@ -44,6 +44,10 @@ class InternLMAgent(Protocol):
         """Register (or with None, drop) the state of a session's run."""
         ...
 
+    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
+        """Store a paused run with the session (None: it is over)."""
+        ...
+
 
 def _formatted(message: AgentMessage) -> Mapping[str, object]:
     return message.formatted if isinstance(message.formatted, Mapping) else {}
@@ -162,6 +166,11 @@ class InternLMProtocol(LoopProtocol[InternLMAgent]):
             state.messages["inputs"] = [observed]
             return None
         return Act([observed])
+
+    def needs_approval(self, state: RunState, call: PlannedCall) -> bool:
+        """Whether the call's tool, in the executor of its tool type, needs a person's approval."""
+        check = getattr(self.agent.executor_for(call.get("kind")), "needs_approval", None)
+        return bool(check(call["name"], call.get("arguments"))) if callable(check) else False
 
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The executor of the call's tool type, given the reply itself (its hooks make the call)."""

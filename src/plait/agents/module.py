@@ -149,15 +149,33 @@ class AgentModule(metaclass=ABCMeta):
         """Restore what `get_extra_state` returned."""
 
     def run_state(self, session_id: Hashable = 0) -> RunState | None:
-        """The state of this agent's unfinished tool-loop run in a session (None: no run)."""
-        return self._runs.get(session_id)
+        """The state of this agent's unfinished tool-loop run in a session (None: no run).
+
+        A run paused for approval in a session kept by a `SessionStore` is read back from it.
+        """
+        run = self._runs.get(session_id)
+        manager = self.__dict__.get("_memory")
+        if run is None and manager is not None and manager.store is not None:
+            memory = manager.get(session_id)
+            if memory is not None and memory.paused_run is not None:
+                data, memory.paused_run = memory.paused_run, None
+                run = self._runs[session_id] = RunState.from_dict(data)
+        return run
 
     def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
         """Register (or with None, drop) the state of a session's tool-loop run."""
         if state is None:
-            self._runs.pop(session_id, None)
+            ended = self._runs.pop(session_id, None)
+            if ended is not None and ended.turn_start is not None:  # a paused run is over: forget it on disk too
+                self.keep_paused_run(None, session_id)
         else:
             self._runs[session_id] = state
+
+    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
+        """Store a run paused for approval with the session, where a `SessionStore` keeps it (None: it is over)."""
+        manager = self.__dict__.get("_memory")
+        if manager is not None:
+            manager.keep_paused_run(None if state is None else state.to_dict(), session_id, wait)
 
     def state_dict(self, session_id: Hashable = 0) -> dict[str, Any]:
         """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``.

@@ -33,7 +33,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..effects import Effect, Emit, Flow, Gather
+from ..effects import Call, Effect, Emit, Flow, Gather
 from ..exceptions import ResumeError, UserError
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..untrusted import decode_arguments
@@ -41,6 +41,7 @@ from .run_state import PlannedCall, RunState, decode_result, encode_result
 
 __all__ = [
     "FINAL",
+    "LOST",
     "REFUSED",
     "Act",
     "Ask",
@@ -57,6 +58,9 @@ __all__ = [
 
 REFUSED = "A person refused this call: it did not run."
 """What the model is told about a call refused with ``False``."""
+
+LOST = "This call was started before the agent restarted and its result was lost; it was not run again."
+"""What the model is told about an approved call whose run a restart cut off (it runs at most once)."""
 
 OutOfBudget = Literal["force", "stop", "last"]
 
@@ -97,6 +101,10 @@ class LoopAgent(Protocol):
 
     def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
         """Register (or with None, drop) the state of a session's run."""
+        ...
+
+    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
+        """Store a paused run with the session (None: it is over)."""
         ...
 
 
@@ -303,13 +311,19 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
                 ready.append(i)
         elif "refused" in outcome:
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
-        else:
+        elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
+        else:  # started before a restart: it may have run, so it does not run again
+            results[i] = protocol.refusal(state, call, LOST)
+    if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
+        for i in ready:
+            state.outcomes[i] = {"started": True}
+        yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
     if ready:
         ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
         for i, result in zip(ready, ran, strict=True):
             results[i] = result
-            if state.waiting:
+            if state.waiting or state.turn_start is not None:
                 state.outcomes[i] = {"result": encode_result(result)}
     return results
 

@@ -8,6 +8,7 @@ from typing import Protocol, Union
 
 from ..exceptions import StateDictError, UserError
 from ..schema import AgentMessage
+from ..types import JSONValue
 
 __all__ = ["ContextSummary", "Memory", "MemoryJournal", "MessageLike"]
 
@@ -76,6 +77,9 @@ class MemoryJournal(Protocol):
     def summarise(self, summary: ContextSummary | None) -> None:
         """The memory's running summary is now `summary` (None: it has none)."""
 
+    def pause(self, state: dict[str, JSONValue] | None, wait: bool = False) -> None:
+        """The session's run paused with `state` (None: no paused run); `wait`: until it is on disk."""
+
 
 class Memory:
     """The messages of one session, oldest first.
@@ -104,6 +108,7 @@ class Memory:
         self.recent_n = recent_n
         self.journal: MemoryJournal | None = None
         self.summary: ContextSummary | None = None
+        self.paused_run: dict[str, JSONValue] | None = None  # read back from a store, until the agent takes it
 
     def get_memory(
         self,

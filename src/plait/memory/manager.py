@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from typing_extensions import TypedDict, Unpack
 
 from ..schema import AgentMessage
+from ..types import JSONValue
 from ..utils.config import create_object
 from .base_memory import ContextSummary, Memory, MessageLike
 
@@ -91,12 +92,23 @@ class MemoryManager:
         journal, memory.journal = memory.journal, None
         memory.load(saved)
         memory.summary = self.store.read_summary(self.keypath, session_id)
+        memory.paused_run = self.store.read_run(self.keypath, session_id)
         memory.journal = journal
         return memory
 
     def _session(self, session_id: Hashable) -> Memory:
         memory = self._stored(session_id)
         return memory if memory is not None else self._new(session_id)
+
+    def keep_paused_run(self, state: dict[str, JSONValue] | None, session_id: Hashable = 0, wait: bool = False) -> None:
+        """Store the state of the session's run paused for approval (None: it is over) in the bound store.
+
+        Without a store nothing happens (the agent holds the run). With `wait`, return once
+        it is on disk.
+        """
+        memory = self._stored(session_id) if self.store is not None else None
+        if memory is not None and memory.journal is not None:
+            memory.journal.pause(state, wait)
 
     def set_summary(self, summary: ContextSummary | None, session_id: Hashable = 0) -> None:
         """Keep `summary` as the running summary of a session's older messages (see `Memory.set_summary`)."""

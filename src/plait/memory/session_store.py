@@ -27,7 +27,8 @@ a restarted agent never sends a broken conversation.
 Session ids are stored as JSON: use strings or integers (``0`` and ``"0"`` are different
 sessions). One process should write a given session at a time. Agents' extra state
 (`get_extra_state`) is not stored; `save_state` covers it. A memory's running summary
-(`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored with its messages.
+(`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored with its messages,
+and so is a run paused for approval (its `RunState`), so a paused session survives a restart.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ CREATE TABLE IF NOT EXISTS sessions (
     open_from INTEGER,
     PRIMARY KEY (keypath, session)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs (
+    keypath TEXT NOT NULL,
+    session TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (keypath, session)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS summaries (
     keypath TEXT NOT NULL,
     session TEXT NOT NULL,
@@ -116,7 +123,8 @@ _OPEN = (
 _CLOSE = "UPDATE sessions SET open_from = NULL WHERE keypath = ? AND session = ?"
 _FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
 _UNSUMMARISE = "DELETE FROM summaries WHERE keypath = ? AND session = ?"
-_SESSION_TABLES = ("messages", "sessions", "summaries")
+_UNPAUSE = "DELETE FROM runs WHERE keypath = ? AND session = ?"
+_SESSION_TABLES = ("messages", "sessions", "summaries", "runs")
 
 
 def _nothing() -> None:
@@ -275,8 +283,23 @@ class _Journal:
             else:
                 connection.execute(_FORGET, (self.keypath, self.session))
                 connection.execute(_UNSUMMARISE, (self.keypath, self.session))
+                connection.execute(_UNPAUSE, (self.keypath, self.session))
 
         self.writer.submit(write)
+
+    def pause(self, state: dict[str, JSONValue] | None, wait: bool = False) -> None:
+        text = None if state is None else json.dumps(state, ensure_ascii=False, default=json_default)
+
+        def write(connection: sqlite3.Connection) -> None:
+            if text is None:
+                connection.execute(_UNPAUSE, (self.keypath, self.session))
+            else:
+                connection.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)", (self.keypath, self.session, text))
+
+        if wait:
+            self.writer.call(write)
+        else:
+            self.writer.submit(write)
 
     def summarise(self, summary: ContextSummary | None) -> None:
         text = None if summary is None else json.dumps(summary.to_dict(), ensure_ascii=False)
@@ -373,6 +396,20 @@ class SessionStore:
             return [json.loads(row[0]) for row in rows] if rows else None
 
         return self._writer.call(read)
+
+    def read_run(self, keypath: str, session_id: Hashable) -> dict[str, JSONValue] | None:
+        """The stored state of a session's paused run (`RunState.to_dict`), or None."""
+        session = _session_key(session_id)
+
+        def read(connection: sqlite3.Connection) -> str | None:
+            row = connection.execute(
+                "SELECT state FROM runs WHERE keypath = ? AND session = ?", (keypath, session)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        text = self._writer.call(read)
+        data = None if text is None else json.loads(text)
+        return data if isinstance(data, dict) else None
 
     def read_summary(self, keypath: str, session_id: Hashable) -> ContextSummary | None:
         """The stored running summary of a session's memory, or None when it has none."""
