@@ -116,6 +116,7 @@ class _EngineKey:
     n_gpu_layers: int
     n_parallel: int
     chat_template: str | None
+    prompt_cache_mib: int = 1024
 
 
 @dataclass
@@ -169,6 +170,9 @@ def _load(key: _EngineKey) -> Server:
     params.cpuparams.n_threads = key.n_threads
     params.cpuparams_batch.n_threads = key.n_threads
     params.verbosity = -1  # llama.cpp logs to stderr otherwise
+    # llama.cpp keeps the KV state of past prompts in host memory to restore them (8 GiB by
+    # default, which a long chat with summaries filled to 4.7 GiB with a 135M model); capped
+    params.cache_ram_mib = key.prompt_cache_mib
     if key.chat_template is not None:
         params.chat_template = key.chat_template
     try:

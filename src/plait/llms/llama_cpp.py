@@ -155,6 +155,7 @@ class _LlamaCppCore(LLMCore):
         *,
         n_parallel: int = 1,
         tool_retries: int = 2,
+        prompt_cache_mib: int = 1024,
         **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
@@ -163,7 +164,13 @@ class _LlamaCppCore(LLMCore):
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
-            os.path.realpath(self.model_path), n_ctx, n_threads, n_gpu_layers, n_parallel, chat_template
+            os.path.realpath(self.model_path),
+            n_ctx,
+            n_threads,
+            n_gpu_layers,
+            n_parallel,
+            chat_template,
+            prompt_cache_mib,
         )
         self._engine: _Engine | None = None
         self.usage = Usage()
@@ -454,6 +461,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
         seed: Sampling seed; ``None`` draws a new one per request. Irrelevant at temperature 0.
         n_parallel: Requests the engine decodes concurrently (continuous batching).
         tool_retries: Extra constrained tries when a tool call comes back cut off or invalid.
+        prompt_cache_mib: Host memory llama.cpp may keep past prompts' KV state in, to restore
+            one instead of evaluating it again (e.g. a conversation after a summary request).
         **gen_params: ``max_new_tokens``, ``temperature``, ``top_p``, ``top_k``,
             ``repetition_penalty``, ``stop_words`` (see `BaseLLM`); any other key (``min_p``,
             ``json_schema``, ``grammar``...) is passed to llama.cpp's chat-completions request.
