@@ -27,9 +27,9 @@ from ..memory import Memory
 from ..prompts.prompt_template import format_placeholders
 from ..schema import ActionReturn, AgentMessage, FunctionCall
 from ..untrusted import decode_arguments, loads
-from .agent import AgentCore
 from .aggregator.default_aggregator import DefaultAggregator, content_to_text
 from .run_state import PlannedCall, RunState
+from .tool_agent import ToolLoopCore
 from .tool_loop import LoopProtocol, build_executor, check_budget
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def merge_stop_words(llm: object, kwargs: Mapping[str, object], extra: Sequence[
     return {**kwargs, "stop_words": merged}
 
 
-class ToolProtocolAgent(AgentCore):
+class ToolProtocolAgent(ToolLoopCore):
     """Base of the agents that describe tools in the prompt and parse calls from text.
 
     Args:

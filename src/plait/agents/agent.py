@@ -144,18 +144,12 @@ class AgentCore(AgentModule):
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
-        """The session's paused run, going on where it stopped (the tool-using agents' `loop_protocol`).
+        """The session's paused run, going on where it stopped (the tool-using agents: `ToolLoopCore`).
 
         Raises:
             UserError: This agent does not run a tool loop, so it never pauses.
         """
-        make = getattr(self, "loop_protocol", None)
-        if not callable(make):
-            raise UserError(f"{type(self).__name__} runs no tool loop: it never pauses, so it has nothing to resume")
-        from .tool_loop import run_tool_loop
-
-        budget = getattr(self, "max_turn", 1)
-        return (yield from run_tool_loop(make(()), budget, session_id, kwargs, state=self.run_state(session_id)))
+        raise UserError(f"{type(self).__name__} runs no tool loop: it never pauses, so it has nothing to resume")
 
     def model_call(
         self,

@@ -24,14 +24,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..effects import Flow
 from ..prompts import autogpt_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..schema import AgentMessage
 from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from .agent import Agent, AsyncAgent, parse_error
 from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
+from .tool_loop import Act, Ask, Decision, Done
 
 __all__ = ["AsyncAutoGPT", "AutoGPT", "AutoGPTCommand", "AutoGPTProtocol", "AutoGPTResponse", "AutoGPTThoughts"]
 
@@ -148,12 +147,6 @@ class AutoGPTCore(ToolProtocolAgent):
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> AutoGPTProtocol:
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return AutoGPTProtocol(self)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """Run commands until the model runs ``finish`` (`AutoGPTProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _prompt(self, session_id: Hashable, last: str) -> list[dict[str, object]]:
         prompt = self.get_prompt(session_id)

@@ -22,12 +22,12 @@ from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode
 from ..untrusted import clean_text
 from .run_state import RunState
-from .tool_loop import decide
+from .tool_loop import LoopAgent, decide
 
 __all__ = ["CallPathAgent", "agent_call_flow", "agent_resume_flow", "normalize_inputs"]
 
 
-class CallPathAgent(Protocol):
+class CallPathAgent(LoopAgent, Protocol):
     """What the call path needs of an agent (every `AgentCore` is one)."""
 
     name: str
@@ -53,14 +53,6 @@ class CallPathAgent(Protocol):
 
     def run_state(self, session_id: Hashable = 0) -> RunState | None:
         """The state of the session's unfinished tool-loop run."""
-        ...
-
-    def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
-        """Register (or with None, drop) the state of a session's run."""
-        ...
-
-    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
-        """Store a paused run with the session (None: it is over)."""
         ...
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:

@@ -31,7 +31,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..effects import Flow
 from ..exceptions import UserError
 from ..prompts import conversational_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
@@ -41,7 +40,7 @@ from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from .agent import Agent, AsyncAgent, parse_error
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, OutOfBudget, check_budget, run_tool_loop
+from .tool_loop import Act, Ask, Decision, Done, OutOfBudget, check_budget
 
 __all__ = ["AsyncConversationalAgent", "ConversationalAction", "ConversationalAgent", "ConversationalProtocol"]
 
@@ -151,12 +150,6 @@ class ConversationalCore(ToolProtocolAgent):
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ConversationalProtocol:
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return ConversationalProtocol(self)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """Take steps until the model gives its final answer (`ConversationalProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _parse(self, raw: Any) -> tuple[dict[str, Any] | None, str | None]:
         reply = self.make_response(raw)

@@ -18,14 +18,15 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..effects import Effect, Flow, ToolCall
+from ..effects import Effect, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from ..untrusted import decode_arguments
-from .agent import Agent, AgentCore, AsyncAgent, AsyncStreamingAgent, StreamingAgent
+from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget, run_tool_loop
+from .tool_agent import ToolLoopCore
+from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget
 
 __all__ = [
     "AsyncFunctionCallingAgent",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class FunctionCallingCore(AgentCore):
+class FunctionCallingCore(ToolLoopCore):
     """Answers with the help of tools called through the model's native function calling.
 
     `FunctionCallingAgent` and its async / streaming siblings call it in their mode.
@@ -85,12 +86,6 @@ class FunctionCallingCore(AgentCore):
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return FunctionCallingProtocol(self)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """Run tool rounds until the model answers in text (`FunctionCallingProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _turn(self, session_id: Hashable, params: Mapping[str, object]) -> Effect[Any]:
         """One model turn: streamed when this agent and its model can stream, else ``complete``.

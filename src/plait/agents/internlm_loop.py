@@ -18,14 +18,14 @@ from ..schema import ActionReturn, ActionStatusCode, ActionValidCode, AgentMessa
 from .agent import AgentCore, parse_error
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, LoopProtocol
+from .tool_loop import Act, Ask, Decision, Done, LoopAgent, LoopProtocol
 
 __all__ = ["InternLMAgent", "InternLMProtocol", "no_tool_call", "observe", "steps_of"]
 
 _OBSERVER = "ActionExecutor"
 
 
-class InternLMAgent(Protocol):
+class InternLMAgent(LoopAgent, Protocol):
     """What the loop needs of an InternLM agent (`plait.agents.stream.InternLMAgent`)."""
 
     agent: AgentCore
@@ -38,14 +38,6 @@ class InternLMAgent(Protocol):
 
     def tool_call(self, executor: Any, reply: AgentMessage, session_id: Hashable) -> ToolCall:
         """The effect of running the call in `reply`."""
-        ...
-
-    def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
-        """Register (or with None, drop) the state of a session's run."""
-        ...
-
-    def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
-        """Store a paused run with the session (None: it is over)."""
         ...
 
 

@@ -28,7 +28,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..effects import Flow
 from ..exceptions import UserError
 from ..prompts import react_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
@@ -37,7 +36,7 @@ from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
 from ._react_text import ReActTextParser
 from .agent import Agent, AsyncAgent, parse_error
 from .run_state import PlannedCall, RunState
-from .tool_loop import Act, Ask, Decision, Done, run_tool_loop
+from .tool_loop import Act, Ask, Decision, Done
 
 __all__ = [
     "ActionCall",
@@ -193,12 +192,6 @@ class ReActCore(ToolProtocolAgent):
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ReActProtocol:
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return ReActProtocol(self)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """Think, act and observe until the model gives its final answer (`ReActProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
     def _answer(self, reply: AgentMessage, steps: list[dict[str, object]], forced: bool) -> AgentMessage:
         finished = self.finish_condition(reply)

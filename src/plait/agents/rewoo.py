@@ -24,7 +24,6 @@ import re
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from ..effects import Flow
 from ..exceptions import ParseError, UserError
 from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
@@ -33,7 +32,7 @@ from ._react_plan import PlanStep, parse_plan, substitute
 from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
-from .tool_loop import FINAL, Act, Ask, Decision, Done, run_tool_loop
+from .tool_loop import FINAL, Act, Ask, Decision, Done
 
 __all__ = ["AsyncReWOO", "ReWOO", "ReWOOProtocol"]
 
@@ -98,12 +97,6 @@ class ReWOOCore(ToolProtocolAgent):
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> ReWOOProtocol:
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return ReWOOProtocol(self)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """Plan, run the plan's tools, and solve (`ReWOOProtocol` on the tool loop)."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
 
 
 class ReWOOProtocol(TextToolProtocol[ReWOOCore]):

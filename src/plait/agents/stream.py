@@ -44,6 +44,7 @@ from ..utils.config import create_object
 from .agent import Agent, AgentCore, AsyncAgent
 from .aggregator.tool_aggregator import InternLMToolAggregator
 from .internlm_loop import InternLMProtocol, no_tool_call, steps_of
+from .tool_agent import ToolLoopCore
 from .tool_loop import build_executor, check_budget, run_tool_loop
 
 __all__ = [
@@ -201,7 +202,7 @@ def internlm_output_format(
 # -- the agents -----------------------------------------------------------------------------------
 
 
-class InternLMAgentCore(AgentCore):
+class InternLMAgentCore(ToolLoopCore):
     r"""An agent that calls plugins and a code interpreter through InternLM2's special tokens.
 
     `AgentForInternLM` and `AsyncAgentForInternLM` call it in their mode.
