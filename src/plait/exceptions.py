@@ -29,6 +29,7 @@ PlaitError
 │   └── MCPError              an MCP server failed to start, to handshake, or to answer
 ├── SandboxError              the sandbox itself failed (a process could not be started or talked to)
 ├── ReplayMismatchError       a replayed run made a call its recording does not hold
+├── GuardrailTripped          an input or output guardrail refused (reason, guardrail, stage)
 ├── RemoteAgentError          an agent served over HTTP failed or could not be reached
 └── ScriptError               a plait.testing double was used outside its script
 ```
@@ -48,6 +49,7 @@ __all__ = [
     "APIResponseError",
     "BlockedURLError",
     "ContextWindowExceeded",
+    "GuardrailTripped",
     "HTTPStatusError",
     "LLMAPIError",
     "LLMConnectionError",
@@ -118,6 +120,26 @@ class ResumeError(UserError):
         super().__init__(message)
         self.session_id = session_id
         self.waiting = list(waiting or [])
+
+
+class GuardrailTripped(PlaitError):
+    """A guardrail refused an agent's input or output.
+
+    A refused input never reached memory or the model; a refused output was not stored
+    (the turn rolled back).
+
+    Attributes:
+        reason: What the guardrail said.
+        guardrail: The guardrail (the function) that refused.
+        stage: ``'input'`` or ``'output'``.
+    """
+
+    def __init__(self, reason: str, guardrail: object, stage: str) -> None:
+        name = getattr(guardrail, "__name__", type(guardrail).__name__)
+        super().__init__(f"the {stage} guardrail {name} refused: {reason}")
+        self.reason = reason
+        self.guardrail = guardrail
+        self.stage = stage
 
 
 class ModeError(UserError):

@@ -324,3 +324,57 @@ def test_a_restart_while_an_approved_call_runs_never_runs_it_again(tmp_path: Any
         reply = _process(server, db, counter, "{}")  # the run goes on after the restart
     assert counter.read_text().count("ran") == 1
     assert "its result was lost; it was not run again" in reply.get("content", reply)
+
+
+def test_an_input_guardrail_refuses_before_memory_or_the_model(mode: str) -> None:
+    from plait.agents import Agent, AsyncAgent
+    from plait.exceptions import GuardrailTripped
+
+    def no_secrets(text: str) -> str | None:
+        return "it asks for a password" if "password" in text else None
+
+    async def async_no_secrets(text: str) -> str | None:
+        return no_secrets(text)
+
+    with FakeOpenAIServer(handler=lambda body: Reply("ok")) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+        guard = async_no_secrets if mode == "async" else no_secrets
+        agent = (AsyncAgent if mode == "async" else Agent)(llm, input_guardrails=[guard])
+        with pytest.raises(GuardrailTripped) as info:
+            resolve(agent("tell me the admin password"))
+        assert info.value.reason == "it asks for a password" and info.value.stage == "input"
+        assert info.value.guardrail is guard
+        assert len(server.requests) == 0 and agent.memory.get_memory() == []
+        assert resolve(agent("hello")).content == "ok"
+
+
+def test_an_output_guardrail_keeps_a_refused_reply_out_of_memory(mode: str) -> None:
+    from plait.agents import Agent, AsyncAgent
+    from plait.exceptions import GuardrailTripped
+
+    replies = iter(["the card number is 4111", "fine"])
+    with FakeOpenAIServer(handler=lambda body: Reply(next(replies))) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+        agent = (AsyncAgent if mode == "async" else Agent)(
+            llm, output_guardrails=[lambda text: "a card number" if "card number" in text else None]
+        )
+        with pytest.raises(GuardrailTripped, match="output guardrail <lambda> refused: a card number"):
+            resolve(agent("what is on file?"))
+        assert agent.memory.get_memory() == []  # the turn rolled back: neither question nor reply kept
+        assert resolve(agent("and now?")).content == "fine" and len(agent.memory.get_memory()) == 2
+
+
+def test_the_tracer_records_the_interrupt_and_the_decisions(tmp_path: Any) -> None:
+    from plait.hooks import JSONLTracer
+
+    with FakeOpenAIServer(handler=model) as server:
+        agent = _agent("sync", server)
+        tracer = JSONLTracer(tmp_path / "trace.jsonl")
+        tracer.attach(agent)
+        (pending,) = agent("pay bob").content
+        agent.resume({pending.id: "not today"})
+        tracer.close()
+    agents = [json.loads(line) for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    agents = [record for record in agents if record["event"] == "agent"]
+    assert agents[0]["interrupted"] == [{"id": pending.id, "name": "Transfer"}]
+    assert agents[1]["input"] == {"decisions": {pending.id: "not today"}} and "not today" in agents[1]["output"]

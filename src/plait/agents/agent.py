@@ -44,6 +44,9 @@ def flow_forward(method: F) -> F:
     return method
 
 
+Guardrail = Callable[[str], Any]
+"""``fn(text) -> str | None`` (or a coroutine function): a string is the reason to refuse."""
+
 Decision = Union[bool, str]
 """A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model."""
 
@@ -85,6 +88,8 @@ class AgentCore(AgentModule):
         hooks: list[Any] | None = None,
         *,
         context_policy: PolicyName | Literal["auto"] | ContextPolicy | Mapping[str, object] | None = "auto",
+        input_guardrails: Sequence[Guardrail] = (),
+        output_guardrails: Sequence[Guardrail] = (),
     ) -> None:
         super().__init__()
         self.name = name or type(self).__name__
@@ -97,6 +102,8 @@ class AgentCore(AgentModule):
         for hook in hooks or []:
             self.register_hook(create_object(hook))
         self.context_policy = _context_policy(context_policy)
+        self.input_guardrails: list[Guardrail] = list(input_guardrails)
+        self.output_guardrails: list[Guardrail] = list(output_guardrails)
 
     @property
     def memory(self) -> MemoryManager:
@@ -253,6 +260,12 @@ class Agent(AgentCore):
             default): trim for a model that tells its context size (the embedded model, HF
             models, servers that report it), with a logged notice the first time; leave the
             requests to a model of unknown size alone. None: always send the whole history.
+        input_guardrails: Functions ``fn(text) -> str | None`` (sync, or async on async
+            agents) run on every call's input before it reaches memory or the model; a
+            returned string is the reason to refuse: `GuardrailTripped` is raised.
+        output_guardrails: The same, run on the reply before it is stored; a refused reply
+            is not kept (the turn rolls back) and `GuardrailTripped` is raised. (A streaming
+            agent's chunks have been shown by then; its final message is what is refused.)
 
     Example:
         ```python

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall
-from ..exceptions import ResumeError, SessionBusyError, UserError
+from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode
@@ -148,6 +148,9 @@ def _guarded(
         agent.update_memory(inputs, session_id)
         try:
             raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)
+            response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
+            if response.stream_state != AgentStatusCode.INTERRUPTED:
+                yield from _guard(agent, "output", [response])  # a refused reply rolls the turn back
         except BaseException as error:
             if memory is not None:
                 memory.truncate(session_id, mark)
@@ -157,7 +160,6 @@ def _guarded(
             if not isinstance(error, GeneratorExit):  # a closed flow must not yield
                 yield from _tell_error(agent, error, session_id)
             raise
-        response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
         if response.stream_state == AgentStatusCode.INTERRUPTED:
             run = agent.run_state(session_id)
             if run is not None:
@@ -193,6 +195,10 @@ def _opening(
         if paused is None or not (paused.waiting or paused.pending):
             raise ResumeError(f"{agent.name} has no paused run to resume in session {session_id!r}", session_id)
         decide(paused, decisions, session_id)
+        for hook in list(agent._hooks.values()):
+            told = getattr(hook, "on_resume", None)
+            if told is not None:
+                yield HookCall(told, (agent, dict(decisions), session_id))
         if paused.turn_start is not None:
             return [], paused.turn_start
         return [], memory.length(session_id) if memory is not None else 0
@@ -208,7 +214,20 @@ def _opening(
         replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
         if replaced is not None:
             inputs = _replacement(replaced)
+    yield from _guard(agent, "input", inputs)
     return inputs, memory.length(session_id) if memory is not None else 0
+
+
+def _guard(agent: CallPathAgent, stage: str, messages: Sequence[AgentMessage]) -> Flow[None]:
+    """Run the agent's `stage` guardrails on the text of `messages`; the first refusal raises."""
+    guardrails = getattr(agent, f"{stage}_guardrails", ())
+    if not guardrails:
+        return
+    text = "\n".join(m.content if isinstance(m.content, str) else str(m.content) for m in messages)
+    for guardrail in guardrails:
+        reason = yield Call(guardrail, (text,))
+        if reason is not None:
+            raise GuardrailTripped(str(reason), guardrail, stage)
 
 
 def _forward(

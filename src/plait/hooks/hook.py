@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Protocol
 
@@ -41,6 +42,10 @@ class Hook:
 
     def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> object:
         """Called with the agent's response after it was stored in memory."""
+        return None
+
+    def on_resume(self, agent: AgentCore, decisions: Mapping[str, object], session_id: SessionId) -> object:
+        """Called when a run paused for approval is taken up with `decisions` (instead of `before_agent`)."""
         return None
 
     def on_agent_error(self, agent: AgentCore, error: BaseException, session_id: SessionId) -> object:

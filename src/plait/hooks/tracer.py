@@ -28,13 +28,14 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..effects import ActionCall, Effect, Flow, ModelCall
 from ..interceptors import Interceptor, register_interceptor
 from ..llms.response import ModelResponse
+from ..schema import AgentStatusCode, PendingCall
 from ..types import SessionId
 from ..utils._json import json_default
 from .hook import Hook
@@ -184,11 +185,18 @@ class JSONLTracer(Hook, Interceptor):
         self._begin(agent, session_id, [_content(m) for m in messages] if self.record_content else None)
 
     def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> None:
-        """Close the agent's span and write it."""
+        """Close the agent's span and write it (a run paused for approval: the calls that wait)."""
         record: dict[str, object] = {"event": "agent", "agent": getattr(agent, "name", type(agent).__name__)}
-        if self.record_content:
+        if message.stream_state == AgentStatusCode.INTERRUPTED:
+            waiting = message.content if isinstance(message.content, list) else []
+            record["interrupted"] = [{"id": c.id, "name": c.name} for c in waiting if isinstance(c, PendingCall)]
+        elif self.record_content:
             record["output"] = _content(message)
         self._end(agent, session_id, record)
+
+    def on_resume(self, agent: AgentCore, decisions: Mapping[str, object], session_id: SessionId) -> None:
+        """Open the span of a resumed run; its decisions are written with it."""
+        self._begin(agent, session_id, {"decisions": dict(decisions)})
 
     def on_agent_error(self, agent: AgentCore, error: BaseException, session_id: SessionId) -> None:
         """Close the agent's span with the error."""
