@@ -325,11 +325,12 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         if args.command == "serve":
             _serve(agent, args, token)
         elif args.command == "run":
-            _run(agent, args.question, args, printer, meter)
+            _run(agent, args.question, args, printer, meter, stdin or sys.stdin)
         else:
             from .repl import chat
 
-            chat(agent, stdin or sys.stdin, printer, lambda text: _run(agent, text, args, printer, meter))
+            source = stdin or sys.stdin
+            chat(agent, source, printer, lambda text: _run(agent, text, args, printer, meter, source))
     except PlaitError as exc:
         sys.stderr.write(f"plait: error: {exc}\n")
         return 1
@@ -339,9 +340,14 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
 
 
 def _run(
-    agent: StreamingFunctionCallingAgent, question: str, args: argparse.Namespace, printer: Printer, meter: UsageMeter
+    agent: StreamingFunctionCallingAgent,
+    question: str,
+    args: argparse.Namespace,
+    printer: Printer,
+    meter: UsageMeter,
+    stdin: TextIO,
 ) -> None:
-    from .repl import ask
+    from .repl import approval_prompt, ask
 
     choice = args.tool_choice
     if choice == "routed":
@@ -349,7 +355,8 @@ def _run(
     policy = agent.context_policy
     before = (policy.trimmed.get(0, 0), policy.summarised.get(0, 0)) if policy is not None else (0, 0)
     try:
-        ask(agent, question, printer, meter, args.max_new_tokens, tool_choice=choice)
+        approve = approval_prompt(stdin, printer)
+        ask(agent, question, printer, meter, args.max_new_tokens, approve, tool_choice=choice)
         if policy is not None and policy.summarised.get(0, 0) > before[1]:
             printer.notice("(older turns were folded into a summary to fit the model's context; /context)")
         elif policy is not None and policy.trimmed.get(0, 0) > before[0]:

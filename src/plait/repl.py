@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from .exceptions import PlaitError
 from .hooks.usage import UsageMeter
-from .schema import AgentMessage, AgentStatusCode
+from .schema import AgentMessage, AgentStatusCode, PendingCall
 
 __all__ = ["COMMANDS", "Printer", "ToolEcho", "ask", "chat", "history_file"]
 
@@ -104,6 +104,12 @@ class Printer:
         """A line about the conversation itself (dim on a terminal)."""
         self.line(f"\x1b[2m{text}\x1b[0m" if self.out.isatty() else text)
 
+    def prompt(self) -> None:
+        """Make room for a question to the user (the status erased, an open line closed)."""
+        self._clear_status()
+        self.end_line()
+        self.shown = ""
+
     def end_line(self) -> None:
         """Close a line a streamed reply left open."""
         if self.line_open:
@@ -134,27 +140,79 @@ class ToolEcho:
         self.printer.line(f"{self._tag('tool result', session_id)} {content_to_text(message.content)}")
 
 
-def ask(agent: Any, question: str, printer: Printer, meter: UsageMeter, max_new_tokens: int, **kwargs: object) -> None:
+Approve = Callable[[PendingCall], "bool | str"]
+"""Asks a person about a tool call that needs approval: True, False or the reason to refuse."""
+
+
+def approval_prompt(stdin: TextIO, printer: Printer) -> Approve:
+    """What ``plait chat`` / ``plait run`` ask: ``Run Transfer(to='bob', amount=5)? [y/N/reason]``.
+
+    ``y``/``yes`` runs the call; an empty answer, ``n``/``no`` or the end of input refuses it;
+    any other text refuses it and is what the model is told.
+    """
+
+    def approve(call: PendingCall) -> bool | str:
+        arguments = ", ".join(f"{name}={value!r}" for name, value in call.arguments.items())
+        question = f"Run {call.name}({arguments})? [y/N/reason] "
+        printer.prompt()
+        try:
+            if stdin.isatty() and printer.out.isatty():
+                answer = input(question)
+            else:
+                printer.out.write(question)
+                printer.out.flush()
+                answer = stdin.readline()
+        except (EOFError, KeyboardInterrupt):  # no answer, or Ctrl-C: refused
+            printer.out.write("\n")
+            answer = ""
+        answer = answer.strip()
+        if answer.lower() in ("y", "yes"):
+            return True
+        return False if answer.lower() in ("", "n", "no") else answer
+
+    return approve
+
+
+def ask(
+    agent: Any,
+    question: str,
+    printer: Printer,
+    meter: UsageMeter,
+    max_new_tokens: int,
+    approve: Approve | None = None,
+    **kwargs: object,
+) -> None:
     """Ask `agent` (a streaming agent) `question` (with the call's `kwargs`) and show the answer as it streams.
 
-    An answer the model cut at its token limit ends with ``[cut at N tokens]``. On Ctrl-C the
-    agent rolls its turn back; the question and what was shown of the answer are then added
-    to its memory, marked as interrupted, and `KeyboardInterrupt` is raised again.
+    An answer the model cut at its token limit ends with ``[cut at N tokens]``. A tool call
+    that needs approval is put to `approve` (refused without one) and the run resumed. On
+    Ctrl-C the agent rolls its turn back; the question and what was shown of the answer are
+    then added to its memory, marked as interrupted, and `KeyboardInterrupt` is raised again.
     """
     meter.take(0)
     printer.waiting()
     stream = agent(question, **kwargs)
     try:
-        for chunk in stream:
-            if chunk.stream_state == AgentStatusCode.END:
-                printer.answer(str(chunk.content))
-            elif isinstance(chunk.content, str):
-                printer.text(chunk.content)
+        while stream is not None:
+            paused = None
+            for chunk in stream:
+                if chunk.stream_state == AgentStatusCode.END:
+                    printer.answer(str(chunk.content))
+                elif chunk.stream_state == AgentStatusCode.INTERRUPTED:
+                    paused = chunk
+                elif isinstance(chunk.content, str):
+                    printer.text(chunk.content)
+            stream = None
+            if paused is not None:
+                decisions = {call.id: approve(call) if approve else False for call in paused.content}
+                printer.waiting()
+                stream = agent.resume(decisions, **kwargs)
     except KeyboardInterrupt:
         partial = printer.shown
         printer.line(INTERRUPTED.strip())
         try:
-            stream.close()  # the agent rolls its turn back now, before the interrupted one is added
+            if stream is not None:
+                stream.close()  # the agent rolls its turn back now, before the interrupted one is added
         except Exception as exc:  # the stop itself failed: the turn may not have been rolled back
             logger.warning("stopping the answer failed: %s", exc)
             raise KeyboardInterrupt from exc

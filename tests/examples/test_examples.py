@@ -67,3 +67,26 @@ def test_weather_query(example: Any) -> None:
         llm = ScriptedLLM([ModelResponse(tool_calls=[ToolCall("1", "WeatherQuery", '{"query": "北京"}')]), "Sunny."])
         assert module.main("北京", llm=llm, tool=tool) == "Sunny."
     assert llm.calls[1].messages[-1]["content"] == "晴, 6°C (feels like 2°C), humidity 30%"
+
+
+def test_payments_asks_before_a_large_payment(example: Any, tmp_path: Path) -> None:
+    def turn(name: str, arguments: str) -> ModelResponse:
+        return ModelResponse("", [ToolCall(id=f"c-{name}", name=name, arguments=arguments)], "tool_calls")
+
+    script = [
+        turn("Payments.pay", '{"to": "bob", "amount": 250}'),
+        ModelResponse("Bob was not paid: the transfer was refused.", [], "stop"),
+        turn("Payments.pay", '{"to": "ann", "amount": 20}'),
+        ModelResponse("Paid 20 EUR to ann.", [], "stop"),
+    ]
+    asked: list[Any] = []
+
+    def decide(call: Any) -> str:
+        asked.append(call)
+        return "The user said no."
+
+    payments = example("payments")
+    assert payments.main("Pay bob 250", ScriptedLLM(script[:2]), str(tmp_path / "p.db"), decide).startswith("Bob")
+    assert [(c.name, c.arguments) for c in asked] == [("Payments.pay", {"to": "bob", "amount": 250})]
+    assert payments.main("Pay ann 20", ScriptedLLM(script[2:]), str(tmp_path / "q.db"), decide) == "Paid 20 EUR to ann."
+    assert len(asked) == 1  # 20 is under the rule's limit: no question
