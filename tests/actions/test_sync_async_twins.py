@@ -278,7 +278,7 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "distributed.AgentAPIServer": (
         "AgentAPIServer",
-        "chat_completion forget health_check memory start_async stop_async",
+        "chat_completion forget health_check memory resume start_async stop_async",
         "__call__ __enter__ __exit__ serve_forever start stop",
     ),
     "distributed.AgentRayActor": (
@@ -293,23 +293,23 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "distributed.AsyncHTTPAgentClient": (
         "",
-        "__call__ astate_dict close",
+        "__call__ astate_dict close resume",
         "state_dict stream",
     ),
     "distributed.AsyncHTTPAgentServer": (
         "",
-        "__aenter__ __aexit__ __call__ astate_dict close",
+        "__aenter__ __aexit__ __call__ astate_dict close resume",
         "shutdown state_dict stream",
     ),
     "distributed.HTTPAgentClient": (
         "HTTPAgentClient",
         "",
-        "__call__ close state_dict stream",
+        "__call__ close resume state_dict stream",
     ),
     "distributed.HTTPAgentServer": (
         "HTTPAgentClient HTTPAgentServer",
         "",
-        "__call__ __enter__ __exit__ close shutdown state_dict stream",
+        "__call__ __enter__ __exit__ close resume shutdown state_dict stream",
     ),
 }
 _DUNDERS = ("__call__", "__enter__", "__exit__", "__aenter__", "__aexit__")

@@ -378,3 +378,48 @@ def test_the_tracer_records_the_interrupt_and_the_decisions(tmp_path: Any) -> No
     agents = [record for record in agents if record["event"] == "agent"]
     assert agents[0]["interrupted"] == [{"id": pending.id, "name": "Transfer"}]
     assert agents[1]["input"] == {"decisions": {pending.id: "not today"}} and "not today" in agents[1]["output"]
+
+
+def test_the_http_server_answers_the_interrupt_and_takes_decisions_on_its_resume_route(mode: str) -> None:
+    from plait.distributed.http_serve import AgentAPIServer, HTTPAgentClient
+    from plait.exceptions import RemoteAgentError
+
+    with FakeOpenAIServer(handler=model) as upstream:
+        transfer = Transfer(requires_approval=True)
+        server = AgentAPIServer(_agent(mode, upstream, transfer), port=0).start()
+        client = HTTPAgentClient(port=server.port)
+        try:
+            paused = client("pay bob", session_id="s")
+            assert paused.stream_state == AgentStatusCode.INTERRUPTED
+            (pending,) = paused.content
+            assert pending == PendingCall(pending.id, "Transfer", {"to": "bob", "amount": 5})
+            with pytest.raises(RemoteAgentError, match="waits for decisions"):
+                client("something else", session_id="s")
+            reply = client.resume({pending.id: True}, session_id="s")
+            assert reply.content == "done: alice has 120 | sent 5 to bob" and transfer.calls == 1
+            with pytest.raises(RemoteAgentError, match="no paused run"):
+                client.resume({pending.id: True}, session_id="s")
+            assert transfer.calls == 1
+        finally:
+            client.close()
+            server.stop()
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ([], "JSON object"),
+        ({"decisions": {}}, "1 to 64 call ids"),
+        ({"decisions": {"a": 1}}, "true, false or a reason"),
+        ({"decisions": {"a": "x" * 5000}}, "at most 4000"),
+        ({"decisions": {str(i): True for i in range(65)}}, "1 to 64 call ids"),
+        ({"decisions": {"a": True}, "extra_body": {}}, "unknown field"),
+        ({"decisions": {"a": True}, "session_id": [1]}, "session_id must be"),
+    ],
+)
+def test_a_resume_body_is_checked(body: object, says: str) -> None:
+    from plait.distributed.http_serve.requests import parse_resume_request
+    from plait.exceptions import UserError
+
+    with pytest.raises(UserError, match=says):
+        parse_resume_request(body)

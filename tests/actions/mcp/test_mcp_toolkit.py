@@ -251,3 +251,21 @@ def test_streamable_http_server(mode: str, http_server: str, tmp_path: Path) -> 
     finally:
         toolkit.close()
     assert os.listdir(tmp_path)
+
+
+def test_an_mcp_toolkit_marked_at_build_time_pauses_for_approval(
+    mode: str, make_toolkit: Callable[..., MCPToolkit]
+) -> None:
+    from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
+    from plait.llms.response import ModelResponse, ToolCall
+    from plait.schema import AgentStatusCode
+    from plait.testing import AsyncScriptedLLM, ScriptedLLM
+
+    toolkit = make_toolkit(requires_approval=lambda name, args: name == "demo_server.add")
+    assert toolkit.needs_approval("add", {"a": 1, "b": 2}) and not toolkit.needs_approval("echo", {"text": "x"})
+    script = [ModelResponse(tool_calls=[ToolCall("c1", "demo_server__add", '{"a": 37, "b": 5}')]), "It is 42."]
+    llm = AsyncScriptedLLM(script) if mode == "async" else ScriptedLLM(script)
+    agent = (AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent)(llm, [toolkit])
+    paused = resolve(agent("What is 37 + 5?"))
+    assert paused.stream_state == AgentStatusCode.INTERRUPTED and paused.content[0].id == "c1"
+    assert resolve(agent.resume({"c1": True})).content == "It is 42."

@@ -47,7 +47,7 @@ from ...schema import ActionReturn, ActionStatusCode
 from ...types import JSONValue
 from ...utils._aio import LoopThread
 from .._types import ARRAY, BOOLEAN, FLOAT, NUMBER, OBJECT, STRING
-from ..base_action import ActionCore, AsyncActionMixin, BaseAction
+from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
 from ..parser import BaseParser, JsonParser
 from ._session import ClientSession, RPCError, Transport, open_session
 from ._transports import HTTPTransport, StdioTransport, safe_environment
@@ -195,6 +195,7 @@ class _MCPToolkitCore(ActionCore, register=False):
         work_dir: str | None = None,
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
+        requires_approval: ApprovalRule = False,
     ) -> None:
         if (command is None) == (url is None):
             raise UserError("MCPToolkit needs command= (a stdio server) or url= (a Streamable HTTP server), not both")
@@ -224,7 +225,7 @@ class _MCPToolkitCore(ActionCore, register=False):
         except BaseException:
             self._finalizer()
             raise
-        super().__init__(description, parser, enable)
+        super().__init__(description, parser, enable, requires_approval=requires_approval)
 
     @classmethod
     def from_spec(cls, spec: str, **kwargs: Any) -> Self:
@@ -337,6 +338,8 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
             (default: a new temporary folder).
         parser: The argument parser class.
         enable: Whether executors offer this toolkit.
+        requires_approval: The server's tools need a person's approval before each call:
+            True, or a rule ``(tool name, arguments) -> bool`` (e.g. only ``"fs.write_file"``).
 
     Raises:
         UserError: Neither or both of `command` and `url` were given.

@@ -8,7 +8,7 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
-from ...exceptions import LLMError, ParseError, SessionBusyError, UserError
+from ...exceptions import LLMError, ParseError, ResumeError, SessionBusyError, UserError
 from ...llms._threaded import Producer, aiterate_thread
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
@@ -17,7 +17,7 @@ __all__ = ["agent_chunks", "http_status"]
 
 
 def _is_async_agent(agent: object) -> bool:
-    call = type(agent).__call__
+    call = getattr(agent, "__func__", None) or type(agent).__call__  # an agent, or one of its methods
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
 
@@ -45,6 +45,8 @@ async def agent_chunks(
 ) -> AsyncIterator[AgentMessage]:
     """The agent's reply as chunks: a streaming agent's own, or one final message.
 
+    `agent` is the agent, or one of its calling methods (``agent.resume``).
+
     A sync agent runs on a worker thread (`plait.llms._threaded`): a request that is
     cancelled (the client left, the server shuts down) stops it at its next chunk, and its
     model at the next token, and the thread never holds up the process's exit.
@@ -69,11 +71,12 @@ def http_status(error: BaseException) -> int:
     """The HTTP status of a failed agent call.
 
     502 the model backend failed, 409 the session is answering another request
-    (`SessionBusyError`), 400 a bad request or argument, else 500.
+    (`SessionBusyError`) or its run waits for decisions / has none to take
+    (`ResumeError`), 400 a bad request or argument, else 500.
     """
     if isinstance(error, LLMError):
         return 502
-    if isinstance(error, SessionBusyError):
+    if isinstance(error, (SessionBusyError, ResumeError)):
         return 409
     if isinstance(error, (UserError, ParseError, TypeError, ValueError)):
         return 400

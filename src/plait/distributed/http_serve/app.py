@@ -51,7 +51,6 @@ from ...exceptions import PlaitError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import UsageMeter
 from ...interceptors import register_interceptor
-from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
 from ...types import SessionId
 from ...untrusted import loads
@@ -61,7 +60,7 @@ from ...utils.config import create_object
 from ._calls import agent_chunks, http_status
 from .access import TOKEN_ENV, AccessControl, capped_factory, is_loopback, read_tokens
 from .openai_route import openai_routes
-from .requests import ServerLimits, parse_chat_request, session_of
+from .requests import ServerLimits, parse_chat_request, parse_resume_request, session_of
 
 __all__ = ["AgentAPIServer", "ServerLimits", "main", "session_key"]
 
@@ -141,6 +140,7 @@ class AgentAPIServer:
             [
                 web.get("/health_check", self.health_check),
                 web.post("/chat_completion", self.chat_completion),
+                web.post("/resume", self.resume),
                 web.get("/memory/{session_id}", self.memory),
                 web.delete("/memory/{session_id}", self.forget),
                 *openai_routes(lambda: self.agent, self.limits, self.access.scope, self.meter, self.tool_log),
@@ -182,12 +182,38 @@ class AgentAPIServer:
             return _error(exc, 400)
         session = self.access.scope(request, chat.session_id)
         kwargs = {"session_id": session, **chat.overrides}
+        return await self._answer(request, self.agent, chat.inputs, kwargs, chat.stream, "/chat_completion")
+
+    async def resume(self, request: web.Request) -> web.StreamResponse:
+        """Take a run paused for approval up again: ``{"decisions": {call id: true | false | reason}, ...}``.
+
+        The answer is the agent's reply (or, while calls still wait, another interrupted
+        message), as from ``/chat_completion``; 409 when the session has no paused run.
+        """
+        try:
+            resume = parse_resume_request(loads(await request.read()))
+        except (ValueError, UserError) as exc:
+            return _error(exc, 400)
+        kwargs = {"session_id": self.access.scope(request, resume.session_id)}
+        return await self._answer(request, self.agent.resume, [resume.decisions], kwargs, resume.stream, "/resume")
+
+    async def _answer(
+        self,
+        request: web.Request,
+        call: Any,
+        args: Sequence[object],
+        kwargs: dict[str, object],
+        stream: bool,
+        route: str,
+    ) -> web.StreamResponse:
+        """Run `call` (the agent, or its ``resume``) and answer with its reply, or its chunks as SSE."""
+        session = kwargs["session_id"]
         started = time.perf_counter()
         status = 200
         try:
-            if chat.stream:
-                return await self._stream(request, chat.inputs, kwargs)
-            reply = await self._call(chat.inputs, kwargs)
+            if stream:
+                return await self._stream(request, call, args, kwargs)
+            reply = await self._call(call, args, kwargs)
         except Exception as exc:  # reported to the client; the server keeps serving
             logger.warning("agent call failed: %s", exc, exc_info=not isinstance(exc, PlaitError))
             status = http_status(exc)
@@ -196,24 +222,24 @@ class AgentAPIServer:
             self.meter.take(session)  # this route reports usage in the reply's extra_info, if at all
             self.tool_log.take(session)
             elapsed = (time.perf_counter() - started) * 1000
-            logger.info("POST /chat_completion session=%s -> %d (%.0f ms)", session, status, elapsed)
+            logger.info("POST %s session=%s -> %d (%.0f ms)", route, session, status, elapsed)
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")
 
-    async def _call(self, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]) -> AgentMessage:
+    async def _call(self, call: Any, inputs: Sequence[Any], kwargs: Mapping[str, object]) -> AgentMessage:
         last = None
-        async for chunk in agent_chunks(self.agent, inputs, kwargs):
+        async for chunk in agent_chunks(call, inputs, kwargs):
             last = chunk
         if last is None:
             raise RuntimeError(f"{type(self.agent).__name__} replied with no message")
         return last
 
     async def _stream(
-        self, request: web.Request, inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
+        self, request: web.Request, call: Any, inputs: Sequence[Any], kwargs: Mapping[str, object]
     ) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         try:
-            async for chunk in agent_chunks(self.agent, inputs, kwargs):
+            async for chunk in agent_chunks(call, inputs, kwargs):
                 await response.write(f"data: {_dump(chunk.model_dump())}\n\n".encode())
         except Exception as exc:  # the status line is gone: the error travels as the last event
             error = {"error": {"type": type(exc).__name__, "message": str(exc)}}

@@ -37,7 +37,7 @@ import aiohttp
 from ...exceptions import RemoteAgentError
 from ...llms._sse import SSEDecoder
 from ...memory.base_memory import MessageLike
-from ...schema import AgentMessage
+from ...schema import AgentMessage, AgentStatusCode, PendingCall
 from ...types import JSONValue, SessionId
 from ...utils._aio import LoopThread, SessionPool
 from ...utils._json import json_default
@@ -145,7 +145,11 @@ class _ClientCore:
         self, messages: tuple[MessageLike, ...], session_id: SessionId, kwargs: Mapping[str, object]
     ) -> AgentMessage:
         text = await self._request("POST", "/chat_completion", self._body(messages, session_id, kwargs))
-        return AgentMessage(**json.loads(text))
+        return self._chunk(text, self.url + "/chat_completion")
+
+    async def _aresume(self, decisions: Mapping[str, bool | str], session_id: SessionId) -> AgentMessage:
+        text = await self._request("POST", "/resume", {"decisions": dict(decisions), "session_id": session_id})
+        return self._chunk(text, self.url + "/resume")
 
     async def _astate_dict(self, session_id: SessionId) -> dict[str, JSONValue]:
         return _state(await self._request("GET", f"/memory/{session_id}"), self.url)
@@ -176,7 +180,10 @@ class _ClientCore:
         item = json.loads(data)
         if "error" in item and "content" not in item:
             _raise_for(500, data, url)
-        return AgentMessage(**item)
+        message = AgentMessage(**item)
+        if message.stream_state == AgentStatusCode.INTERRUPTED and isinstance(message.content, list):
+            message.content = [PendingCall(**call) if isinstance(call, dict) else call for call in message.content]
+        return message
 
 
 class HTTPAgentClient(_ClientCore):
@@ -204,6 +211,10 @@ class HTTPAgentClient(_ClientCore):
         """The reply as the agent streams it (a streaming agent's chunks; else one message)."""
         return self._io.iterate(self._astream(message, session_id, kwargs))
 
+    def resume(self, decisions: Mapping[str, bool | str], session_id: SessionId = 0) -> AgentMessage:
+        """Take the session's run paused for approval up again (see `Agent.resume`)."""
+        return self._io.run(self._aresume(decisions, session_id))
+
     def state_dict(self, session_id: SessionId = 0) -> dict[str, JSONValue]:
         """The served agent's `state_dict` of a session."""
         return self._io.run(self._astate_dict(session_id))
@@ -223,6 +234,10 @@ class AsyncHTTPAgentClient(_ClientCore):
     def stream(self, *message: MessageLike, session_id: SessionId = 0, **kwargs: object) -> AsyncIterator[AgentMessage]:
         """The reply as the agent streams it."""
         return self._astream(message, session_id, kwargs)
+
+    async def resume(self, decisions: Mapping[str, bool | str], session_id: SessionId = 0) -> AgentMessage:
+        """Take the session's run paused for approval up again (see `AsyncAgent.resume`)."""
+        return await self._aresume(decisions, session_id)
 
     def state_dict(self, session_id: SessionId = 0) -> dict[str, JSONValue]:
         """The served agent's `state_dict` of a session (synchronous, as Lagent's: a short blocking request).

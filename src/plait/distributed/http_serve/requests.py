@@ -23,10 +23,12 @@ from ...untrusted import clean
 __all__ = [
     "GENERATION_FIELDS",
     "ChatRequest",
+    "ResumeRequest",
     "ServerLimits",
     "generation_overrides",
     "openai_overrides",
     "parse_chat_request",
+    "parse_resume_request",
     "session_of",
 ]
 
@@ -198,3 +200,45 @@ def _stop_words(value: object) -> list[str]:
             f"stop words must be a list of at most {_MAX_STOP_WORDS} strings of 1 to {_MAX_STOP_LEN} characters"
         )
     return [clean(str(w)) for w in words]
+
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """A checked ``/resume`` body: a person's decisions on a paused run's calls."""
+
+    decisions: dict[str, bool | str]
+    session_id: SessionId
+    stream: bool
+
+
+_RESUME_FIELDS = ("decisions", "session_id", "stream")
+_MAX_DECISIONS = 64
+_MAX_REASON = 4000
+
+
+def parse_resume_request(body: object) -> ResumeRequest:
+    """Check a ``/resume`` body: ``{"decisions": {call id: true | false | reason}, "session_id": ..., "stream": ...}``.
+
+    Raises:
+        UserError: Not an object, an unknown field, or decisions that are not a small object
+            of call ids (strings) to true, false or a reason (a string).
+    """
+    if not isinstance(body, Mapping):
+        raise UserError("the body must be a JSON object")
+    unknown = sorted(str(k) for k in body if k not in _RESUME_FIELDS)
+    if unknown:
+        raise UserError(f"unknown field(s) {unknown}; a resume may hold {list(_RESUME_FIELDS)}")
+    decisions = body.get("decisions")
+    if not isinstance(decisions, Mapping) or not decisions or len(decisions) > _MAX_DECISIONS:
+        raise UserError(f"'decisions' must map 1 to {_MAX_DECISIONS} call ids to true, false or a reason")
+    checked: dict[str, bool | str] = {}
+    for key, value in decisions.items():
+        if not isinstance(key, str) or not 0 < len(key) <= _MAX_SESSION_ID:
+            raise UserError(f"a call id must be 1 to {_MAX_SESSION_ID} characters")
+        if not isinstance(value, (bool, str)) or (isinstance(value, str) and len(value) > _MAX_REASON):
+            raise UserError(f"decide {key!r} with true, false or a reason of at most {_MAX_REASON} characters")
+        checked[clean(key)] = clean(value) if isinstance(value, str) else value
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise UserError("'stream' must be true or false")
+    return ResumeRequest(checked, session_of(body.get("session_id", 0)), stream)
