@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from _support import wait_for_http
 from plait.testing.fake_openai import Reply
+
+ROOT = Path(__file__).resolve().parents[2]
 
 _CALC = re.compile(r"(\d+\s*[-+*/]\s*\d+)")
 
@@ -39,3 +49,37 @@ def scripted_model(body: dict[str, Any]) -> Reply:
     if calc:
         return Reply(tool_calls=[("Calculator", {"expression": calc.group(1)})])
     return Reply(f"You said: {question}")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_app(**extra_env: str) -> Iterator[str]:
+    """``plait web`` on a free port in a subprocess (with `extra_env`); yields its URL."""
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    env.update(extra_env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "plait.cli", "web", "--port", str(port), "--host", "127.0.0.1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(url + "/_stcore/health", process)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _webdemo_support import scripted_model
+from _webdemo_support import scripted_model, serve_app
 
-from _support import wait_for_http
 from plait.testing.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,37 +50,11 @@ def web_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return work
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served_app(web_env: Path) -> Iterator[str]:
     """The app served by ``plait web`` on a free port (a subprocess); yields its URL."""
-    port = free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    process = subprocess.Popen(
-        [sys.executable, "-m", "plait.cli", "web", "--port", str(port), "--host", "127.0.0.1"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_http(url + "/_stcore/health", process)
+    with serve_app() as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def find_chromium() -> str | None:

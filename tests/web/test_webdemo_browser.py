@@ -167,3 +167,41 @@ def test_readme_demo_on_the_embedded_model_renders_a_tool_call(
     assert text.count("3367") >= 2 and "▌" not in text, text
     page.screenshot(path=str(artifacts_dir / "web_embedded_model.png"), full_page=True)
     context.close()
+
+
+def test_a_tool_that_needs_approval_waits_for_the_approve_button(
+    browser: Any, web_env: Path, fake_model: Any, artifacts_dir: Path, tmp_path: Path
+) -> None:
+    from _webdemo_support import serve_app
+
+    from plait.testing.fake_openai import Reply
+
+    def model(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        if messages[-1]["role"] == "tool":
+            return Reply(f"Done: {messages[-1]['content']}.")
+        return Reply(tool_calls=[("Transfer", {"to": "bob", "amount": 5})])
+
+    server = fake_model(handler=model)
+    count = tmp_path / "count"
+    env = {
+        "PLAIT_WEB_API_BASE": server.base_url,
+        "PLAIT_WEB_MODEL": "fake-model",
+        "PLAIT_WEB_TOOLS": "Transfer",
+        "PLAIT_WEB_TOOL_MODULES": str(Path(__file__).with_name("approval_tools.py")),
+        "APPROVAL_COUNT_FILE": str(count),
+    }
+    with serve_app(**env) as url:
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        ask(page, "Pay bob 5 euros")
+        page.get_by_text("Transfer waits for your approval").wait_for()
+        assert not count.exists() and len(server.requests) == 1  # nothing ran, nothing more asked
+        page.screenshot(path=str(artifacts_dir / "web_approval_waiting.png"), full_page=True)
+        page.get_by_role("button", name="Approve Transfer").click()
+        wait_for_text(page, "Done: sent 5 to bob.")
+        assert "Transfer approved" in chat_text(page)
+        assert page.get_by_role("button", name="Approve Transfer").count() == 0
+        page.context.close()
+    assert count.read_text().count("ran") == 1

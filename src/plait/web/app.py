@@ -182,6 +182,24 @@ def main() -> None:
         session.send(text, files, settings)
         render_entry(session.transcript[-2])
         _stream(session, session.transcript[-1])
+    _approvals(session)
+
+
+def _approvals(session: ChatSession) -> None:
+    """Approve / Reject buttons for the tool calls the last answer waits on; the run goes on once all are decided."""
+    block = session.pending_approval()
+    if block is None:
+        return
+    for call in block.waiting:
+        approve, reject = st.columns(2)
+        decision = None
+        if approve.button(f"Approve {call.name}", key=f"approve_{call.id}", type="primary"):
+            decision = True
+        if reject.button(f"Reject {call.name}", key=f"reject_{call.id}"):
+            decision = False
+        if decision is not None:
+            session.decide(call.id, decision)  # the last decision starts the run again
+            st.rerun()
 
 
 if __name__ == "__main__":

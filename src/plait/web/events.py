@@ -2,9 +2,10 @@
 
 Whatever the agent type, an answer is a stream of events: `Text` (the cumulative text
 of the model's current reply), `ToolCall`, `ToolResult`, `Notice` (a warning worth
-showing), and finally `Finished` or `Failed`. `apply_event` folds them into a
-`ChatEntry`, a list of blocks (`TextBlock`, `ToolBlock`, `NoticeBlock`) that the page
-renders; `InternLM2Reader` turns `Internlm2Agent.stream_chat` snapshots into events.
+showing), and finally `Finished`, `Failed` or `Approval` (the run waits for the user to
+approve tool calls). `apply_event` folds them into a `ChatEntry`, a list of blocks
+(`TextBlock`, `ToolBlock`, `NoticeBlock`, `ApprovalBlock`) that the page renders;
+`InternLM2Reader` turns `Internlm2Agent.stream_chat` snapshots into events.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
-from ..schema import ActionReturn, ActionStatusCode, AgentStatusCode
+from ..schema import ActionReturn, ActionStatusCode, AgentStatusCode, PendingCall
 from .settings import INTERPRETER_TOOL
 
 if TYPE_CHECKING:
     from ..agents.internlm2_agent import AgentReturn
 
 __all__ = [
+    "Approval",
+    "ApprovalBlock",
     "ChatEntry",
     "Event",
     "Failed",
@@ -89,7 +92,14 @@ class Failed:
     message: str
 
 
-Event = Union[Text, ToolCall, ToolResult, Notice, Finished, Failed]
+@dataclass(frozen=True)
+class Approval:
+    """The run paused: these tool calls wait for the user's decision (it ends the answer for now)."""
+
+    calls: tuple[PendingCall, ...]
+
+
+Event = Union[Text, ToolCall, ToolResult, Notice, Finished, Failed, Approval]
 
 
 @dataclass
@@ -123,7 +133,20 @@ class NoticeBlock:
     level: str = "warning"
 
 
-Block = Union[TextBlock, ToolBlock, NoticeBlock]
+@dataclass
+class ApprovalBlock:
+    """Tool calls waiting for the user, and what was decided so far (call id -> True, or False to refuse)."""
+
+    calls: list[PendingCall]
+    decisions: dict[str, bool] = field(default_factory=dict)
+
+    @property
+    def waiting(self) -> list[PendingCall]:
+        """The calls not decided yet."""
+        return [call for call in self.calls if call.id not in self.decisions]
+
+
+Block = Union[TextBlock, ToolBlock, NoticeBlock, ApprovalBlock]
 
 
 @dataclass
@@ -205,6 +228,9 @@ def apply_event(entry: ChatEntry, event: Event) -> None:
         entry.done = True
     elif isinstance(event, Failed):
         entry.blocks.append(NoticeBlock(event.message, level="error"))
+        entry.done = True
+    elif isinstance(event, Approval):
+        entry.blocks.append(ApprovalBlock(list(event.calls)))
         entry.done = True
     entry.version += 1
 

@@ -14,7 +14,7 @@ from typing import Literal
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from .events import Block, ChatEntry, NoticeBlock, TextBlock, ToolBlock
+from .events import ApprovalBlock, Block, ChatEntry, NoticeBlock, TextBlock, ToolBlock
 
 __all__ = ["AVATARS", "LiveEntry", "render_block", "render_entry", "tool_label"]
 
@@ -69,6 +69,12 @@ def render_block(block: Block, cursor: bool = False) -> None:
             st.error(block.message, icon="⚠️")
         else:
             st.warning(block.message)
+    elif isinstance(block, ApprovalBlock):
+        for call in block.calls:
+            decided = block.decisions.get(call.id)
+            what = "waits for your approval" if decided is None else ("approved" if decided else "refused")
+            st.markdown(f"**{call.name}** {what}")
+            st.code(json.dumps(call.arguments, ensure_ascii=False, indent=2, default=str), language="json")
     elif isinstance(block, ToolBlock):
         state: Literal["running", "complete", "error"] = (
             "running" if not block.done else ("error" if block.error else "complete")

@@ -16,7 +16,7 @@ import inspect
 import logging
 import queue
 import threading
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..agents.aggregator.default_aggregator import content_to_text
@@ -24,9 +24,20 @@ from ..exceptions import PlaitError
 from ..hooks.hook import Hook
 from ..llms._tool_llm import ToolCalling, ToolRequest
 from ..llms.response import ModelResponse
-from ..schema import FunctionCall
+from ..schema import AgentStatusCode, FunctionCall
 from ..types import ChatInput, SessionId
-from .events import Event, Failed, Finished, InternLM2Reader, Notice, Text, ToolCall, tool_kind, tool_result
+from .events import (
+    Approval,
+    Event,
+    Failed,
+    Finished,
+    InternLM2Reader,
+    Notice,
+    Text,
+    ToolCall,
+    tool_kind,
+    tool_result,
+)
 from .settings import INTERPRETER_TOOL, Settings
 
 if TYPE_CHECKING:
@@ -237,16 +248,28 @@ def run_internlm2(agent: Any, history: list[dict[str, object]], session_id: Hash
 
 def run_tool_agent(agent: Any, message: str, session_id: Hashable, emit: Emit) -> None:
     """Answer `message` with a function-calling or ReAct agent (its model a `StreamingLLM`)."""
+    _answer(agent, lambda: agent(message, session_id=session_id), emit)
+
+
+def resume_tool_agent(agent: Any, decisions: Mapping[str, bool], session_id: Hashable, emit: Emit) -> None:
+    """Take a run paused for approval up again with the user's `decisions` (see `run_tool_agent`)."""
+    _answer(agent, lambda: agent.resume(dict(decisions), session_id=session_id), emit)
+
+
+def _answer(agent: Any, call: Callable[[], Any], emit: Emit) -> None:
     llm = agent.llm
     if isinstance(llm, StreamingLLM):
         llm.sink = lambda text: emit(Text(text))
     handle = agent.executor.register_hook(ToolEvents(emit))
     try:
-        reply = agent(message, session_id=session_id)
+        reply = call()
     finally:
         handle.remove()
         if isinstance(llm, StreamingLLM):
             llm.sink = None
+    if reply.stream_state == AgentStatusCode.INTERRUPTED:
+        emit(Approval(tuple(reply.content)))
+        return
     extra = reply.extra_info if isinstance(reply.extra_info, dict) else {}
     if extra.get("forced_final_answer"):
         emit(Notice("the agent used all its tool rounds; this answer was asked for explicitly"))

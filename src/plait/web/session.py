@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import PlaitError
-from .events import ChatEntry, Event, Failed, NoticeBlock, TextBlock, apply_event
-from .runner import Turn, build_agent, build_llm, run_internlm2, run_tool_agent
+from .events import ApprovalBlock, ChatEntry, Event, Failed, NoticeBlock, TextBlock, apply_event
+from .runner import Turn, build_agent, build_llm, resume_tool_agent, run_internlm2, run_tool_agent
 from .settings import AGENT_KINDS, Settings
 
 if TYPE_CHECKING:
@@ -148,6 +148,31 @@ class ChatSession:
             self.turn = Turn(lambda emit: run_internlm2(agent, history, session_id, emit), on_failure=forget_message)
         else:
             self.turn = Turn(lambda emit: run_tool_agent(agent, message, session_id, emit))
+        self.turn.start()
+        return answer
+
+    def pending_approval(self) -> ApprovalBlock | None:
+        """The tool calls the last answer waits on, while any is undecided (None: nothing waits)."""
+        if self.turn is not None or not self.transcript:
+            return None
+        blocks = [b for b in self.transcript[-1].blocks if isinstance(b, ApprovalBlock)]
+        return blocks[-1] if blocks and blocks[-1].waiting else None
+
+    def decide(self, call_id: str, approved: bool) -> ChatEntry | None:
+        """Record the user's decision on a waiting call; once every call is decided, the run goes on.
+
+        Returns the new answer's (live) entry when the run was resumed, else None.
+        """
+        block = self.pending_approval()
+        if block is None or call_id not in {call.id for call in block.waiting}:
+            return None
+        block.decisions[call_id] = approved
+        if block.waiting:
+            return None
+        answer = ChatEntry("assistant")
+        self.transcript.append(answer)
+        agent, session_id, decisions = self.agent, self.session_id, dict(block.decisions)
+        self.turn = Turn(lambda emit: resume_tool_agent(agent, decisions, session_id, emit))
         self.turn.start()
         return answer
 
