@@ -423,3 +423,47 @@ def test_a_resume_body_is_checked(body: object, says: str) -> None:
 
     with pytest.raises(UserError, match=says):
         parse_resume_request(body)
+
+
+def _post(url: str, body: dict[str, Any], session: str | None) -> tuple[int, dict[str, Any]]:
+    import urllib.error
+    import urllib.request
+
+    headers = {"Content-Type": "application/json", **({"X-Session-Id": session} if session else {})}
+    request = urllib.request.Request(url, json.dumps(body).encode(), headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_openai_route_reports_a_pause_as_tool_calls_the_client_answers(mode: str) -> None:
+    from plait.distributed.http_serve import AgentAPIServer
+
+    with FakeOpenAIServer(handler=model) as upstream:
+        transfer = Transfer(requires_approval=True)
+        server = AgentAPIServer(_agent(mode, upstream, transfer), port=0).start()
+        url = server.url + "/v1/chat/completions"
+        try:
+            question = {"role": "user", "content": "pay bob"}
+            status, paused = _post(url, {"model": "m", "messages": [question]}, "s1")
+            choice = paused["choices"][0]
+            assert status == 200 and choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+            (call,) = choice["message"]["tool_calls"]
+            assert call["function"]["name"] == "Transfer"
+            assert json.loads(call["function"]["arguments"]) == {"to": "bob", "amount": 5}
+            answer = {"role": "tool", "tool_call_id": call["id"], "content": "approve"}
+            status, reply = _post(url, {"model": "m", "messages": [question, choice["message"], answer]}, "s1")
+            assert status == 200 and reply["choices"][0]["message"]["content"].endswith("sent 5 to bob")
+            assert reply["choices"][0]["finish_reason"] == "stop" and transfer.calls == 1
+            # the same pause answered with a reason, in another session
+            _, paused = _post(url, {"model": "m", "messages": [question]}, "s2")
+            (call,) = paused["choices"][0]["message"]["tool_calls"]
+            refusal = {"role": "tool", "tool_call_id": call["id"], "content": "Bob is blocked."}
+            _, reply = _post(url, {"model": "m", "messages": [question, refusal]}, "s2")
+            assert reply["choices"][0]["message"]["content"].endswith("Bob is blocked.") and transfer.calls == 1
+            status, error = _post(url, {"model": "m", "messages": [question]}, None)  # no session: no pause to answer
+            assert status == 409 and "X-Session-Id" in error["error"]["message"] and transfer.calls == 1
+        finally:
+            server.stop()

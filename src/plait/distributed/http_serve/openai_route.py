@@ -23,6 +23,13 @@ ignored. The agent's tool calls travel in an extension field, ``plait_tool_calls
 (``null`` when the model reports none). With ``stream_options.include_usage`` the stream
 ends with a usage chunk, as OpenAI's does. Each request is logged with its session, status
 and time.
+
+Approval: when the agent pauses before tools that need a person's approval, the reply is an
+assistant message with ``tool_calls`` (the waiting calls) and ``finish_reason`` ``'tool_calls'``,
+as a model's would be; the client answers each with a ``tool`` message in the same session:
+``approve`` (or yes / y / ok / true) runs the call, ``reject`` (or no / n / false / empty)
+refuses it, any other text refuses it and is what the model is told. A pause needs a session
+(``X-Session-Id``): without one the request is answered 409.
 """
 
 from __future__ import annotations
@@ -36,11 +43,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ...exceptions import PlaitError, UserError
+from ...exceptions import PlaitError, ResumeError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import Metered, UsageMeter
 from ...memory.base_memory import MessageLike
-from ...schema import AgentMessage
+from ...schema import AgentMessage, AgentStatusCode, PendingCall
 from ...types import JSONValue, SessionId
 from ...untrusted import loads
 from ._calls import agent_chunks, http_status
@@ -80,16 +87,20 @@ class _Completion:
         self.created = int(time.time())
         self.model = model
 
-    def whole(self, text: str, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
-        message: dict[str, JSONValue] = {"role": "assistant", "content": text}
+    def whole(self, reply: object, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
+        waiting = _waiting(reply)
+        message: dict[str, JSONValue] = {"role": "assistant", "content": None if waiting else _reply_text(reply)}
+        if waiting:
+            message["tool_calls"] = _openai_calls(waiting)
         if tool_calls:
             message["plait_tool_calls"] = list(tool_calls)
+        finish = "tool_calls" if waiting else _finish_reason(metered)
         return {
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(metered)}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": _usage(metered),
         }
 
@@ -106,7 +117,7 @@ class _Completion:
 
     def chunk(
         self,
-        delta: Mapping[str, str],
+        delta: Mapping[str, JSONValue],
         finish_reason: str | None = None,
         tool_calls: list[dict[str, JSONValue]] | None = None,
     ) -> bytes:
@@ -137,6 +148,63 @@ def _checked(body: object) -> tuple[dict[str, JSONValue], list[Mapping[str, JSON
     if not isinstance(body.get("user", ""), str):
         raise UserError("'user' must be a string")
     return body, messages
+
+
+def _waiting(reply: object) -> list[PendingCall]:
+    """The calls an interrupted reply waits on (empty for any other reply)."""
+    if getattr(reply, "stream_state", None) != AgentStatusCode.INTERRUPTED:
+        return []
+    content = getattr(reply, "content", None)
+    return [call for call in content if isinstance(call, PendingCall)] if isinstance(content, list) else []
+
+
+def _openai_calls(calls: Sequence[PendingCall]) -> list[JSONValue]:
+    return [
+        {
+            "index": i,
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+        }
+        for i, call in enumerate(calls)
+    ]
+
+
+_APPROVE = frozenset({"approve", "approved", "yes", "y", "ok", "true"})
+_REFUSE = frozenset({"", "reject", "rejected", "refuse", "refused", "no", "n", "false", "deny", "denied"})
+
+
+def _decisions(messages: Sequence[Mapping[str, JSONValue]]) -> dict[str, bool | str]:
+    """The client's answers to waiting calls: the ``tool`` messages that end the request."""
+    decisions: dict[str, bool | str] = {}
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        text = _text(message.get("content")).strip()
+        word = text.lower().rstrip(".!")
+        decision: bool | str = True if word in _APPROVE else False if word in _REFUSE else text
+        decisions[str(message.get("tool_call_id") or "")] = decision
+    return decisions
+
+
+def _target(
+    agent: Any, session: SessionId, ephemeral: bool, messages: Sequence[Mapping[str, JSONValue]], inputs: list[Any]
+) -> tuple[Any, list[Any]]:
+    """What answers the request: the agent with `inputs`, or, on a paused session, its ``resume`` with the decisions."""
+    paused = agent.run_state(session) if not ephemeral and callable(getattr(agent, "run_state", None)) else None
+    if paused is not None and paused.waiting:  # the client's tool messages answer the waiting calls
+        return agent.resume, [_decisions(messages)]
+    return agent, inputs
+
+
+def _check_pause(reply: object, ephemeral: bool, session: SessionId) -> None:
+    """A pause without a session cannot be answered: say so (the session is dropped with the request)."""
+    if ephemeral and _waiting(reply):
+        raise ResumeError(
+            "the agent paused for approval of a tool call: send an X-Session-Id header so the pause "
+            "can be answered with tool messages",
+            session,
+        )
 
 
 def _finish_reason(metered: Metered) -> str:
@@ -220,16 +288,18 @@ def openai_routes(
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.get('user') or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
+        call, inputs = _target(agent, session, ephemeral, messages, inputs)
         try:
             kwargs = {"session_id": session, **overrides}
             if body.get("stream"):
                 options = body.get("stream_options")
                 with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-                return await _stream(request, agent, inputs, kwargs, completion, (usage, tools), with_usage)
+                return await _stream(request, call, inputs, kwargs, completion, (usage, tools), with_usage, ephemeral)
             last = None
-            async for chunk in agent_chunks(agent, inputs, kwargs):
+            async for chunk in agent_chunks(call, inputs, kwargs):
                 last = chunk
-            return web.json_response(completion.whole(_reply_text(last), usage.take(session), tools.take(session)))
+            _check_pause(last, ephemeral, session)
+            return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
@@ -249,6 +319,7 @@ async def _stream(
     completion: _Completion,
     observers: tuple[UsageMeter, ToolLog],
     with_usage: bool,
+    ephemeral: bool = False,
 ) -> web.StreamResponse:
     meter, tool_log = observers
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -257,10 +328,16 @@ async def _stream(
     sent = ""
     session = kwargs["session_id"]
     try:
+        waiting: list[PendingCall] = []
         async for chunk in agent_chunks(agent, inputs, kwargs):
             ran = tool_log.take(session)
             if ran:  # tool calls since the last chunk, as they happened (an extension field)
                 await response.write(completion.chunk({}, tool_calls=ran))
+            waiting = _waiting(chunk)
+            if waiting:
+                _check_pause(chunk, ephemeral, session)
+                await response.write(completion.chunk({"tool_calls": _openai_calls(waiting)}))
+                continue
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"
@@ -268,7 +345,7 @@ async def _stream(
                 await response.write(completion.chunk({"content": delta}))
             sent = text
         metered = meter.take(session)
-        finish = _finish_reason(metered)
+        finish = "tool_calls" if waiting else _finish_reason(metered)
     except PlaitError as exc:  # the status line is gone: say it in the stream
         await response.write(completion.chunk({"content": f"\n[error: {type(exc).__name__}: {exc}]"}))
         metered, finish = meter.take(session), "error"
