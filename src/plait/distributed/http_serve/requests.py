@@ -99,6 +99,20 @@ def session_of(value: object) -> SessionId:
     return clean(value)
 
 
+def _fields_of(body: object, fields: Sequence[str], what: str) -> Mapping[str, object]:
+    """`body` as a JSON object holding only `fields`.
+
+    Raises:
+        UserError: Not an object, or an unknown field.
+    """
+    if not isinstance(body, Mapping):
+        raise UserError("the body must be a JSON object")
+    unknown = sorted(str(k) for k in body if k not in fields)
+    if unknown:
+        raise UserError(f"unknown field(s) {unknown}; {what} may hold {list(fields)}")
+    return body
+
+
 def parse_chat_request(body: object, limits: ServerLimits) -> ChatRequest:
     """Check a ``/chat_completion`` body: ``{"message": ..., "session_id": ..., "stream": ..., <generation>}``.
 
@@ -106,11 +120,7 @@ def parse_chat_request(body: object, limits: ServerLimits) -> ChatRequest:
         UserError: Not an object, an unknown field, a missing or malformed message, a bad
             session id, or a generation parameter of the wrong type or out of range.
     """
-    if not isinstance(body, Mapping):
-        raise UserError("the body must be a JSON object")
-    unknown = sorted(str(k) for k in body if k not in _CHAT_FIELDS)
-    if unknown:
-        raise UserError(f"unknown field(s) {unknown}; a request may hold {list(_CHAT_FIELDS)}")
+    body = _fields_of(body, _CHAT_FIELDS, "a request")
     messages = body.get("message")
     if messages is None:
         raise UserError("the body needs 'message': a string, a message dict, or a list of them")
@@ -223,11 +233,7 @@ def parse_resume_request(body: object) -> ResumeRequest:
         UserError: Not an object, an unknown field, or decisions that are not a small object
             of call ids (strings) to true, false or a reason (a string).
     """
-    if not isinstance(body, Mapping):
-        raise UserError("the body must be a JSON object")
-    unknown = sorted(str(k) for k in body if k not in _RESUME_FIELDS)
-    if unknown:
-        raise UserError(f"unknown field(s) {unknown}; a resume may hold {list(_RESUME_FIELDS)}")
+    body = _fields_of(body, _RESUME_FIELDS, "a resume")
     decisions = body.get("decisions")
     if not isinstance(decisions, Mapping) or not decisions or len(decisions) > _MAX_DECISIONS:
         raise UserError(f"'decisions' must map 1 to {_MAX_DECISIONS} call ids to true, false or a reason")
