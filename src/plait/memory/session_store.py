@@ -43,7 +43,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -122,8 +122,6 @@ _OPEN = (
 )
 _CLOSE = "UPDATE sessions SET open_from = NULL WHERE keypath = ? AND session = ?"
 _FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
-_UNSUMMARISE = "DELETE FROM summaries WHERE keypath = ? AND session = ?"
-_UNPAUSE = "DELETE FROM runs WHERE keypath = ? AND session = ?"
 _SESSION_TABLES = ("messages", "sessions", "summaries", "runs")
 
 
@@ -282,37 +280,37 @@ class _Journal:
                 self._touch(connection)
             else:
                 connection.execute(_FORGET, (self.keypath, self.session))
-                connection.execute(_UNSUMMARISE, (self.keypath, self.session))
-                connection.execute(_UNPAUSE, (self.keypath, self.session))
+                for table in ("summaries", "runs"):  # an empty memory has no summary and no paused run
+                    connection.execute(
+                        f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session)
+                    )
 
         self.writer.submit(write)
 
     def pause(self, state: dict[str, JSONValue] | None, wait: bool = False) -> None:
-        text = None if state is None else json.dumps(state, ensure_ascii=False, default=json_default)
+        self._keep("runs", state, wait)
+
+    def summarise(self, summary: ContextSummary | None) -> None:
+        self._keep("summaries", None if summary is None else summary.to_dict())
+
+    def _keep(self, table: str, value: Mapping[str, object] | None, wait: bool = False) -> None:
+        """Store `value` as the session's one row of `table` (``runs``, ``summaries``); None deletes it."""
+        text = None if value is None else json.dumps(value, ensure_ascii=False, default=json_default)
 
         def write(connection: sqlite3.Connection) -> None:
             if text is None:
-                connection.execute(_UNPAUSE, (self.keypath, self.session))
+                connection.execute(
+                    f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session)
+                )
             else:
-                connection.execute("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)", (self.keypath, self.session, text))
+                connection.execute(
+                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)", (self.keypath, self.session, text)
+                )
 
         if wait:
             self.writer.call(write)
         else:
             self.writer.submit(write)
-
-    def summarise(self, summary: ContextSummary | None) -> None:
-        text = None if summary is None else json.dumps(summary.to_dict(), ensure_ascii=False)
-
-        def write(connection: sqlite3.Connection) -> None:
-            if text is None:
-                connection.execute(_UNSUMMARISE, (self.keypath, self.session))
-            else:
-                connection.execute(
-                    "INSERT OR REPLACE INTO summaries VALUES (?, ?, ?)", (self.keypath, self.session, text)
-                )
-
-        self.writer.submit(write)
 
 
 class Turn:
@@ -399,30 +397,25 @@ class SessionStore:
 
     def read_run(self, keypath: str, session_id: Hashable) -> dict[str, JSONValue] | None:
         """The stored state of a session's paused run (`RunState.to_dict`), or None."""
-        session = _session_key(session_id)
-
-        def read(connection: sqlite3.Connection) -> str | None:
-            row = connection.execute(
-                "SELECT state FROM runs WHERE keypath = ? AND session = ?", (keypath, session)
-            ).fetchone()
-            return None if row is None else str(row[0])
-
-        text = self._writer.call(read)
-        data = None if text is None else json.loads(text)
+        data = self._read_one("runs", keypath, session_id)
         return data if isinstance(data, dict) else None
 
     def read_summary(self, keypath: str, session_id: Hashable) -> ContextSummary | None:
         """The stored running summary of a session's memory, or None when it has none."""
+        data = self._read_one("summaries", keypath, session_id)
+        return None if data is None else ContextSummary.from_dict(data)
+
+    def _read_one(self, table: str, keypath: str, session_id: Hashable) -> object:
+        """The JSON value of the session's row of `table` (``runs``, ``summaries``), or None."""
         session = _session_key(session_id)
 
         def read(connection: sqlite3.Connection) -> str | None:
-            row = connection.execute(
-                "SELECT summary FROM summaries WHERE keypath = ? AND session = ?", (keypath, session)
-            ).fetchone()
-            return None if row is None else str(row[0])
+            query = f"SELECT * FROM {table} WHERE keypath = ? AND session = ?"
+            row = connection.execute(query, (keypath, session)).fetchone()
+            return None if row is None else str(row[2])
 
         text = self._writer.call(read)
-        return None if text is None else ContextSummary.from_dict(json.loads(text))
+        return None if text is None else json.loads(text)
 
     # -- sessions -----------------------------------------------------------------------------
     def sessions(self, keypath: str = "memory") -> list[Hashable]:
