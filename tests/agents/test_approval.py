@@ -9,6 +9,7 @@ what it saw.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -233,38 +234,13 @@ def test_a_failed_resume_rolls_the_paused_turn_back_and_the_run_is_over(mode: st
 
 _PROCESS = """
 import json, os, sys
-from plait.actions import BaseAction, tool_api
+from approval_tools import Lookup, Transfer
 from plait.agents import FunctionCallingAgent
 from plait.exceptions import ResumeError
 from plait.llms import GPTAPI
 from plait.memory import SessionStore
 
-base_url, db, counter, step = sys.argv[1:5]
-
-class Transfer(BaseAction):
-    @tool_api(requires_approval=True)
-    def run(self, to: str, amount: int) -> str:
-        '''Send money.
-
-        Args:
-            to (str): who gets it
-            amount (int): how much
-        '''
-        with open(counter, "a") as f:
-            f.write("ran\\n")
-        if os.environ.get("CRASH_IN_TOOL"):
-            os._exit(9)  # the process dies after the transfer, before the run goes on
-        return f"sent {amount} to {to}"
-
-class Lookup(BaseAction):
-    @tool_api
-    def run(self, account: str) -> str:
-        '''Look up an account's balance.
-
-        Args:
-            account (str): the account
-        '''
-        return f"{account} has 120"
+base_url, db, step = sys.argv[1:4]
 
 store = SessionStore(db)
 llm = GPTAPI(model_type="m", api_base=base_url, key="k", retry=0)
@@ -288,9 +264,16 @@ def _process(server: FakeOpenAIServer, db: Any, counter: Any, step: str, crash: 
     import subprocess
     import sys
 
-    env = {**os.environ, **({"CRASH_IN_TOOL": "1"} if crash else {})}
+    tests = str(Path(__file__).resolve().parents[1])  # where approval_tools lives
+    path = os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])
+    env = {
+        **os.environ,
+        "PYTHONPATH": path,
+        "APPROVAL_COUNT_FILE": str(counter),
+        **({"CRASH_IN_TOOL": "1"} if crash else {}),
+    }
     done = subprocess.run(
-        [sys.executable, "-c", _PROCESS, server.base_url, str(db), str(counter), step],
+        [sys.executable, "-c", _PROCESS, server.base_url, str(db), step],
         capture_output=True,
         text=True,
         timeout=120,

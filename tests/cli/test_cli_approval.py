@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
 SCRIPT = """
 import sys
-from plait.actions import BaseAction, tool_api
+import approval_tools  # registers Transfer, a tool that needs approval
 from plait.cli import main
-
-class Transfer(BaseAction):
-    @tool_api(requires_approval=True)
-    def run(self, to: str, amount: int) -> str:
-        '''Send money.
-
-        Args:
-            to (str): who gets it
-            amount (int): how much
-        '''
-        print("TRANSFER RAN", file=sys.stderr)
-        return f"sent {amount} to {to}"
 
 sys.exit(main(["chat", "--api-base", sys.argv[1], "--tools", "Transfer", "--tool-choice", "auto", "--context", "off"]))
 """
@@ -36,7 +26,9 @@ def model(body: dict[str, Any]) -> Reply:
     return Reply("", tool_calls=[("Transfer", {"to": "bob", "amount": 5})])
 
 
-def _chat(server: FakeOpenAIServer, lines: list[str]) -> subprocess.CompletedProcess[str]:
+def _chat(server: FakeOpenAIServer, lines: list[str], count: Path) -> subprocess.CompletedProcess[str]:
+    tests = str(Path(__file__).resolve().parents[1])  # where approval_tools lives
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, "-c", SCRIPT, server.base_url],
         input="\n".join(lines) + "\n",
@@ -44,22 +36,27 @@ def _chat(server: FakeOpenAIServer, lines: list[str]) -> subprocess.CompletedPro
         text=True,
         timeout=120,
         check=False,
+        env={**env, "APPROVAL_COUNT_FILE": str(count)},
     )
 
 
-def test_the_chat_asks_and_runs_the_call_once_approved() -> None:
+def _runs(count: Path) -> int:
+    return count.read_text().count("ran") if count.exists() else 0
+
+
+def test_the_chat_asks_and_runs_the_call_once_approved(tmp_path: Path) -> None:
     with FakeOpenAIServer(handler=model) as server:
-        done = _chat(server, ["pay bob", "y", "/quit"])
+        done = _chat(server, ["pay bob", "y", "/quit"], tmp_path / "count")
     assert done.returncode == 0, done.stderr
     assert "Run Transfer(to='bob', amount=5)? [y/N/reason]" in done.stdout
-    assert "result: sent 5 to bob" in done.stdout and done.stderr.count("TRANSFER RAN") == 1
+    assert "result: sent 5 to bob" in done.stdout and _runs(tmp_path / "count") == 1
 
 
-def test_the_chat_passes_a_refusal_reason_to_the_model_and_the_tool_never_runs() -> None:
+def test_the_chat_passes_a_refusal_reason_to_the_model_and_the_tool_never_runs(tmp_path: Path) -> None:
     with FakeOpenAIServer(handler=model) as server:
-        done = _chat(server, ["pay bob", "bob is not a payee", "pay bob", "", "/quit"])
+        done = _chat(server, ["pay bob", "bob is not a payee", "pay bob", "", "/quit"], tmp_path / "count")
         tool_messages = [m["content"] for body in server.requests for m in body["messages"] if m["role"] == "tool"]
     assert done.returncode == 0, done.stderr
-    assert "TRANSFER RAN" not in done.stderr
+    assert _runs(tmp_path / "count") == 0
     assert any("bob is not a payee" in str(content) for content in tool_messages)
     assert any("A person refused this call" in str(content) for content in tool_messages)

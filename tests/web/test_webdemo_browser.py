@@ -188,7 +188,7 @@ def test_a_tool_that_needs_approval_waits_for_the_approve_button(
         "PLAIT_WEB_API_BASE": server.base_url,
         "PLAIT_WEB_MODEL": "fake-model",
         "PLAIT_WEB_TOOLS": "Transfer",
-        "PLAIT_WEB_TOOL_MODULES": str(Path(__file__).with_name("approval_tools.py")),
+        "PLAIT_WEB_TOOL_MODULES": str(Path(__file__).resolve().parents[1] / "approval_tools.py"),
         "APPROVAL_COUNT_FILE": str(count),
     }
     with serve_app(**env) as url:
