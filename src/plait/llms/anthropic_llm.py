@@ -403,9 +403,10 @@ class _ClaudeCore(LLMCore):
             _raise_plait(error, exc, secrets)
         self._after_failure(exc, key)
 
-    def _deadline(self) -> _Deadline:
-        """A fresh deadline for one streaming attempt."""
-        return _Deadline(stream_deadline(self.timeout, self.stream_timeout))
+    def _stream_attempts(self) -> Iterator[tuple[str, _Deadline]]:
+        """The attempts of one stream: each one's key and its own fresh deadline (stop when one succeeds)."""
+        while True:
+            yield self.keys.pick()[0] or "", _Deadline(stream_deadline(self.timeout, self.stream_timeout))
 
     def _stream_end(self, final: object, params: Mapping[str, object]) -> StreamItem:
         """The `END` item for the SDK's final message: the reply text and the `ModelResponse`."""
@@ -437,10 +438,8 @@ class ClaudeAPI(_ClaudeCore, ToolLLM):
 
     def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
         request, params = self._request(call)
-        while True:
-            key = self.keys.pick()[0] or ""
+        for key, deadline in self._stream_attempts():
             text = ""
-            deadline = self._deadline()
             try:
                 with self._client(key).messages.stream(**request) as stream, deadline.watch(stream.close):
                     for delta in stream.text_stream:
@@ -478,10 +477,8 @@ class AsyncClaudeAPI(_ClaudeCore, AsyncToolLLM):
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
         request, params = self._request(call)
-        while True:
-            key = self.keys.pick()[0] or ""
+        for key, deadline in self._stream_attempts():
             text = ""
-            deadline = self._deadline()
             try:
                 async with (await self._client(key)).messages.stream(**request) as stream:
                     deltas = aiter(stream.text_stream)
