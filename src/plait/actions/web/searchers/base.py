@@ -14,7 +14,7 @@ import html
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import ClassVar
 from urllib.parse import urlsplit
 
@@ -145,6 +145,43 @@ class BaseSearch(ABC):
             UserError: Neither is set.
         """
         return require(env_or(explicit, self.env_key), f"a {self.service} API key (api_key=)", self.env_key)
+
+    def _use_key(self, api_key: str | None, search_type: str, search_types: Collection[str]) -> None:
+        """Set up a keyed backend: its `search_type` (one of `search_types`) and its key (see `_required_key`).
+
+        Raises:
+            UserError: An unknown search type, or no key.
+        """
+        if search_type not in search_types:
+            raise UserError(
+                f"{type(self).__name__} search_type must be one of {sorted(search_types)}, got {search_type!r}"
+            )
+        self._api_key = self._required_key(api_key)
+        self.search_type = search_type
+
+    def _keyed_request(
+        self,
+        method: str,
+        url: str,
+        key_header: str,
+        *,
+        params: Mapping[str, object] | None = None,
+        json_body: JSONValue = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> HTTPRequest:
+        """A request of a keyed backend (see `_use_key`): the key goes in `key_header`, before `headers`.
+
+        The key is redacted from every error about the request.
+        """
+        return HTTPRequest.build(
+            method,
+            url,
+            params=params,
+            json_body=json_body,
+            headers={key_header: self._api_key, **(headers or {})},
+            secrets=[self._api_key],
+            service=self.service,
+        )
 
     # -- the two pure halves (per backend) ----------------------------------------------------
     @abstractmethod

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from typing_extensions import Unpack
 
-from ....exceptions import APIResponseError, UserError
+from ....exceptions import APIResponseError
 from ....types import JSONValue
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
@@ -45,23 +45,14 @@ class BingSearch(BaseSearch):
         **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
-        if search_type not in self.ENDPOINTS:
-            raise UserError(f"BingSearch search_type must be one of {sorted(self.ENDPOINTS)}, got {search_type!r}")
-        self._api_key = self._required_key(api_key)
+        self._use_key(api_key, search_type, self.ENDPOINTS)
         self.market = region
-        self.search_type = search_type
         self.endpoint = endpoint or self.ENDPOINTS[search_type]
 
     def build_request(self, query: str) -> HTTPRequest:
         """GET with ``q``, ``mkt`` and ``count``; the key goes in a header."""
-        return HTTPRequest.build(
-            "GET",
-            self.endpoint,
-            params={"q": query, "mkt": self.market, "count": self.topk * 2},
-            headers={"Ocp-Apim-Subscription-Key": self._api_key},
-            secrets=[self._api_key],
-            service=self.service,
-        )
+        params = {"q": query, "mkt": self.market, "count": self.topk * 2}
+        return self._keyed_request("GET", self.endpoint, "Ocp-Apim-Subscription-Key", params=params)
 
     def parse_response(self, response: HTTPResponse) -> list[SearchHit]:
         """Web pages and news, in ``rankingResponse.mainline`` order when the answer has one."""

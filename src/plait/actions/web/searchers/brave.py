@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from typing_extensions import Unpack
 
-from ....exceptions import APIResponseError, UserError
+from ....exceptions import APIResponseError
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
 
@@ -45,13 +45,10 @@ class BraveSearch(BaseSearch):
         **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
-        if search_type not in ("web", "news"):
-            raise UserError(f"BraveSearch search_type must be 'web' or 'news', got {search_type!r}")
-        self._api_key = self._required_key(api_key)
+        self._use_key(api_key, search_type, ("web", "news"))
         self.market = region
         self.language = language
         self.extra_snippets = extra_snippets
-        self.search_type = search_type
         self.endpoint = endpoint.rstrip("/")
         self.params = dict(params or {})
 
@@ -65,13 +62,9 @@ class BraveSearch(BaseSearch):
             "count": self.topk,
             **self.params,
         }
-        return HTTPRequest.build(
-            "GET",
-            f"{self.endpoint}/{self.search_type}/search",
-            params=params,
-            headers={"X-Subscription-Token": self._api_key, "Accept": "application/json"},
-            secrets=[self._api_key],
-            service=self.service,
+        url = f"{self.endpoint}/{self.search_type}/search"
+        return self._keyed_request(
+            "GET", url, "X-Subscription-Token", params=params, headers={"Accept": "application/json"}
         )
 
     def parse_response(self, response: HTTPResponse) -> list[SearchHit]:

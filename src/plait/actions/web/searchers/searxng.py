@@ -40,7 +40,7 @@ class SearxngSearch(BaseSearch):
         **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
-        self._api_key = api_key or None
+        self._token = api_key or None
         self.auth_name = auth_name
         self.language = language
         self.categories = categories
@@ -49,14 +49,14 @@ class SearxngSearch(BaseSearch):
     def build_request(self, query: str) -> HTTPRequest:
         """GET ``{url}/search?q=...&format=json``."""
         headers = {"Accept": "application/json"}
-        if self._api_key:
-            headers[self.auth_name] = self._api_key
+        if self._token:
+            headers[self.auth_name] = self._token
         return HTTPRequest.build(
             "GET",
             f"{self.url}/search",
             params={"q": query, "format": "json", "language": self.language, "categories": self.categories},
             headers=headers,
-            secrets=[self._api_key or ""],
+            secrets=[self._token or ""],
             service=self.service,
         )
 

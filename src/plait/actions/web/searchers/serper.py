@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from typing_extensions import Unpack
 
-from ....exceptions import APIResponseError, UserError
+from ....exceptions import APIResponseError
 from ....types import JSONValue
 from ..messages import HTTPRequest, HTTPResponse, as_dict, as_list
 from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clean_snippet
@@ -69,23 +69,14 @@ class GoogleSearch(BaseSearch):
         **kwargs: Unpack[SearchOptions],
     ) -> None:
         super().__init__(topk, black_list, **kwargs)
-        if search_type not in self.RESULT_KEYS:
-            raise UserError(f"GoogleSearch search_type must be one of {sorted(self.RESULT_KEYS)}, got {search_type!r}")
-        self._api_key = self._required_key(api_key)
-        self.search_type = search_type
+        self._use_key(api_key, search_type, self.RESULT_KEYS)
         self.endpoint = endpoint.rstrip("/")
         self.params = dict(params or {})
 
     def build_request(self, query: str) -> HTTPRequest:
         """POST ``{q, num}`` as JSON with the key in ``X-API-KEY``."""
-        return HTTPRequest.build(
-            "POST",
-            f"{self.endpoint}/{self.search_type}",
-            json_body={"q": query, "num": self.topk, **self.params},
-            headers={"X-API-KEY": self._api_key},
-            secrets=[self._api_key],
-            service=self.service,
-        )
+        body = {"q": query, "num": self.topk, **self.params}
+        return self._keyed_request("POST", f"{self.endpoint}/{self.search_type}", "X-API-KEY", json_body=body)
 
     def parse_response(self, response: HTTPResponse) -> list[SearchHit]:
         """Answer box, knowledge graph, then organic (or news) results."""
