@@ -18,7 +18,7 @@ from ..exceptions import ToolArgumentError
 from ..schema import ActionReturn
 from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
-from .web import APIResponseError, HTTPRequest, HTTPResponse, WebClient, WebToolMixin, WebToolOptions, as_data
+from .web import APIResponseError, HTTPRequest, HTTPResponse, WebToolMixin, WebToolOptions, as_data
 
 __all__ = ["ArxivPaper", "ArxivSearch", "AsyncArxivSearch", "build_arxiv_request", "parse_arxiv_feed"]
 
@@ -128,10 +128,6 @@ class _ArxivSearchCore(WebToolMixin, ActionCore, register=False):
         self.doc_content_chars_max = doc_content_chars_max
         self.endpoint = endpoint
         self.client = self._client_for(options)
-
-    def web_clients(self) -> list[WebClient]:
-        """The arXiv API client."""
-        return [self.client]
 
     def build_request(self, query: str) -> HTTPRequest:
         """The API request for `query` (cut to ``max_query_len``)."""

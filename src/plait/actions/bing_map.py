@@ -19,7 +19,6 @@ from .parser import BaseParser, JsonParser
 from .web import (
     APIResponseError,
     HTTPRequest,
-    WebClient,
     WebToolMixin,
     WebToolOptions,
     as_data,
@@ -105,10 +104,6 @@ class _BINGMapCore(WebToolMixin, ActionCore, register=False):
         self.base_url = base_url.rstrip("/")
         self.client = self._client_for(options)
 
-    def web_clients(self) -> list[WebClient]:
-        """The Bing Maps client."""
-        return [self.client]
-
     def build_request(self, path: str, params: Mapping[str, object]) -> HTTPRequest:
         """A GET of ``{base_url}/{path}`` with every parameter URL-encoded and the key last."""
         return HTTPRequest.build(
@@ -120,7 +115,7 @@ class _BINGMapCore(WebToolMixin, ActionCore, register=False):
         )
 
     async def _get(self, path: str, params: Mapping[str, object]) -> JSONValue:
-        return (await self.client.send(self.build_request(path, params))).json(SERVICE)
+        return await self._fetch_json(self.build_request(path, params))
 
     async def _route(self, start: str, end: str) -> dict[str, JSONValue]:
         return parse_route(await self._get("Routes/Driving", {"wp.0": start, "wp.1": end, "o": "json"}))

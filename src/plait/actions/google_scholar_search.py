@@ -21,7 +21,6 @@ from .parser import BaseParser, JsonParser
 from .web import (
     APIResponseError,
     HTTPRequest,
-    WebClient,
     WebToolMixin,
     WebToolOptions,
     as_data,
@@ -132,10 +131,6 @@ class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
         self.endpoint = endpoint
         self.client = self._client_for(options)
 
-    def web_clients(self) -> list[WebClient]:
-        """The SerpAPI client."""
-        return [self.client]
-
     def build_request(self, engine: str, params: Mapping[str, _Param]) -> HTTPRequest:
         """A GET of SerpAPI's search endpoint for `engine` (``None`` parameters left out)."""
         return HTTPRequest.build(
@@ -147,8 +142,7 @@ class _GoogleScholarCore(WebToolMixin, ActionCore, register=False):
         )
 
     async def _get(self, engine: str, params: Mapping[str, _Param]) -> JSONValue:
-        response = await self.client.send(self.build_request(engine, params))
-        return response.json(SERVICE)
+        return await self._fetch_json(self.build_request(engine, params))
 
     async def _search(self, params: Mapping[str, _Param]) -> dict[str, list[JSONValue]]:
         return parse_scholar_results(await self._get("google_scholar", params))

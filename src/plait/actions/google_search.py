@@ -21,7 +21,6 @@ from .web import (
     HTTPRequest,
     HTTPResponse,
     RetryOptions,
-    WebClient,
     WebToolMixin,
     WebToolOptions,
     as_data,
@@ -92,10 +91,6 @@ class _GoogleSearchCore(WebToolMixin, ActionCore, register=False):
         self.search_type = search_type
         self.endpoint = endpoint.rstrip("/")
         self.client = self._client_for(WebToolOptions(**options, timeout=timeout))
-
-    def web_clients(self) -> list[WebClient]:
-        """The serper.dev client."""
-        return [self.client]
 
     def build_request(self, query: str, k: int) -> HTTPRequest:
         """POST ``{q, num}`` to ``{endpoint}/{search_type}`` with the key in ``X-API-KEY``."""

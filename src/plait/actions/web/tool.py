@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from abc import ABC, abstractmethod
+from abc import ABC
 from collections.abc import Awaitable, Coroutine
 from typing import ClassVar, TypeVar
 
@@ -22,8 +22,10 @@ from typing_extensions import TypedDict
 
 from ...exceptions import UserError, WebError
 from ...schema import ActionReturn
+from ...types import JSONValue
 from .client import SyncBridge, WebClient
 from .errors import error_return
+from .messages import HTTPRequest
 
 __all__ = ["RetryOptions", "WebToolMixin", "WebToolOptions", "as_data", "env_or", "require"]
 
@@ -87,6 +89,9 @@ class WebToolMixin(ABC):
 
     client_defaults: ClassVar[WebToolOptions] = {"timeout": 10.0, "max_retry": 3, "backoff": 0.5, "cache_ttl": 600.0}
 
+    client: WebClient
+    """The tool's one HTTP client (``self.client = self._client_for(options)``), unless it overrides `web_clients`."""
+
     def _client_for(self, options: WebToolOptions) -> WebClient:
         """A `WebClient` with `options` over this tool's `client_defaults`."""
         merged: WebToolOptions = {**self.client_defaults, **options}
@@ -97,9 +102,17 @@ class WebToolMixin(ABC):
             cache_ttl=merged["cache_ttl"],
         )
 
-    @abstractmethod
     def web_clients(self) -> list[WebClient]:
-        """The HTTP clients this tool uses (their sessions are closed with it)."""
+        """The HTTP clients this tool uses (their sessions are closed with it): its `client`."""
+        return [self.client]
+
+    async def _fetch_json(self, request: HTTPRequest) -> JSONValue:
+        """Send `request` with `client`; the answer's body as JSON (errors name the request's service).
+
+        Raises:
+            WebError: The request failed, or the body is not JSON.
+        """
+        return (await self.client.send(request)).json(request.service)
 
     def run_io(self, coro: Coroutine[object, object, T]) -> T:
         """Run `coro` on this tool's private IO thread (started on first use) and wait for it."""
