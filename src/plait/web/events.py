@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
 from ..schema import ActionReturn, ActionStatusCode, AgentStatusCode, PendingCall
@@ -72,10 +72,15 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
-class Notice:
-    """Something the user should know that does not end the answer."""
+class _Message:
+    """A message for the user, shown as a `NoticeBlock` of the event's `level`."""
 
     message: str
+    level: ClassVar[str] = "warning"
+
+
+class Notice(_Message):
+    """Something the user should know that does not end the answer."""
 
 
 @dataclass(frozen=True)
@@ -85,11 +90,10 @@ class Finished:
     answer: str | None = None
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(_Message):
     """The answer stopped on an error."""
 
-    message: str
+    level: ClassVar[str] = "error"
 
 
 @dataclass(frozen=True)
@@ -217,17 +221,15 @@ def apply_event(entry: ChatEntry, event: Event) -> None:
         block.items, block.error = list(event.items), event.error
         if event.thought:
             _set_thought(entry, block, event.thought)
-    elif isinstance(event, Notice):
-        entry.blocks.append(NoticeBlock(event.message))
+    elif isinstance(event, (Notice, Failed)):
+        entry.blocks.append(NoticeBlock(event.message, level=event.level))
+        entry.done = entry.done or isinstance(event, Failed)
     elif isinstance(event, Finished):
         if event.answer:
             if isinstance(last, TextBlock):
                 last.text = event.answer
             else:
                 entry.blocks.append(TextBlock(event.answer))
-        entry.done = True
-    elif isinstance(event, Failed):
-        entry.blocks.append(NoticeBlock(event.message, level="error"))
         entry.done = True
     elif isinstance(event, Approval):
         entry.blocks.append(ApprovalBlock(list(event.calls)))
