@@ -227,18 +227,28 @@ class ContextWindowExceeded(LLMError):
         self.context_window = context_window
 
 
-class LLMAPIError(LLMError):
-    """The server answered with an error status.
+class _ErrorAnswer:
+    """What a server answered a request with when it refused it (`LLMAPIError`, `HTTPStatusError`).
 
     Attributes:
         status: The HTTP status code.
-        body: The response body (text), for diagnosis.
+        body: The response body (text), for diagnosis; a web tool keeps its start, secrets redacted.
     """
+
+    status: int
+    body: str
+
+    def _answered(self, status: int, body: str) -> None:
+        self.status = status
+        self.body = body
+
+
+class LLMAPIError(LLMError, _ErrorAnswer):
+    """The server answered with an error status (`status`, `body`)."""
 
     def __init__(self, message: str, *, status: int, body: str = "", attempts: int = 1) -> None:
         super().__init__(message, attempts=attempts)
-        self.status = status
-        self.body = body
+        self._answered(status, body)
 
 
 class LLMRateLimitError(LLMAPIError):
@@ -292,18 +302,12 @@ class WebError(ToolExecutionError):
     state: ClassVar[int] = -1000  # ActionStatusCode.HTTP_ERROR
 
 
-class HTTPStatusError(WebError):
-    """The server answered with an error status (4xx/5xx).
-
-    Attributes:
-        status: The HTTP status code.
-        body: The start of the response body, secrets redacted.
-    """
+class HTTPStatusError(WebError, _ErrorAnswer):
+    """The server answered with an error status (4xx/5xx; `status`, `body`)."""
 
     def __init__(self, message: str, *, status: int, body: str = "", tool: str | None = None) -> None:
         super().__init__(message, tool=tool)
-        self.status = status
-        self.body = body
+        self._answered(status, body)
 
 
 class WebTimeoutError(WebError):
