@@ -30,6 +30,7 @@ PlaitError
 ├── SandboxError              the sandbox itself failed (a process could not be started or talked to)
 ├── ReplayMismatchError       a replayed run made a call its recording does not hold
 ├── GuardrailTripped          an input or output guardrail refused (reason, guardrail, stage)
+├── OutputValidationError     an answer did not match the agent's output_type after its retries (raw, errors)
 ├── RemoteAgentError          an agent served over HTTP failed or could not be reached
 └── ScriptError               a plait.testing double was used outside its script
 ```
@@ -60,6 +61,7 @@ __all__ = [
     "MCPError",
     "MissingDependencyError",
     "ModeError",
+    "OutputValidationError",
     "ParseError",
     "PlaitError",
     "RemoteAgentError",
@@ -140,6 +142,25 @@ class GuardrailTripped(PlaitError):
         self.reason = reason
         self.guardrail = guardrail
         self.stage = stage
+
+
+class OutputValidationError(PlaitError):
+    """An agent's answer did not match its ``output_type``, even after the retries it was allowed.
+
+    Nothing of the call was stored (the turn rolled back, as for any failed call).
+
+    Attributes:
+        raw: The model's last reply, as it came.
+        errors: What was wrong with it, one ``'path: message'`` line each.
+        attempts: How many answers were asked for (1 + ``output_retries``).
+    """
+
+    def __init__(self, raw: str, errors: Sequence[str], attempts: int) -> None:
+        listed = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
+        super().__init__(f"the answer did not match the output type after {attempts} attempts: {listed}")
+        self.raw = raw
+        self.errors = list(errors)
+        self.attempts = attempts
 
 
 class ModeError(UserError):

@@ -21,10 +21,11 @@ from typing import Any, ClassVar, Literal, TypeVar, Union, cast
 from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
 from ..effects import Flow, ModelCall, runs_in_place
-from ..exceptions import ParseError, UserError
+from ..exceptions import OutputValidationError, ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
+from ..outputs import OutputInvalid, OutputType, output_type_of
 from ..schema import AgentMessage, AgentStatusCode
 from ..types import Aggregator
 from ..untrusted import clean_text
@@ -90,6 +91,8 @@ class AgentCore(AgentModule):
         context_policy: PolicyName | Literal["auto"] | ContextPolicy | Mapping[str, object] | None = "auto",
         input_guardrails: Sequence[Guardrail] = (),
         output_guardrails: Sequence[Guardrail] = (),
+        output_type: object = None,
+        output_retries: int = 2,
     ) -> None:
         super().__init__()
         self.name = name or type(self).__name__
@@ -104,6 +107,10 @@ class AgentCore(AgentModule):
         self.context_policy = _context_policy(context_policy)
         self.input_guardrails: list[Guardrail] = list(input_guardrails)
         self.output_guardrails: list[Guardrail] = list(output_guardrails)
+        self.output_type: OutputType[Any] | None = output_type_of(output_type)
+        if isinstance(output_retries, bool) or not isinstance(output_retries, int) or output_retries < 0:
+            raise UserError(f"output_retries must be an int >= 0, got {output_retries!r}")
+        self.output_retries = output_retries
 
     @property
     def memory(self) -> MemoryManager:
@@ -133,22 +140,71 @@ class AgentCore(AgentModule):
         container, the turns of `Internlm2Agent.stream_chat`): then the driver streams the
         reply too. Subclasses override this (not `forward`) to define what the agent does.
         """
-        prompt = self.get_prompt(session_id)
+        return (yield from self._chat_flow(self.get_prompt(session_id), session_id, self.answer_params(kwargs)))
+
+    def _chat_flow(
+        self, prompt: list[dict[str, object]], session_id: Hashable, params: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """One chat turn of the model on `prompt`: streamed when the agent or the run streams."""
         if self._stream_forward:
-            final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, kwargs, self._stream_chunk)
+            final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, params, self._stream_chunk)
             return final
         call: ModelCall[str | AgentMessage] = ModelCall(
             self._require_llm(),
             "chat",
             prompt,
             session_id,
-            kwargs,
+            params,
             self._stream_chunk,
             True,
             *self._owner(session_id),
         )
         reply = yield call
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
+
+    # -- typed outputs --
+
+    def answer_params(self, kwargs: Mapping[str, object]) -> Mapping[str, object]:
+        """`kwargs` for a model call whose reply is the answer: with the output type's ``response_format``."""
+        if self.output_type is None or "response_format" in kwargs:
+            return kwargs
+        return {**kwargs, "response_format": self.output_type.response_format()}
+
+    def output_flow(
+        self, reply: AgentMessage, session_id: Hashable, kwargs: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """The reply as the agent's `output_type`: validated, and re-asked for while it does not match.
+
+        An invalid reply goes back to the model with what was wrong (field paths and
+        messages), up to ``output_retries`` times. The correction turns are sent, never
+        stored: the session's memory keeps the valid answer only. Without an output type the
+        reply is returned as it is.
+
+        Raises:
+            OutputValidationError: No reply matched (the call rolls back).
+        """
+        spec = self.output_type
+        if spec is None:
+            return reply
+        text = _answer_text(reply.content)
+        corrections: list[dict[str, object]] = []
+        params = {k: v for k, v in self.answer_params(kwargs).items() if k not in ("tools", "tool_choice")}
+        errors: list[str] = []
+        for attempt in range(1 + self.output_retries):
+            if attempt:
+                answer = yield from self._chat_flow(self.get_prompt(session_id) + corrections, session_id, params)
+                text = _answer_text(answer.content)
+            try:
+                value = spec.validate(text)
+            except OutputInvalid as invalid:
+                errors = invalid.errors
+                corrections += [
+                    {"role": "assistant", "content": text},
+                    {"role": "user", "content": spec.correction(errors)},
+                ]
+                continue
+            return reply.model_copy(update={"content": text, "formatted": value})
+        raise OutputValidationError(text, errors, 1 + self.output_retries)
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
         """The session's paused run, going on where it stopped (the tool-using agents: `ToolLoopCore`).
@@ -223,6 +279,14 @@ class AgentCore(AgentModule):
         return handle
 
 
+def _answer_text(content: object) -> str:
+    """A reply's text (a structured reply's ``content``)."""
+    if isinstance(content, str):
+        return content
+    text = getattr(content, "content", None)
+    return text if isinstance(text, str) else str(content)
+
+
 def _context_policy(choice: object) -> ContextPolicy | None:
     """An agent's `ContextPolicy` from its ``context_policy`` argument (a name, a config dict, a policy or None)."""
     if choice == "auto":  # trim for models that know their size; leave the others alone
@@ -266,6 +330,13 @@ class Agent(AgentCore):
         output_guardrails: The same, run on the reply before it is stored; a refused reply
             is not kept (the turn rolls back) and `GuardrailTripped` is raised. (A streaming
             agent's chunks have been shown by then; its final message is what is refused.)
+        output_type: The type of the answer (`plait.outputs`): a pydantic model, a dataclass,
+            a `TypedDict` or a type such as ``list[str]``. The model is asked for JSON of its
+            schema (``response_format``; a grammar on the embedded model), the reply's
+            ``formatted`` holds the validated object and ``content`` the JSON text.
+        output_retries: How many times an answer that does not validate is sent back to the
+            model with the errors before `OutputValidationError` is raised (the correction
+            turns are not stored in memory).
 
     Example:
         ```python

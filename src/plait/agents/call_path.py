@@ -1,6 +1,6 @@
 """The agent call path, written once.
 
-``normalise -> before_agent hooks -> memory -> forward -> memory -> after_agent hooks``
+``normalise -> before_agent hooks -> memory -> forward -> output type -> memory -> after_agent hooks``
 (on failure: roll memory back -> on_agent_error hooks -> raise)
 
 `agent_call_flow` is a flow (see `plait.effects`); `Agent.__call__` hands it to its class's
@@ -57,6 +57,12 @@ class CallPathAgent(LoopAgent, Protocol):
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
         """The session's paused run, going on (its decisions recorded)."""
+        ...
+
+    def output_flow(
+        self, reply: AgentMessage, session_id: Hashable, kwargs: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """The reply as the agent's output type (validated, re-asked for), or as it is."""
         ...
 
 
@@ -150,6 +156,7 @@ def _guarded(
             raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)
             response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
             if response.stream_state != AgentStatusCode.INTERRUPTED:
+                response = yield from agent.output_flow(response, session_id, kwargs)  # typed: valid or raise
                 yield from _guard(agent, "output", [response])  # a refused reply rolls the turn back
         except BaseException as error:
             if memory is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..effects import Effect, ToolCall
+from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from ..untrusted import decode_arguments
@@ -87,16 +87,25 @@ class FunctionCallingCore(ToolLoopCore):
         """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
         return FunctionCallingProtocol(self)
 
-    def _turn(self, session_id: Hashable, params: Mapping[str, object]) -> Effect[Any]:
-        """One model turn: streamed when this agent and its model can stream, else ``complete``.
+    def _turn(
+        self, session_id: Hashable, params: Mapping[str, object], prompt: list[dict[str, object]] | None = None
+    ) -> Effect[Any]:
+        """One model turn on `prompt` (the session's): streamed when this agent and its model can, else ``complete``.
 
         Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
         the chunks pass through to the caller and the final one carries the `ModelResponse`.
         """
-        prompt = self.get_prompt(session_id)
+        prompt = self.get_prompt(session_id) if prompt is None else prompt
         if self._stream_forward and getattr(self.llm, "stream_tools", False):
             return self.model_call("stream_chat", prompt, session_id, params, self._turn_chunk)
         return self.model_call("complete", prompt, session_id, params)
+
+    def _chat_flow(
+        self, prompt: list[dict[str, object]], session_id: Hashable, params: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """A turn without tools on `prompt` (an output type's correction), as the tool turns are made."""
+        response = _as_response((yield self._turn(session_id, params, prompt)))
+        return self.make_response(response.content, extra_info=_usage(response))
 
     def _turn_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
@@ -121,6 +130,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         self._tools: list[dict[str, object]] | None = None
 
     def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
+        kwargs = self.agent.answer_params(kwargs)  # a text reply is the answer: ask for the output type
         if self._tools is None:
             self._tools = self.agent.executor.openai_tools()
         if not self._tools:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..exceptions import UserError
+from ..outputs import response_schema
 from ._decoded import count, json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec, normalize_tool
 from .response import ModelResponse, ToolCall, Usage
@@ -21,11 +22,16 @@ from .response import ModelResponse, ToolCall, Usage
 if TYPE_CHECKING:
     from .base_llm import GenParams
 
-__all__ = ["build_request", "convert_tool", "convert_tool_choice", "parse_message"]
+__all__ = ["OUTPUT_TOOL", "build_request", "convert_tool", "convert_tool_choice", "parse_message"]
 
 # sampling fields the SDK no longer types: sent in the JSON body when set
 _SAMPLING = ("temperature", "top_p", "top_k")
-_DROPPED = frozenset({"repetition_penalty", "session_ids", "max_new_tokens", "stop_words", *_SAMPLING})
+_DROPPED = frozenset(
+    {"repetition_penalty", "session_ids", "max_new_tokens", "stop_words", "response_format", *_SAMPLING}
+)
+
+OUTPUT_TOOL = "plait_output"
+"""The tool a ``response_format`` becomes: Claude answers by calling it, its input is the JSON answer."""
 _STOP_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
 
 
@@ -147,9 +153,26 @@ def build_request(
     for key, value in params.items():
         if key not in _DROPPED and key != "extra_body" and value is not None:
             request[key] = value
-    if tools:
-        request["tools"] = [convert_tool(t) for t in tools]
-        choice = convert_tool_choice(tool_choice)
+    converted = [convert_tool(t) for t in tools or ()]
+    choice = convert_tool_choice(tool_choice) if converted else None
+    schema = response_schema(params.get("response_format"))
+    if schema is not None:  # the answer is a call of the output tool, its input the JSON
+        if schema.get("type") != "object":
+            schema = {"type": "object", "properties": {}, "additionalProperties": True}
+        if choice is not None and choice.get("type") == "none":
+            converted = []  # no tool may run: the answer it is
+        answer: dict[str, object] = {
+            "name": OUTPUT_TOOL,
+            "description": "Give your final answer.",
+            "input_schema": schema,
+        }
+        forced: dict[str, object] = {"type": "any"}  # a real tool, or the answer
+        if choice is not None and choice.get("type") == "tool":
+            forced = choice
+        choice = forced if converted else {"type": "tool", "name": OUTPUT_TOOL}
+        converted.append(answer)
+    if converted:
+        request["tools"] = converted
         if choice is not None:
             request["tool_choice"] = choice
     return request
@@ -170,6 +193,9 @@ def parse_message(message: object) -> ModelResponse:
             text.append(str(_get(block, "text") or ""))
         elif kind == "tool_use":
             arguments = json.dumps(_get(block, "input") or {}, ensure_ascii=False)
+            if _get(block, "name") == OUTPUT_TOOL:  # a typed answer (see build_request)
+                text.append(arguments)
+                continue
             calls.append(ToolCall(str(_get(block, "id")), str(_get(block, "name")), arguments))
     usage = _get(message, "usage")
     counts = None

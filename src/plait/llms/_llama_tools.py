@@ -148,9 +148,18 @@ class ToolPlan:
             ``'none'`` (answer in text: the reply is constrained to ``{"answer": ...}``, so a
             model that saw tool calls in the history cannot imitate one), or a function name /
             ``{"type": "function", "function": {"name": ...}}`` (call that tool).
+        answer_schema: The JSON Schema an answer must match (an agent's output type; see
+            `plait.outputs`): the answer is then ``{"answer": <that JSON>}`` and comes back as
+            its JSON text. None: the answer is text.
     """
 
-    def __init__(self, tools: Sequence[ToolSpec], tool_choice: ToolChoice = None) -> None:
+    def __init__(
+        self,
+        tools: Sequence[ToolSpec],
+        tool_choice: ToolChoice = None,
+        answer_schema: Mapping[str, object] | None = None,
+    ) -> None:
+        self.answer_schema = answer_schema
         functions = [_function(tool) for tool in tools]
         self.schemas = {str(f["name"]): _arguments_schema(f) for f in functions}
         self.descriptions = {str(f["name"]): str(f.get("description") or "") for f in functions}
@@ -178,17 +187,20 @@ class ToolPlan:
             options.append(
                 {
                     "type": "object",
-                    "properties": {"answer": {"type": "string"}},
+                    "properties": {"answer": self._answer_schema()},
                     "required": ["answer"],
                     "additionalProperties": False,
                 }
             )
         return options[0] if len(options) == 1 else {"oneOf": options}
 
+    def _answer_schema(self) -> Mapping[str, object]:
+        return {"type": "string"} if self.answer_schema is None else self.answer_schema
+
     def instructions(self) -> str:
         """The system-prompt text that tells the model the tools and the reply format."""
         if not self.allowed:
-            return 'Answer the user now, without tools. Reply with exactly one JSON object: {"answer": "<your reply>"}'
+            return f"Answer the user now, without tools. {self._answer_line('Reply with exactly one JSON object')}"
         lines = ["You can use these tools:"]
         for name in self.allowed:
             params = json.dumps(self.schemas[name], ensure_ascii=False)
@@ -199,7 +211,7 @@ class ToolPlan:
         if self.required:
             lines.append("You must call a tool now.")
         else:
-            lines.append('To answer without a tool: {"answer": "<your reply>"}')
+            lines.append(self._answer_line("To answer without a tool"))
         return "\n".join(lines)
 
     def inject(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -209,6 +221,12 @@ class ToolPlan:
             first = {"role": "system", "content": f"{messages[0]['content']}\n\n{text}".lstrip()}
             return [first, *messages[1:]]
         return [{"role": "system", "content": text}, *messages]
+
+    def _answer_line(self, lead: str) -> str:
+        if self.answer_schema is None:
+            return f'{lead}: {{"answer": "<your reply>"}}'
+        schema = json.dumps(self.answer_schema, ensure_ascii=False, separators=(",", ":"))
+        return f'{lead}: {{"answer": <JSON that matches this schema>}}, the schema: {schema}'
 
     def parse(self, reply: str) -> ToolCall | str:
         """The `ToolCall` or answer text in a constrained reply; raises `InvalidToolReply`."""
@@ -231,8 +249,11 @@ class ToolPlan:
                 name=str(name),
                 arguments=json.dumps(arguments, ensure_ascii=False),
             )
-        if not self.required and isinstance(data.get("answer"), str):
-            return str(data["answer"])
+        if not self.required and "answer" in data:
+            if self.answer_schema is not None:
+                return json.dumps(data["answer"], ensure_ascii=False)  # the output type validates it
+            if isinstance(data["answer"], str):
+                return str(data["answer"])
         raise InvalidToolReply("neither a tool call nor an answer")
 
 

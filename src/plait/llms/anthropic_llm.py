@@ -278,6 +278,7 @@ class _ClaudeCore(LLMCore):
     """
 
     is_api = True
+    native_response_format = True  # a response_format becomes a forced tool (plait_output)
 
     chat_is_complete_text: ClassVar[bool] = True
     """``chat(inputs)`` is ``complete(inputs).content``: a `UsageMeter` may ask ``complete`` to see the usage."""

@@ -217,6 +217,10 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
     """
 
     is_api: bool = False
+    native_response_format: bool = False
+    """Whether the backend honours a ``response_format`` parameter itself (a JSON Schema it
+    decodes under, sends, or turns into a forced tool). When False, `_prepare` turns the
+    parameter into instructions at the end of the conversation (`plait.outputs`)."""
 
     def __init__(
         self,
@@ -258,13 +262,28 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
         if not isinstance(inputs, Sequence):
             raise UserError(f"chat() takes a list of message dicts or a str, not {type(inputs).__name__}")
         params = self.update_gen_params(**overrides)
+        instructions = self._schema_instructions(params)
+        if instructions is not None:
+            inputs = with_instructions(inputs, instructions)
         if isinstance(inputs, str):
             return inputs, params
         return self.template_parser(inputs), params
 
     def _render_batch(self, inputs: ChatBatch, overrides: Mapping[str, object]) -> tuple[list[Prompt], GenParams]:
         """Render each conversation of a batch; merge `overrides` into the parameters."""
-        return [self.template_parser(conversation) for conversation in inputs], self.update_gen_params(**overrides)
+        params = self.update_gen_params(**overrides)
+        instructions = self._schema_instructions(params)
+        if instructions is not None:
+            inputs = [with_messages(conversation, instructions) for conversation in inputs]
+        return [self.template_parser(conversation) for conversation in inputs], params
+
+    def _schema_instructions(self, params: GenParams) -> str | None:
+        """For a backend without `native_response_format`: take ``response_format`` out of `params`, in words."""
+        if self.native_response_format or params.get("response_format") is None:
+            return None
+        from ..outputs import schema_instructions  # pydantic-free until a schema is asked for
+
+        return schema_instructions(params.pop("response_format"))
 
     @staticmethod
     def _finish(text: str, params: Mapping[str, object]) -> str:
@@ -278,6 +297,23 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r})"
+
+
+def with_instructions(inputs: ChatInput, instructions: str) -> ChatInput:
+    """`inputs` with `instructions` at the end of the last user message (or as a new user message)."""
+    if isinstance(inputs, str):
+        return f"{inputs}\n\n{instructions}"
+    return with_messages(inputs, instructions)
+
+
+def with_messages(inputs: Sequence[Mapping[str, object]], instructions: str) -> list[dict[str, object]]:
+    """A conversation with `instructions` at the end of its last user message (or as a new user message)."""
+    messages = [dict(message) for message in inputs]
+    if messages and messages[-1].get("role") == "user" and isinstance(messages[-1].get("content"), str):
+        messages[-1]["content"] = f"{messages[-1]['content']}\n\n{instructions}"
+    else:
+        messages.append({"role": "user", "content": instructions})
+    return messages
 
 
 class BaseLLM(LLMCore):

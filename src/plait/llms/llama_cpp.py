@@ -44,6 +44,7 @@ from typing import Any, TypeAlias, Union
 from typing_extensions import Self
 
 from ..exceptions import LLMAPIError, ParseError
+from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ._hub import download_gguf, local_model_path
@@ -143,6 +144,8 @@ class _StreamState:
 
 class _LlamaCppCore(LLMCore):
     """Request building and engine calls; every method here is synchronous and thread-safe (see `LlamaCppModel`)."""
+
+    native_response_format = True  # a response_format's schema becomes the grammar the reply is decoded under
 
     def __init__(
         self,
@@ -247,7 +250,10 @@ class _LlamaCppCore(LLMCore):
 
     def _request(self, prompt: Prompt, params: Mapping[str, object], stream: bool = False) -> dict[str, object]:
         sent = {key: value for key, value in params.items() if key not in _NOT_SENT and (key != "stop_words" or value)}
+        schema = response_schema(sent.pop("response_format", None))
         request = engine_fields(sent, _RENAMED)
+        if schema is not None:  # decoded under the schema's grammar
+            request["json_schema"] = schema
         if isinstance(prompt, str):
             request["prompt"] = prompt
         else:
@@ -358,7 +364,7 @@ class _LlamaCppCore(LLMCore):
         turns = normalize_messages([{"role": "user", "content": messages}] if isinstance(messages, str) else messages)
         if not call.tools:
             return self._plain(turns, params, cancel, on_text)
-        plan = ToolPlan(call.tools, call.tool_choice)
+        plan = ToolPlan(call.tools, call.tool_choice, response_schema(params.pop("response_format", None)))
         total = Usage()
         reply = self._constrained(plan, turns, params, total, cancel, on_text)
         if isinstance(reply, ModelResponse):

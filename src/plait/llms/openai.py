@@ -154,6 +154,7 @@ class _GPTAPICore(LLMCore):
     """
 
     is_api = True
+    native_response_format = True  # response_format is a request field
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
     _extra_fields: tuple[str, ...] = ()
     """Generation parameters the server takes beyond OpenAI's fields, sent as body fields when set."""
