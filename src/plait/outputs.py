@@ -55,6 +55,7 @@ T = TypeVar("T")
 WRAPPER_KEY = "result"
 """The one property a wrapped type's value is written under (see the module docs)."""
 
+_DECODER = json.JSONDecoder()
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.DOTALL)
 
 
@@ -204,10 +205,11 @@ def _json_in(text: str) -> JSONValue:
         if not starts:
             raise
         start = min(starts)
-        end = stripped.rfind("}" if stripped[start] == "{" else "]")
-        if end <= start:
-            raise
-        return cast(JSONValue, loads(stripped[start : end + 1]))
+        try:  # where the first value ends (text may follow it); `loads` then decodes it safely
+            end = start + _DECODER.raw_decode(stripped[start:])[1]
+        except (ValueError, RecursionError):
+            raise ParseError(f"no complete JSON value after position {start}", raw=text) from None
+        return cast(JSONValue, loads(stripped[start:end]))
 
 
 def _error_line(error: Mapping[str, Any]) -> str:

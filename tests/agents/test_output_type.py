@@ -30,7 +30,7 @@ from plait.exceptions import OutputValidationError, UserError
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.llms._anthropic_protocol import OUTPUT_TOOL, build_request, parse_message
 from plait.llms.base_llm import LLMCore
-from plait.outputs import OutputType
+from plait.outputs import OutputInvalid, OutputType
 from plait.schema import AgentStatusCode
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
@@ -192,6 +192,7 @@ class Person(TypedDict):
     ("output_type", "text", "expected"),
     [
         (Point, '{"x": 1, "y": 2}', Point(1, 2)),
+        (Point, 'Here: {"x": 1, "y": 2} and {"x": 3} more text', Point(1, 2)),
         (Person, '```json\n{"name": "Ada", "age": 36}\n```', {"name": "Ada", "age": 36}),
         (list[str], '{"result": ["a", "b"]}', ["a", "b"]),
         (list[str], '["a", "b"]', ["a", "b"]),
@@ -200,6 +201,13 @@ class Person(TypedDict):
 )
 def test_output_types_beyond_pydantic_models(output_type: Any, text: str, expected: Any) -> None:
     assert OutputType(output_type).validate(text) == expected
+
+
+@pytest.mark.parametrize("hostile", ["[" * 100_000, '{"x": ' + "9" * 100_000 + "}", '{"x": "\\ud800", "y": 1}', ""])
+def test_hostile_replies_are_invalid_answers_never_crashes(hostile: str) -> None:
+    with pytest.raises(OutputInvalid) as caught:
+        OutputType(Point).validate(hostile)
+    assert caught.value.errors
 
 
 def test_plain_types_are_wrapped_in_an_object_for_strict_apis() -> None:
@@ -253,3 +261,47 @@ def test_claude_with_tools_must_call_a_tool_or_answer() -> None:
     request = build_request("c", [{"role": "user", "content": "x"}], {"response_format": fmt}, [tool], "auto")
     assert [t["name"] for t in request["tools"]] == ["w", OUTPUT_TOOL]  # type: ignore[attr-defined]
     assert request["tool_choice"] == {"type": "any"}
+
+
+def _weather(city: str) -> str:
+    """Current weather of a city.
+
+    Args:
+        city: the city name
+    """
+    return f"sunny, 21C in {city}"
+
+
+def test_react_answers_typed_and_a_bad_final_answer_is_corrected_in_a_plain_turn(mode: str) -> None:
+    from plait.agents.react import AsyncReAct, ReAct
+    from plait.testing import scripted_llm
+
+    llm = scripted_llm(
+        [
+            'Thought: weather first.\nAction: _weather\nAction Input: {"city": "Oslo"}',
+            "Thought: done.\nFinal Answer: It is 21 degrees in Oslo.",
+            '{"city": "Oslo", "celsius": 21}',
+        ],
+        mode,
+    )
+    agent = (AsyncReAct if mode == "async" else ReAct)(llm, [_weather], output_type=Forecast)
+    reply = resolve(agent("Weather in Oslo?", session_id="s"))
+    assert reply.formatted == Forecast(city="Oslo", celsius=21)
+    react_turn, correction = llm.calls[1], llm.calls[2]
+    assert "response_format" not in react_turn.params  # the ReAct turns keep their own format
+    assert correction.messages[-2] == {"role": "assistant", "content": "It is 21 degrees in Oslo."}
+    told = correction.messages[-1]["content"]  # a scripted model takes no schema: it is told in words
+    assert "did not match" in told and '"celsius"' in told and "response_format" not in correction.params
+    assert agent.memory.get("s").get_memory()[-1].content == '{"city": "Oslo", "celsius": 21}'
+
+
+def test_a_typed_answer_in_memory_survives_a_json_state_round_trip(mode: str) -> None:
+    with FakeOpenAIServer([Reply(VALID)]) as server:
+        agent = _agent(mode, server, output_type=City)
+        resolve(agent("Oslo?", session_id="s"))
+        saved = json.loads(json.dumps(agent.state_dict(session_id="s")))
+        fresh = _agent(mode, server, output_type=City)
+        fresh.load_state_dict(saved, session_id="s")
+    answer = fresh.memory.get("s").get_memory()[-1]
+    assert answer.content == VALID
+    assert City.model_validate(answer.formatted) == City(name="Oslo", population=709037, coastal=True)

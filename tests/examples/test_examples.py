@@ -90,3 +90,16 @@ def test_payments_asks_before_a_large_payment(example: Any, tmp_path: Path) -> N
     assert [(c.name, c.arguments) for c in asked] == [("Payments.pay", {"to": "bob", "amount": 250})]
     assert payments.main("Pay ann 20", ScriptedLLM(script[2:]), str(tmp_path / "q.db"), decide) == "Paid 20 EUR to ann."
     assert len(asked) == 1  # 20 is under the rule's limit: no question
+
+
+def test_book_cards(example: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    llm = ScriptedLLM(
+        [
+            '{"title": "Dune", "author": "Frank Herbert", "year": "sixty-five"}',  # invalid: sent back
+            '{"title": "Dune", "author": "Frank Herbert", "year": 1965}',
+        ]
+    )
+    (card,) = example("book_cards").main(["Dune"], llm=llm)
+    assert (card.title, card.year) == ("Dune", 1965)
+    assert "year" in llm.calls[1].messages[-1]["content"]  # the error named the field
+    assert "Dune | Frank Herbert | 1965" in capsys.readouterr().out

@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from _support import collect, local_model_available, resolve
+from plait.agents import Agent, AsyncAgent
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
 from plait.llms import _llama_engine, llama_cpp
 from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages, validate
 from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
 from plait.llms.response import ModelResponse, ToolCall
+from plait.outputs import OutputType
 from plait.schema import ModelStatusCode
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -534,3 +537,46 @@ def test_normalize_messages_renders_tool_turns() -> None:
     assert turns[1] == {"role": "assistant", "content": _call(city="Paris")}
     assert turns[2] == {"role": "user", "content": "Result of get_weather:\nsunny"}
     assert turns[3] == {"role": "user", "content": "obs"}
+
+
+# -- typed answers (issue 19) -------------------------------------------------------------------
+
+
+class _Book(BaseModel):
+    title: str
+    author: str
+    year: int
+
+
+@pytest.mark.slow
+@needs_model
+@pytest.mark.parametrize("prompt", ["Tell me about 1984 by George Orwell.", "Describe Dune.", "What is Hamlet?"])
+def test_the_embedded_model_answers_an_output_type_under_its_grammar(
+    mode: str, _engine_holder: None, prompt: str
+) -> None:
+    model = make(mode, max_new_tokens=128, temperature=0)
+    cls = AsyncAgent if mode == "async" else Agent
+    agent = cls(model, "You describe books.", output_type=_Book, output_retries=0)  # no retry: valid at once
+    reply = resolve(agent(prompt))
+    assert isinstance(reply.formatted, _Book)
+    model.close()
+
+
+def test_with_tools_the_answer_branch_is_the_output_schema(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.chunks = ['{"answer": {"title": "Dune", "author": "Frank Herbert", "year": 1965}}']
+    fmt = OutputType(_Book).response_format()
+    response = resolve(model.complete(ASK, tools=[WEATHER], tool_choice="none", response_format=fmt))
+    assert json.loads(response.content) == {"title": "Dune", "author": "Frank Herbert", "year": 1965}
+    request = server.requests[0]
+    assert request["json_schema"]["properties"]["answer"]["required"] == ["title", "author", "year"]
+    assert "response_format" not in request
+
+
+def test_without_tools_a_response_format_is_the_grammar(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:
+    model, server = fake_model
+    server.chunks = ['{"title": "Dune", "author": "Frank Herbert", "year": 1965}']
+    resolve(model.chat(HELLO, response_format=OutputType(_Book).response_format()))
+    request = server.requests[0]
+    assert request["json_schema"]["required"] == ["title", "author", "year"]
+    assert "response_format" not in request
