@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from _support import resolve
 from plait.exceptions import UserError
 from plait.memory import Memory, MemoryManager
 from plait.schema import AgentMessage
@@ -73,3 +74,32 @@ def test_manager_keeps_sessions_apart() -> None:
     assert "s2" not in manager and manager.sessions() == [1]
     manager.truncate(1, 0)
     assert manager.length(1) == 0
+
+
+def test_max_messages_caps_what_is_stored_after_each_call_never_orphaning_a_tool_result(mode: str) -> None:
+    from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
+    from plait.llms.response import ModelResponse, ToolCall
+    from plait.testing import scripted_llm
+
+    def double(x: int) -> int:
+        """Double a number.
+
+        Args:
+            x: the number
+        """
+        return 2 * x
+
+    script: list[object] = []
+    for i in range(3):
+        script += [ModelResponse("", [ToolCall(f"c{i}", "double", f'{{"x": {i}}}')], "tool_calls"), f"answer {i}"]
+    cls = AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent
+    agent = cls(scripted_llm(script, mode), [double], memory=dict(type=Memory, max_messages=5))
+    for i in range(3):
+        resolve(agent(f"question {i}", session_id="s"))
+        stored = agent.memory.get("s").get_memory()
+        assert len(stored) <= 5
+        assert stored[0].sender != "ActionExecutor"  # a kept result always has its call before it
+    assert [m.content for m in stored][-1] == "answer 2"
+    assert stored[0].content == "question 2"  # 4 messages a call: the cut moved to the start of a turn
+    with pytest.raises(UserError, match="max_messages"):
+        Memory(max_messages=0)

@@ -13,7 +13,7 @@ or interrupted call (the after-error hooks see the `CancelledError` / `KeyboardI
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall
 from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
@@ -23,6 +23,9 @@ from ..schema import AgentMessage, AgentStatusCode
 from ..untrusted import clean_text
 from .run_state import RunState
 from .tool_loop import LoopAgent, decide
+
+if TYPE_CHECKING:
+    from ..memory.session_store import Turn
 
 __all__ = ["CallPathAgent", "agent_call_flow", "agent_resume_flow", "normalize_inputs"]
 
@@ -167,16 +170,7 @@ def _guarded(
             if not isinstance(error, GeneratorExit):  # a closed flow must not yield
                 yield from _tell_error(agent, error, session_id)
             raise
-        if response.stream_state == AgentStatusCode.INTERRUPTED:
-            run = agent.run_state(session_id)
-            if run is not None:
-                if run.turn_start is None:
-                    run.turn_start = mark  # what a failed resume rolls back to
-                agent.keep_paused_run(run, session_id)  # on disk with the turn, where a SessionStore keeps it
-        else:
-            agent.update_memory(response, session_id)
-        if turn is not None:  # the turn is on disk before the call returns
-            yield Call(turn.commit)
+        yield from _keep(agent, response, session_id, mark, turn)
         output = response.model_copy()  # hooks and callers may reassign fields without touching memory
         for hook in list(agent._hooks.values()):
             replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
@@ -186,6 +180,25 @@ def _guarded(
     finally:
         if memory is not None:
             agent._calls.pop(session_id, None)
+
+
+def _keep(
+    agent: CallPathAgent, response: AgentMessage, session_id: Hashable, mark: int, turn: Turn | None
+) -> Flow[None]:
+    """Store a finished call's reply (a paused run: its state) and commit the turn; then apply the storage cap."""
+    paused = response.stream_state == AgentStatusCode.INTERRUPTED
+    if paused:
+        run = agent.run_state(session_id)
+        if run is not None:
+            if run.turn_start is None:
+                run.turn_start = mark  # what a failed resume rolls back to
+            agent.keep_paused_run(run, session_id)  # on disk with the turn, where a SessionStore keeps it
+    else:
+        agent.update_memory(response, session_id)
+    if turn is not None:  # the turn is on disk before the call returns
+        yield Call(turn.commit)
+    if agent._memory is not None and not paused:
+        agent._memory.cap(session_id)  # an explicit storage cap (max_messages), between whole calls
 
 
 def _opening(

@@ -86,6 +86,10 @@ class Memory:
 
     Args:
         recent_n: When set, `get_memory` returns only the last ``recent_n`` messages by default.
+        max_messages: A cap on what is *stored* (None: no cap): after each completed agent
+            call the oldest messages beyond it are dropped, from the start of a turn on, so a
+            tool result never outlives its call (see `cap`). Separate from what a context
+            policy *sends* (`plait.context`), which never drops stored messages.
 
     Attributes:
         journal: When set (by `MemoryManager` bound to a `SessionStore`), every change
@@ -101,11 +105,16 @@ class Memory:
         ```
     """
 
-    def __init__(self, recent_n: int | None = None) -> None:
+    def __init__(self, recent_n: int | None = None, max_messages: int | None = None) -> None:
         if recent_n is not None and recent_n < 0:
             raise UserError(f"recent_n must be >= 0, got {recent_n}")
+        if max_messages is not None and (
+            isinstance(max_messages, bool) or not isinstance(max_messages, int) or max_messages < 1
+        ):
+            raise UserError(f"max_messages must be an int >= 1 or None, got {max_messages!r}")
         self.memory: list[AgentMessage] = []
         self.recent_n = recent_n
+        self.max_messages = max_messages
         self.journal: MemoryJournal | None = None
         self.summary: ContextSummary | None = None
         self.paused_run: dict[str, JSONValue] | None = None  # read back from a store, until the agent takes it
@@ -160,6 +169,25 @@ class Memory:
         if self.journal is not None and len(self.memory) < before:
             self.journal.truncate(len(self.memory))
 
+    def cap(self) -> int:
+        """Drop the oldest messages beyond ``max_messages``; how many were dropped.
+
+        The cut moves forward to the next user message, so what stays starts with a turn and
+        never with the result of a call that was dropped (fewer messages than the cap may
+        stay); with no user message after it, past the tool results at least.
+        """
+        if self.max_messages is None or len(self.memory) <= self.max_messages:
+            return 0
+        start = len(self.memory) - self.max_messages
+        turns = [i for i in range(start, len(self.memory)) if self.memory[i].sender == "user"]
+        cut = turns[0] if turns else start
+        while cut < len(self.memory) - 1 and _is_tool_result(self.memory[cut]):
+            cut += 1
+        del self.memory[:cut]
+        if self.journal is not None:
+            self.journal.rewrite(self.memory)
+        return cut
+
     def set_summary(self, summary: ContextSummary | None) -> None:
         """Keep `summary` as the running summary of the older messages (None: drop it)."""
         self.summary = summary
@@ -193,4 +221,11 @@ class Memory:
         return len(self.memory)
 
     def __repr__(self) -> str:
-        return f"Memory(recent_n={self.recent_n}, messages={len(self.memory)})"
+        cap = "" if self.max_messages is None else f", max_messages={self.max_messages}"
+        return f"Memory(recent_n={self.recent_n}{cap}, messages={len(self.memory)})"
+
+
+def _is_tool_result(message: AgentMessage) -> bool:
+    """Whether `message` answers a tool call (it must not be kept without the call)."""
+    extra = message.extra_info
+    return message.sender == "ActionExecutor" or (isinstance(extra, Mapping) and "tool_call_id" in extra)

@@ -132,6 +132,11 @@ class MemoryManager:
         memory = self._stored(session_id)
         return len(memory) if memory is not None else 0
 
+    def cap(self, session_id: Hashable = 0) -> int:
+        """Apply the session's ``max_messages`` storage cap (see `Memory.cap`); how many messages were dropped."""
+        memory = self._stored(session_id)
+        return memory.cap() if memory is not None else 0
+
     def truncate(self, session_id: Hashable, length: int) -> None:
         """Drop a session's messages after the first `length` (undo of a failed call)."""
         memory = self._stored(session_id)
