@@ -59,6 +59,7 @@ class GenerationConfig:  # strict, like LMDeploy's dataclass: unknown fields rai
     random_seed: int | None = None
     stop_words: list[str] | None = None
     skip_special_tokens: bool = True
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass
@@ -386,3 +387,12 @@ def test_serve_command() -> None:
 def test_server_rejects_url(fake_cli: list[str]) -> None:
     with pytest.raises(UserError, match="LMDeployClient"):
         LMDeployServer("/m", executable=fake_cli, url="http://127.0.0.1:1")
+
+
+def test_a_response_format_reaches_the_generation_config_as_guided_decoding(mode: str) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "X", "schema": schema, "strict": True}}
+    resolve(_pipe(mode, meta_template=INTERNLM2_META).chat(HELLO, response_format=fmt))
+    _, prompts, config, _ = Pipeline.instances[0].calls[-1]
+    assert config.response_format == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+    assert "JSON Schema" not in str(prompts)  # constrained, not told in words

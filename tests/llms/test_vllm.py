@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import pytest
 
 from _support import collect, resolve
-from plait.exceptions import MissingDependencyError
+from plait.exceptions import LLMError, MissingDependencyError
 from plait.llms import INTERNLM2_META
 from plait.llms.vllm_wrapper import AsyncVllmModel, VllmModel, request_id, sampling_kwargs
 from plait.schema import ModelStatusCode
@@ -53,6 +53,8 @@ class SamplingParams:
         "repetition_penalty",
         "stop",
         "seed",
+        "structured_outputs",
+        "guided_decoding",
     }
 
     def __init__(self, **kwargs: Any) -> None:
@@ -284,3 +286,44 @@ def test_generate_takes_raw_prompts(mode: str) -> None:
     llm = _make(mode, stop_words=["<|im_end|>"])
     assert resolve(llm.generate("raw prompt")) == "Hello there."
     assert resolve(llm.generate(["a", "b"])) == ["Hello there."] * 2
+
+
+# -- structured outputs (issue 19) ------------------------------------------------------------
+
+
+@dataclass
+class StructuredOutputsParams:
+    json: dict[str, Any] | None = None
+
+
+@dataclass
+class GuidedDecodingParams:
+    json: dict[str, Any] | None = None
+
+
+def _last_params(mode: str) -> SamplingParams:
+    calls = AsyncLLMEngine.instances[0].calls if mode == "async" else LLM.instances[0].calls
+    params: SamplingParams = calls[-1][1]
+    return params
+
+
+@pytest.mark.parametrize("spelling", ["structured_outputs", "guided_decoding"])
+def test_a_response_format_constrains_decoding_in_this_vllms_spelling(
+    mode: str, fake_vllm: types.ModuleType, spelling: str
+) -> None:
+    holder = types.ModuleType("vllm.sampling_params")
+    cls = StructuredOutputsParams if spelling == "structured_outputs" else GuidedDecodingParams
+    setattr(holder, cls.__name__, cls)
+    fake_vllm.sampling_params = holder  # type: ignore[attr-defined]
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    fmt = {"type": "json_schema", "json_schema": {"name": "X", "schema": schema, "strict": True}}
+    resolve(_make(mode).chat(HELLO, response_format=fmt))
+    params = _last_params(mode)
+    assert params.kwargs[spelling] == cls(json=schema)
+    assert "response_format" not in params.kwargs
+
+
+def test_a_vllm_without_structured_outputs_says_so(mode: str, fake_vllm: types.ModuleType) -> None:
+    fmt = {"type": "json_object"}
+    with pytest.raises(LLMError, match="no structured outputs"):
+        resolve(_make(mode).chat(HELLO, response_format=fmt))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import ClassVar
 
+from ..outputs import response_schema
 from ..types import SessionIds
 from ._decoded import number
 from ._lmdeploy_server import (
@@ -71,6 +72,9 @@ def gen_config_kwargs(params: Mapping[str, object]) -> dict[str, object]:
     left out.
     """
     out: dict[str, object] = {"n": 1, **engine_fields(params, _RENAMED)}
+    schema = response_schema(out.pop("response_format", None))
+    if schema is not None:  # guided decoding (LMDeploy's own response_format shape)
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
     if "do_sample" not in out:
         out["do_sample"] = number(params.get("temperature") or 0) > 0
     return out
@@ -78,6 +82,8 @@ def gen_config_kwargs(params: Mapping[str, object]) -> dict[str, object]:
 
 class _PipelineCore(LLMCore):
     """Engine construction and request building shared by the sync and async pipelines (see `LMDeployPipeline`)."""
+
+    native_response_format = True  # a response_format reaches GenerationConfig: guided decoding
 
     _stream_thread: ClassVar[str] = "plait-lmdeploy"
 

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Generic, Protocol, TypeVar
 
 from ..exceptions import LLMError
+from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionId, SessionIds
 from ._optional import import_optional
@@ -38,7 +39,7 @@ from .base_llm import (
 )
 from .templates import MetaTemplate
 
-__all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs"]
+__all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs", "structured_output"]
 
 _RENAMED = {"max_new_tokens": "max_tokens", "stop_words": "stop"}
 
@@ -55,6 +56,25 @@ def sampling_kwargs(params: Mapping[str, object]) -> dict[str, object]:
     pass through; None values are left out.
     """
     return {"n": 1, **engine_fields(params, _RENAMED)}
+
+
+def structured_output(vllm: ModuleType, schema: Mapping[str, object]) -> dict[str, object]:
+    """The ``SamplingParams`` field that constrains decoding to a JSON Schema, in this vLLM's spelling.
+
+    ``structured_outputs=StructuredOutputsParams(json=...)`` (vLLM 0.10.2 and later), else
+    ``guided_decoding=GuidedDecodingParams(json=...)`` (0.6.5 to 0.11).
+
+    Raises:
+        LLMError: This vLLM has neither (too old for structured outputs).
+    """
+    module = getattr(vllm, "sampling_params", None)
+    current = getattr(module, "StructuredOutputsParams", None)
+    if current is not None:
+        return {"structured_outputs": current(json=dict(schema))}
+    older = getattr(module, "GuidedDecodingParams", None)
+    if older is not None:
+        return {"guided_decoding": older(json=dict(schema))}
+    raise LLMError("this vLLM has no structured outputs (GuidedDecodingParams, vLLM >= 0.6.5): upgrade it")
 
 
 def request_id(session_id: SessionId | None = None) -> str:
@@ -140,6 +160,8 @@ EngineT = TypeVar("EngineT")
 class _VllmCore(LLMCore, Generic[EngineT]):
     """Configuration and request building shared by `VllmModel` and `AsyncVllmModel` (see `VllmModel`)."""
 
+    native_response_format = True  # a response_format's schema becomes vLLM's structured-output constraint
+
     def __init__(
         self,
         path: str,
@@ -161,7 +183,11 @@ class _VllmCore(LLMCore, Generic[EngineT]):
         """The engine this class drives (each builds its own kind), loaded from `path`."""
 
     def _sampling(self, params: Mapping[str, object]) -> object:
-        return self._vllm.SamplingParams(**sampling_kwargs(params))
+        kwargs = sampling_kwargs(params)
+        schema = response_schema(kwargs.pop("response_format", None))
+        if schema is not None:
+            kwargs.update(structured_output(self._vllm, schema))
+        return self._vllm.SamplingParams(**kwargs)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, tp={self.tp})"
