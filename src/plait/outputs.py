@@ -9,9 +9,10 @@ every agent and backend:
   request field that carries it (``{"type": "json_schema", "json_schema": {"name", "schema",
   "strict"}}``). Backends that constrain decoding take that one field: `GPTAPI` sends it,
   `LlamaCppModel` decodes under its grammar, `ClaudeAPI` turns it into a forced tool, vLLM and
-  LMDeploy into guided decoding; backends without one (HF transformers) get `instructions`. The schema is made *strict*-compatible (every property required, no
-  extra properties, no defaults) where that keeps its meaning; a schema that cannot be
-  strict (a free-form ``dict[str, int]``) is sent with ``strict: false``.
+  LMDeploy into guided decoding; backends without one (HF transformers) get `instructions`.
+  The schema is made *strict*-compatible (every property required, no extra properties, no
+  defaults) where that keeps its meaning; a schema that cannot be strict (a free-form
+  ``dict[str, int]``) is sent with ``strict: false``.
 * `instructions`: the same request in words, for models that take no schema.
 * `validate`: the reply text to the object, or `OutputInvalid` with one line per error
   (``'path: message'``) — the text a retry shows the model.

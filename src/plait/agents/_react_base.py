@@ -211,12 +211,24 @@ class ToolProtocolAgent(ToolLoopCore):
         action_hooks: Hooks given to the executor (``before_action``/``after_action``).
         **kwargs: Other `Agent` arguments (``memory``, ``output_format``, ``name``, ``hooks``...).
 
+    A paradigm states its defaults once, as class attributes: `default_template` (the system
+    prompt when none is given), `default_observation` (how its `ProtocolAggregator` shows a
+    tool result, when no aggregator is given) and `default_output_format` (its reply parser).
+
     Raises:
         UserError: `template` uses a placeholder the agent cannot fill, or `max_turn` < 1.
     """
 
     _executor_cls: ClassVar[str] = "ActionExecutor"
     template_fields: ClassVar[tuple[str, ...]] = ("action_info", "tool_names")
+    default_template: ClassVar[object] = None
+    """The system prompt of an agent built without ``template``."""
+    default_observation: ClassVar[str | None] = None
+    """How tool results are shown: set, the default aggregator is ``ProtocolAggregator(default_observation)``."""
+
+    def default_output_format(self) -> object:
+        """The reply parser of an agent built without ``output_format`` (None: the `Agent` default)."""
+        return None
 
     def __init__(
         self,
@@ -227,6 +239,11 @@ class ToolProtocolAgent(ToolLoopCore):
         action_hooks: Sequence[Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        if self.default_observation is not None and kwargs.get("aggregator") is None:
+            kwargs["aggregator"] = ProtocolAggregator(self.default_observation)
+        if kwargs.get("output_format") is None:
+            kwargs["output_format"] = self.default_output_format()
+        template = self.default_template if template is None else template
         super().__init__(llm=llm, template=template, **kwargs)
         self.executor = build_executor(actions, self._executor_cls, action_hooks)
         self.max_turn = check_budget(max_turn)

@@ -106,6 +106,12 @@ class AutoGPTCore(ToolProtocolAgent):
     """
 
     template_fields = ("ai_name", "role_description", "commands", "tool_names", "action_info", "output_format")
+    default_template = prompts.AUTOGPT_SYSTEM_PROMPT
+    default_observation = prompts.AUTOGPT_OBSERVATION
+
+    def default_output_format(self) -> JSONParser:
+        """The JSON reply of AutoGPT's format (thoughts and a command)."""
+        return JSONParser(prompts.AUTOGPT_FORMAT, response=AutoGPTResponse)
 
     def __init__(
         self,
@@ -120,16 +126,7 @@ class AutoGPTCore(ToolProtocolAgent):
         action_hooks: list[Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("aggregator", ProtocolAggregator(prompts.AUTOGPT_OBSERVATION))
-        super().__init__(
-            llm=llm,
-            actions=actions,
-            template=prompts.AUTOGPT_SYSTEM_PROMPT if template is None else template,
-            max_turn=max_turn,
-            action_hooks=action_hooks,
-            output_format=output_format or JSONParser(prompts.AUTOGPT_FORMAT, response=AutoGPTResponse),
-            **kwargs,
-        )
+        super().__init__(llm, actions, template, max_turn, action_hooks, output_format=output_format, **kwargs)
         if isinstance(self.aggregator, ProtocolAggregator) and self.aggregator.replay is None:
             self.aggregator.replay = self.output_format
         self.ai_name = ai_name

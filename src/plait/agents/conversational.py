@@ -36,7 +36,7 @@ from ..prompts import conversational_prompts as prompts
 from ..prompts.parsers.json_parser import JSONParser
 from ..prompts.prompt_template import format_placeholders
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
+from ._react_base import TextToolProtocol, ToolProtocolAgent
 from .agent import Agent, AsyncAgent, parse_error
 from .aggregator.default_aggregator import content_to_text
 from .run_state import PlannedCall, RunState
@@ -89,6 +89,12 @@ class ConversationalCore(ToolProtocolAgent):
     """
 
     template_fields = ("tools", "tool_names", "action_info")
+    default_template = prompts.CONVERSATIONAL_SYSTEM
+    default_observation = "{observation}"
+
+    def default_output_format(self) -> JSONParser:
+        """The JSON blob of seed 004's format (an action and its input)."""
+        return JSONParser("", action=ConversationalAction)
 
     def __init__(
         self,
@@ -108,17 +114,8 @@ class ConversationalCore(ToolProtocolAgent):
         unknown = [f for f in format_placeholders(human_template) if f not in _HUMAN_FIELDS]
         if unknown:
             raise UserError(f"human_template uses unknown placeholder(s) {unknown}; available: {list(_HUMAN_FIELDS)}")
-        kwargs.setdefault("aggregator", ProtocolAggregator())
         check_budget(max_iterations, "max_iterations")
-        super().__init__(
-            llm=llm,
-            actions=actions,
-            template=prompts.CONVERSATIONAL_SYSTEM if template is None else template,
-            max_turn=max_iterations,
-            action_hooks=action_hooks,
-            output_format=output_format or JSONParser("", action=ConversationalAction),
-            **kwargs,
-        )
+        super().__init__(llm, actions, template, max_iterations, action_hooks, output_format=output_format, **kwargs)
         self.human_template = human_template
         self.tool_response_template = tool_response_template
         self.early_stopping_method = early_stopping_method

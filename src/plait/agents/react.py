@@ -130,6 +130,8 @@ class ReActCore(ToolProtocolAgent):
         ```
     """
 
+    default_observation = prompts.REACT_OBSERVATION
+
     template_fields = ("action_info", "tool_names", "output_format")
 
     def __init__(
@@ -164,7 +166,7 @@ class ReActCore(ToolProtocolAgent):
             max_turn=max_turn,
             action_hooks=action_hooks,
             output_format=output_format,
-            aggregator=aggregator if aggregator is not None else ProtocolAggregator(prompts.REACT_OBSERVATION),
+            aggregator=aggregator,
             hooks=hooks,
             **kwargs,
         )

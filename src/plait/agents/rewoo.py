@@ -27,7 +27,7 @@ from typing import Any
 from ..exceptions import ParseError, UserError
 from ..prompts import rewoo_prompts as prompts
 from ..schema import AgentMessage
-from ._react_base import ProtocolAggregator, TextToolProtocol, ToolProtocolAgent
+from ._react_base import TextToolProtocol, ToolProtocolAgent
 from ._react_plan import PlanStep, parse_plan, substitute
 from .agent import Agent, AsyncAgent
 from .aggregator.default_aggregator import content_to_text
@@ -62,6 +62,9 @@ class ReWOOCore(ToolProtocolAgent):
         ```
     """
 
+    default_template = prompts.REWOO_PLANNER_PROMPT
+    default_observation = "{observation}"
+
     def __init__(
         self,
         llm: object = None,
@@ -75,15 +78,7 @@ class ReWOOCore(ToolProtocolAgent):
     ) -> None:
         if not isinstance(max_turn, int) or isinstance(max_turn, bool) or max_turn < 2:
             raise UserError(f"ReWOO needs max_turn >= 2 model calls (a plan and the solver), got {max_turn!r}")
-        kwargs.setdefault("aggregator", ProtocolAggregator())
-        super().__init__(
-            llm=llm,
-            actions=actions,
-            template=prompts.REWOO_PLANNER_PROMPT if template is None else template,
-            max_turn=max_turn,
-            action_hooks=action_hooks,
-            **kwargs,
-        )
+        super().__init__(llm, actions, template, max_turn, action_hooks, **kwargs)
         self.solver_template = solver_template
         self.format_hint = format_hint
 
