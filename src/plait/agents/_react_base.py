@@ -371,6 +371,12 @@ class TextToolProtocol(LoopProtocol[T]):
         self.agent.update_memory(AgentMessage(sender="system", content=correction), session_id)
         state.steps.append({**fields, "observation": error, "state": None})
 
+    def observe(self, state: RunState, call: PlannedCall, result: Any, session_id: Hashable, **fields: object) -> None:
+        """One call's result: into memory as an observation, and into the step records with `fields`."""
+        agent = self.agent
+        agent.update_memory(agent.observation_message(result, call["name"]), session_id)
+        state.steps.append(agent.step_record(result, **fields))
+
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The call through the agent's executor, with the model's input turned into parameters."""
         return self.agent.tool_call(call["name"], call["arguments"], session_id)

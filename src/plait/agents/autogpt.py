@@ -201,11 +201,9 @@ class AutoGPTProtocol(TextToolProtocol[AutoGPTCore]):
         self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
     ) -> Decision:
         """The command's result goes into memory and the step records."""
-        agent = self.agent
         (call,), (result,) = calls, results
-        agent.update_memory(agent.observation_message(result, call["name"]), session_id)
         thoughts = state.scratch.pop("thoughts", None)
-        state.steps.append(agent.step_record(result, thoughts=thoughts, command=call["name"], args=call["arguments"]))
+        self.observe(state, call, result, session_id, thoughts=thoughts, command=call["name"], args=call["arguments"])
         return None
 
 

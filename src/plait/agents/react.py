@@ -254,14 +254,12 @@ class ReActProtocol(TextToolProtocol[ReActCore]):
         self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
     ) -> Decision:
         """The observation goes into memory and the step records."""
-        agent = self.agent
         (call,), (result,) = calls, results
         thought = str(state.scratch.pop("thought", ""))
         if isinstance(result, AgentMessage) and isinstance(result.content, ActionReturn):
             result.content.thought = thought or None
-        agent.update_memory(agent.observation_message(result, call["name"]), session_id)
-        step = agent.step_record(result, thought=thought, action=call["name"], action_input=call["arguments"])
-        state.steps.append(step)
+        fields = {"thought": thought, "action": call["name"], "action_input": call["arguments"]}
+        self.observe(state, call, result, session_id, **fields)
         return None
 
 
