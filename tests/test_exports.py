@@ -218,3 +218,17 @@ def test_testing_all_is_pinned_and_resolves() -> None:
 def test_testing_import_is_light() -> None:
     code = "import sys, plait.testing; print([m for m in ('pydantic', 'aiohttp', 'plait.agents') if m in sys.modules])"
     assert _run(code).strip() == "[]"
+
+
+PARADIGMS = ("autogpt", "conversational", "function_calling", "internlm2_agent", "react", "rewoo", "stream")
+
+
+def test_the_agent_core_does_not_import_the_paradigms_until_they_are_named() -> None:
+    code = (
+        "import sys; from plait.agents import AsyncAgent, Sequential; "
+        f"print([p for p in {PARADIGMS!r} if f'plait.agents.{{p}}' in sys.modules]); "
+        "from plait.agents import ReAct; print(ReAct.__module__)"
+    )
+    first, second = _run(code).strip().splitlines()
+    assert first == "[]"
+    assert second == "plait.agents.react"

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import types
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, Final, TypeVar, cast
@@ -62,7 +64,26 @@ def _is_final(chunk: object) -> bool:
     return getattr(chunk, "stream_state", _END) == _END
 
 
+_ASYNC_FUNCTIONS: weakref.WeakKeyDictionary[types.FunctionType, bool] = weakref.WeakKeyDictionary()
+
+
 def _is_async_callable(fn: Callable[..., object]) -> bool:
+    """Whether `fn` is an ``async def`` (or async generator) function, method or callable object.
+
+    Asked for every offloadable call, so for plain functions and bound methods the answer
+    is kept per function (weakly: a lambda made per call does not pile up). Other callables
+    (partials, objects) are asked each time.
+    """
+    function = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(function, types.FunctionType):
+        known = _ASYNC_FUNCTIONS.get(function)
+        if known is None:
+            known = _ASYNC_FUNCTIONS[function] = _asks_async(fn)
+        return known
+    return _asks_async(fn)
+
+
+def _asks_async(fn: Callable[..., object]) -> bool:
     if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
         return True
     call = inspect.getattr_static(type(fn), "__call__", None)

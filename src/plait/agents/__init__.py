@@ -1,7 +1,11 @@
-"""Agents: layers that pass messages, and containers that compose them."""
+"""Agents: layers that pass messages, and containers that compose them (paradigms imported on first use)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
-from .autogpt import AsyncAutoGPT, AutoGPT
 from .containers import (
     AgentDict,
     AgentList,
@@ -10,18 +14,37 @@ from .containers import (
     Sequential,
     StreamingSequential,
 )
-from .conversational import AsyncConversationalAgent, ConversationalAgent
-from .function_calling import (
-    AsyncFunctionCallingAgent,
-    AsyncStreamingFunctionCallingAgent,
-    FunctionCallingAgent,
-    StreamingFunctionCallingAgent,
-)
-from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
 from .module import AgentModule, IncompatibleKeys
-from .react import AsyncReAct, ReAct
-from .rewoo import AsyncReWOO, ReWOO
-from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
+
+if TYPE_CHECKING:
+    from .autogpt import AsyncAutoGPT, AutoGPT
+    from .conversational import AsyncConversationalAgent, ConversationalAgent
+    from .function_calling import (
+        AsyncFunctionCallingAgent,
+        AsyncStreamingFunctionCallingAgent,
+        FunctionCallingAgent,
+        StreamingFunctionCallingAgent,
+    )
+    from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
+    from .react import AsyncReAct, ReAct
+    from .rewoo import AsyncReWOO, ReWOO
+    from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
+
+# the paradigms are imported on first use, so ``from plait.agents import AsyncAgent`` stays light
+_PARADIGMS = {
+    ".autogpt": ("AsyncAutoGPT", "AutoGPT"),
+    ".conversational": ("AsyncConversationalAgent", "ConversationalAgent"),
+    ".function_calling": (
+        "AsyncFunctionCallingAgent",
+        "AsyncStreamingFunctionCallingAgent",
+        "FunctionCallingAgent",
+        "StreamingFunctionCallingAgent",
+    ),
+    ".internlm2_agent": ("AgentReturn", "Internlm2Agent", "Internlm2Protocol"),
+    ".react": ("AsyncReAct", "ReAct"),
+    ".rewoo": ("AsyncReWOO", "ReWOO"),
+    ".stream": ("AgentForInternLM", "AsyncAgentForInternLM", "AsyncMathCoder", "MathCoder"),
+}
 
 __all__ = [
     "Agent",
@@ -56,3 +79,7 @@ __all__ = [
     "StreamingFunctionCallingAgent",
     "StreamingSequential",
 ]
+
+__getattr__, __dir__ = lazy_module(
+    __name__, {name: module for module, names in _PARADIGMS.items() for name in names}, __all__
+)
