@@ -305,3 +305,18 @@ def test_a_typed_answer_in_memory_survives_a_json_state_round_trip(mode: str) ->
     answer = fresh.memory.get("s").get_memory()[-1]
     assert answer.content == VALID
     assert City.model_validate(answer.formatted) == City(name="Oslo", population=709037, coastal=True)
+
+
+def test_internlm_agents_answer_typed_and_their_inner_agent_takes_the_correction(mode: str) -> None:
+    from plait.agents import AgentForInternLM, AsyncAgentForInternLM
+    from plait.testing import scripted_llm
+
+    llm = scripted_llm(["It is warm in Oslo.", '{"city": "Oslo", "celsius": 21}'], mode)
+    agent = (AsyncAgentForInternLM if mode == "async" else AgentForInternLM)(llm, output_type=Forecast)
+    reply = resolve(agent("Weather in Oslo?", session_id="s"))
+    assert reply.formatted == Forecast(city="Oslo", celsius=21)
+    assert "did not match" in llm.calls[1].messages[-1]["content"]
+    assert [m.content for m in agent.memory.get("s").get_memory()] == [
+        "Weather in Oslo?",
+        '{"city": "Oslo", "celsius": 21}',
+    ]

@@ -164,6 +164,12 @@ class AgentCore(AgentModule):
 
     # -- typed outputs --
 
+    def correction_flow(
+        self, corrections: list[dict[str, object]], session_id: Hashable, params: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """Ask the model again after an invalid typed answer: the session's prompt, then `corrections` (not stored)."""
+        return (yield from self._chat_flow(self.get_prompt(session_id) + corrections, session_id, params))
+
     def answer_params(self, kwargs: Mapping[str, object]) -> Mapping[str, object]:
         """`kwargs` for a model call whose reply is the answer: with the output type's ``response_format``."""
         if self.output_type is None or "response_format" in kwargs:
@@ -192,7 +198,7 @@ class AgentCore(AgentModule):
         errors: list[str] = []
         for attempt in range(1 + self.output_retries):
             if attempt:
-                answer = yield from self._chat_flow(self.get_prompt(session_id) + corrections, session_id, params)
+                answer = yield from self.correction_flow(corrections, session_id, params)
                 text = _answer_text(answer.content)
             try:
                 value = spec.validate(text)

@@ -269,6 +269,13 @@ class InternLMAgentCore(ToolLoopCore):
         self.finish_condition = finish_condition
         self.max_turn = max_turn
 
+    def correction_flow(
+        self, corrections: list[dict[str, object]], session_id: Hashable, params: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """Typed-answer corrections go to the inner agent, which holds the model and the trajectory."""
+        inner = self.agent
+        return (yield from inner._chat_flow(inner.get_prompt(session_id) + corrections, session_id, params))
+
     def _make_executor(self, actions: Any, hooks: Sequence[Any] | None) -> Any:
         from .. import actions as actions_module
 
