@@ -1,0 +1,107 @@
+"""Memory at scale: what an idle session costs, and whether runs leak.
+
+* **Idle sessions**: 10,000 sessions of 10 messages each (5 user / 5 assistant turns of ~60
+  characters) added to one agent's `MemoryManager`; the process's RSS growth per session
+  against the size of the session's messages as JSON (``json.dumps(memory.save())``).
+* **Leak check**: 100,000 sequential runs of an `AsyncFunctionCallingAgent` with a tool on an
+  in-process model (no network), each in a new session that is reset afterwards, as a server
+  does; RSS and Python's traced allocations after 10k, 50k and 100k runs.
+
+    PYTHONPATH=src .venv/bin/python bench/memory_scale.py [--sessions 10000] [--runs 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import resource
+import tracemalloc
+from typing import Any
+
+from plait.actions.calculator import Calculator
+from plait.agents import Agent
+from plait.agents.function_calling import AsyncFunctionCallingAgent
+from plait.llms.response import ModelResponse, ToolCall
+from plait.schema import AgentMessage
+
+
+def rss_kib() -> int:
+    """The process's resident set size now, in KiB (from /proc; ru_maxrss is only the peak)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def idle_sessions(count: int) -> None:
+    """RSS per idle session against its messages' JSON size."""
+    agent = Agent(None, name="bench")
+    memory = agent.memory
+    text = "a sentence of about sixty characters, as people type them..."
+    gc.collect()
+    before = rss_kib()
+    for session in range(count):
+        for turn in range(5):
+            memory.add(AgentMessage(sender="user", content=f"{turn} {text}"), session_id=session)
+            memory.add(AgentMessage(sender="bench", content=f"{turn} {text}"), session_id=session)
+    gc.collect()
+    grown = (rss_kib() - before) * 1024 / count
+    stored = memory.get(0)
+    assert stored is not None
+    size = len(json.dumps(stored.save()).encode())
+    print(f"| idle session, 10 messages | {grown:,.0f} B RSS | {size:,} B as JSON | {grown - size:+,.0f} B |")
+
+
+class _Model:
+    """Answers with a Calculator call, then with the result: no network, no parsing cost."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, messages: Any, tools: Any = None, tool_choice: Any = None, **kwargs: Any) -> Any:
+        self.calls += 1
+        if self.calls % 2:
+            return ModelResponse("", [ToolCall(f"c{self.calls}", "Calculator", '{"expression": "37 * 91"}')])
+        return ModelResponse("The answer is 3367.")
+
+
+async def leak_check(runs: int) -> None:
+    """RSS and traced memory while running `runs` sessions one after another."""
+    agent = AsyncFunctionCallingAgent(_Model(), [Calculator()])
+    for session in range(1000):  # warm-up: caches, first-use imports
+        await agent("What is 37 * 91?", session_id=session)
+        agent.reset(session)
+    gc.collect()
+    tracemalloc.start()
+    base_rss, base_traced = rss_kib(), tracemalloc.get_traced_memory()[0]
+    marks = {runs // 10, runs // 2, runs}
+    for run in range(1, runs + 1):
+        await agent("What is 37 * 91?", session_id=run)
+        agent.reset(run)
+        if run in marks:
+            gc.collect()
+            traced = tracemalloc.get_traced_memory()[0] - base_traced
+            print(f"| after {run:,} runs | RSS {rss_kib() - base_rss:+,} KiB | traced {traced / 1024:+,.1f} KiB |")
+    tracemalloc.stop()
+
+
+def main() -> None:
+    """Both measurements, in this process."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=100_000)
+    args = parser.parse_args()
+    print("| measurement | RSS | messages as JSON | above the JSON |")
+    print("|---|---|---|---|")
+    idle_sessions(args.sessions)
+    print()
+    print("| leak check | RSS growth | Python allocations still held |")
+    print("|---|---|---|")
+    asyncio.run(leak_check(args.runs))
+
+
+if __name__ == "__main__":
+    main()
