@@ -103,16 +103,20 @@ class OutputType(Generic[T]):
         strict = _strict(schema)
         self.strict = strict is not None
         self.strict_schema: dict[str, Any] = strict if strict is not None else schema
+        self._response_format: dict[str, object] = {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": self.strict_schema, "strict": self.strict},
+        }
 
     def __repr__(self) -> str:
         return f"OutputType({self.name})"
 
     def response_format(self) -> dict[str, object]:
-        """The ``response_format`` request field that asks for this type (OpenAI's ``json_schema`` shape)."""
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": self.name, "schema": self.strict_schema, "strict": self.strict},
-        }
+        """The ``response_format`` request field that asks for this type (OpenAI's ``json_schema`` shape).
+
+        Built once and shared by every request: backends read it, never change it.
+        """
+        return self._response_format
 
     def instructions(self) -> str:
         """The request in words, for a model that takes no schema."""

@@ -28,7 +28,7 @@ from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
 from ..schema import AgentMessage, AgentStatusCode
 from ..types import Aggregator
-from ..untrusted import clean_text
+from ..untrusted import as_text, clean_text
 from ..utils.config import create_object
 from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow, agent_resume_flow
@@ -192,14 +192,14 @@ class AgentCore(AgentModule):
         spec = self.output_type
         if spec is None:
             return reply
-        text = _answer_text(reply.content)
+        text = as_text(reply.content)
         corrections: list[dict[str, object]] = []
         params = {k: v for k, v in self.answer_params(kwargs).items() if k not in ("tools", "tool_choice")}
         errors: list[str] = []
         for attempt in range(1 + self.output_retries):
             if attempt:
                 answer = yield from self.correction_flow(corrections, session_id, params)
-                text = _answer_text(answer.content)
+                text = as_text(answer.content)
             try:
                 value = spec.validate(text)
             except OutputInvalid as invalid:
@@ -283,14 +283,6 @@ class AgentCore(AgentModule):
         handle = RemovableHandle(self._hooks)
         self._hooks[handle.id] = hook
         return handle
-
-
-def _answer_text(content: object) -> str:
-    """A reply's text (a structured reply's ``content``)."""
-    if isinstance(content, str):
-        return content
-    text = getattr(content, "content", None)
-    return text if isinstance(text, str) else str(content)
 
 
 def _context_policy(choice: object) -> ContextPolicy | None:

@@ -179,8 +179,7 @@ class Memory:
         if self.max_messages is None or len(self.memory) <= self.max_messages:
             return 0
         start = len(self.memory) - self.max_messages
-        turns = [i for i in range(start, len(self.memory)) if self.memory[i].sender == "user"]
-        cut = turns[0] if turns else start
+        cut = next((i for i in range(start, len(self.memory)) if self.memory[i].sender == "user"), start)
         while cut < len(self.memory) - 1 and _is_tool_result(self.memory[cut]):
             cut += 1
         del self.memory[:cut]
