@@ -14,6 +14,12 @@ sends to the model. Tool results come back as `ActionReturn` items (text; images
 audio saved as files under ``work_dir``); a result flagged ``isError``, a JSON-RPC error
 or a broken connection is an error `ActionReturn` for the model, never an exception.
 
+Beyond tools, the server's resources and prompts can be read: `list_resources`,
+`read_resource`, `list_prompts`, `get_prompt` (awaited on `AsyncMCPToolkit`). A server
+that announces ``notifications/tools/list_changed`` has its tools listed again before the
+toolkit's description is next read (the next call, or the next request's tool list);
+over Streamable HTTP the announcement is seen when it travels in a request's answer.
+
 Lifecycle: the connection is owned by a private event loop on its own thread, so the
 sync toolkit and its async twin share one implementation, and the toolkit can be used
 from any thread, task or event loop (and closed from any of them) without cancel-scope
@@ -29,7 +35,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
+import contextlib
+import logging
 import mimetypes
 import os
 import re
@@ -37,8 +44,8 @@ import shlex
 import tempfile
 import uuid
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from typing_extensions import Self
 
@@ -46,87 +53,17 @@ from ...exceptions import MCPError, ToolArgumentError, UserError
 from ...schema import ActionReturn, ActionStatusCode
 from ...types import JSONValue
 from ...utils._aio import LoopThread
-from .._types import ARRAY, BOOLEAN, FLOAT, NUMBER, OBJECT, STRING
+from .._json_schema import api_description
 from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
 from ..parser import BaseParser, JsonParser
+from ._protocol import INVALID_PARAMS, result_items
 from ._session import ClientSession, RPCError, Transport, open_session
 from ._transports import HTTPTransport, StdioTransport, safe_environment
 
 __all__ = ["AsyncMCPToolkit", "MCPToolkit", "api_description", "result_items"]
 
-_PLAIT_TYPES = {
-    "string": STRING,
-    "integer": NUMBER,
-    "number": FLOAT,
-    "boolean": BOOLEAN,
-    "array": ARRAY,
-    "object": OBJECT,
-}
-_INVALID_PARAMS = -32602
-
-
-def _plait_type(schema: Mapping[str, JSONValue]) -> str:
-    kind = schema.get("type")
-    if isinstance(kind, list):  # ["string", "null"]: the first real type
-        kind = next((k for k in kind if k != "null"), None)
-    return _PLAIT_TYPES.get(str(kind), STRING)
-
-
-def api_description(tool: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
-    """A plait API description for one MCP tool (its JSON Schema kept per parameter)."""
-    raw_schema = tool.get("inputSchema")
-    schema: Mapping[str, JSONValue] = raw_schema if isinstance(raw_schema, Mapping) else {}
-    raw_properties = schema.get("properties")
-    properties: Mapping[str, JSONValue] = raw_properties if isinstance(raw_properties, Mapping) else {}
-    parameters: list[JSONValue] = []
-    for name, prop in properties.items():
-        prop = prop if isinstance(prop, Mapping) else {}
-        parameters.append(
-            {
-                "name": str(name),
-                "type": _plait_type(prop),
-                "description": str(prop.get("description") or ""),
-                "json_schema": dict(prop),
-            }
-        )
-    listed = schema.get("required")
-    required: list[JSONValue] = [str(r) for r in (listed if isinstance(listed, list) else []) if r in properties]
-    description = str(tool.get("description") or tool.get("title") or "")
-    return {"name": str(tool["name"]), "description": description, "parameters": parameters, "required": required}
-
-
-def result_items(result: Mapping[str, JSONValue], save: Callable[[str, str], str]) -> list[dict[str, JSONValue]]:
-    """`ActionReturn` result items for a ``tools/call`` result.
-
-    Args:
-        result: The raw result (``content`` parts, maybe ``structuredContent``).
-        save: ``save(base64_data, mime_type) -> path`` for images, audio and binary resources.
-    """
-    items: list[dict[str, JSONValue]] = []
-    content = result.get("content")
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, Mapping):
-            continue
-        kind = part.get("type")
-        if kind == "text":
-            items.append({"type": "text", "content": str(part.get("text", ""))})
-        elif kind in ("image", "audio"):
-            items.append({"type": kind, "content": save(str(part.get("data", "")), str(part.get("mimeType", "")))})
-        elif kind == "resource" and isinstance(resource := part.get("resource"), Mapping):
-            if isinstance(text := resource.get("text"), str):
-                items.append({"type": "text", "content": text})
-            elif isinstance(blob := resource.get("blob"), str):
-                path = save(blob, str(resource.get("mimeType", "")))
-                items.append({"type": "file", "content": path})
-        elif kind == "resource_link":
-            label = part.get("title") or part.get("name") or "resource"
-            items.append({"type": "text", "content": f"[{label}]({part.get('uri', '')})"})
-        else:
-            items.append({"type": "text", "content": json.dumps(dict(part), ensure_ascii=False)})
-    structured = result.get("structuredContent")
-    if not items and structured is not None:
-        items.append({"type": "text", "content": json.dumps(structured, ensure_ascii=False)})
-    return items
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _toolkit_name(server_info: Mapping[str, object]) -> str:
@@ -146,6 +83,7 @@ class _Connection:
         self.loop = LoopThread(name="plait-mcp")
         self.session: ClientSession | None = None
         self._lock: asyncio.Lock | None = None
+        self._listed: tuple[ClientSession | None, int] = (None, 0)  # the session and tools_version last listed
 
     async def current(self) -> ClientSession:
         """The open session (opening or reopening it when needed)."""
@@ -160,7 +98,17 @@ class _Connection:
 
     async def list_tools(self) -> tuple[ClientSession, list[dict[str, JSONValue]]]:
         session = await self.current()
-        return session, await session.list_tools()
+        version = session.tools_version  # a change announced while listing makes the list stale again
+        tools = await session.list_tools()
+        self._listed = (session, version)
+        return session, tools
+
+    def stale(self) -> bool:
+        """Whether the live session announced a tool change (or replaced a dead one) since the tools were listed."""
+        session = self.session
+        if session is None or session.closed:
+            return False  # the next call reconnects; the description is checked after that
+        return self._listed != (session, session.tools_version)
 
     async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
         return await (await self.current()).call_tool(name, arguments)
@@ -263,10 +211,25 @@ class _MCPToolkitCore(ActionCore, register=False):
         }
 
     def refresh(self) -> None:
-        """List the server's tools again (after it announced a change) and rebuild the description."""
+        """List the server's tools again and rebuild the description (done by itself when the server announces a change)."""
         self._description = self._load_description()
         self._name = str(self._description["name"])
         self._parser = self._bind_parser(self._parser_cls)
+
+    @property
+    def _description(self) -> dict[str, Any]:
+        """The description, listed again first when the server announced a tool change."""
+        if "_connection" in self.__dict__ and self._connection.stale():
+            try:
+                self.refresh()
+            except (MCPError, UserError) as exc:  # the server went away, or this is its own IO thread
+                logger.debug("could not list the MCP server's changed tools: %s", exc)
+        described: dict[str, Any] = self.__dict__["_described"]
+        return described
+
+    @_description.setter
+    def _description(self, value: dict[str, Any]) -> None:
+        self.__dict__["_described"] = value
 
     @property
     def server_info(self) -> dict[str, JSONValue]:
@@ -280,7 +243,7 @@ class _MCPToolkitCore(ActionCore, register=False):
         try:
             result = await self._connection.call_tool(api, arguments)
         except RPCError as exc:
-            if exc.code == _INVALID_PARAMS:
+            if exc.code == INVALID_PARAMS:
                 raise ToolArgumentError(str(exc), tool=api) from exc
             raise
         items = result_items(result, self._save)
@@ -288,6 +251,47 @@ class _MCPToolkitCore(ActionCore, register=False):
             text = "\n".join(str(i["content"]) for i in items if i["type"] == "text")
             return ActionReturn(errmsg=text or "the tool reported an error", state=ActionStatusCode.API_ERROR)
         return ActionReturn(result=items)
+
+    # -- resources and prompts (run on the connection's loop; the public methods are per mode) --
+    async def _list_resources(self) -> list[dict[str, JSONValue]]:
+        return await (await self._connection.current()).list_all("resources", key="uri")
+
+    async def _read_resource(self, uri: str) -> list[dict[str, JSONValue]]:
+        result = await (await self._connection.current()).fetch("resources/read", {"uri": uri})
+        contents = result.get("contents")
+        parts: list[JSONValue] = [
+            {"type": "resource", "resource": dict(c)}
+            for c in (contents if isinstance(contents, list) else [])
+            if isinstance(c, Mapping)
+        ]
+        return result_items({"content": parts}, self._save)
+
+    async def _list_prompts(self) -> list[dict[str, JSONValue]]:
+        return await (await self._connection.current()).list_all("prompts")
+
+    async def _get_prompt(self, name: str, arguments: Mapping[str, object] | None) -> list[dict[str, str]]:
+        params: dict[str, JSONValue] = {
+            "name": name,
+            "arguments": {str(k): str(v) for k, v in (arguments or {}).items()},
+        }
+        result = await (await self._connection.current()).fetch("prompts/get", params)
+        messages = result.get("messages")
+        chat: list[dict[str, str]] = []
+        for message in messages if isinstance(messages, list) else []:
+            if isinstance(message, Mapping):
+                items = result_items({"content": [message.get("content")]}, self._save)
+                chat.append(
+                    {"role": str(message.get("role") or "user"), "content": ActionReturn(result=items).format_result()}
+                )
+        return chat
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the connection's loop and wait for it (the sync toolkit's calls)."""
+        return self._connection.loop.run(coro)
+
+    async def _async(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the connection's loop without blocking the caller's (the async toolkit's calls)."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._connection.loop.loop))
 
     def _save(self, data: str, mime_type: str) -> str:
         """Write base64 `data` to a new file under the work dir; returns its path."""
@@ -351,9 +355,43 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
             return None
 
         def call(**arguments: JSONValue) -> ActionReturn:
-            return self._connection.loop.run(self._call(api, arguments))
+            return self._sync(self._call(api, arguments))
 
         return call
+
+    def list_resources(self) -> list[dict[str, JSONValue]]:
+        """The server's resources, as it lists them (``uri``, ``name``, ``description``, ``mimeType``...).
+
+        Raises:
+            MCPError: The server failed or offers no resources (``RPCError`` for its JSON-RPC errors).
+        """
+        return self._sync(self._list_resources())
+
+    def read_resource(self, uri: str) -> list[dict[str, JSONValue]]:
+        """The contents of the resource at `uri`, as result items: text, or a file saved under ``work_dir``.
+
+        Raises:
+            MCPError: The server failed, or has no such resource.
+        """
+        return self._sync(self._read_resource(uri))
+
+    def list_prompts(self) -> list[dict[str, JSONValue]]:
+        """The server's prompt templates, as it lists them (``name``, ``description``, ``arguments``).
+
+        Raises:
+            MCPError: The server failed or offers no prompts.
+        """
+        return self._sync(self._list_prompts())
+
+    def get_prompt(self, name: str, arguments: Mapping[str, object] | None = None) -> list[dict[str, str]]:
+        """Prompt `name` filled with `arguments` (sent as strings), as chat messages ``{'role', 'content'}``.
+
+        Non-text parts (images...) are saved under ``work_dir`` and named in the content.
+
+        Raises:
+            MCPError: The server failed, has no such prompt, or refused the arguments.
+        """
+        return self._sync(self._get_prompt(name, arguments))
 
 
 class AsyncMCPToolkit(AsyncActionMixin, _MCPToolkitCore, sibling_of=MCPToolkit):
@@ -369,10 +407,25 @@ class AsyncMCPToolkit(AsyncActionMixin, _MCPToolkitCore, sibling_of=MCPToolkit):
             return None
 
         async def call(**arguments: JSONValue) -> ActionReturn:
-            loop = self._connection.loop.loop
-            return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._call(api, arguments), loop))
+            return await self._async(self._call(api, arguments))
 
         return call
+
+    async def list_resources(self) -> list[dict[str, JSONValue]]:
+        """`MCPToolkit.list_resources`, awaited."""
+        return await self._async(self._list_resources())
+
+    async def read_resource(self, uri: str) -> list[dict[str, JSONValue]]:
+        """`MCPToolkit.read_resource`, awaited."""
+        return await self._async(self._read_resource(uri))
+
+    async def list_prompts(self) -> list[dict[str, JSONValue]]:
+        """`MCPToolkit.list_prompts`, awaited."""
+        return await self._async(self._list_prompts())
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, object] | None = None) -> list[dict[str, str]]:
+        """`MCPToolkit.get_prompt`, awaited."""
+        return await self._async(self._get_prompt(name, arguments))
 
     async def aclose(self) -> None:
         """`close` without blocking the running loop."""
