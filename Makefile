@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 QUESTION ?= What is 37 * 91? Use the calculator tool.
 
-.PHONY: run web test lint typecheck check clean
+.PHONY: run web test lint typecheck check clean docs docs-serve doctest
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ $(VENV)/.run-installed: pyproject.toml | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml $(VENV)/.run-installed
 	$(BIN)/pip install -q -e '.[test,local]'
 	$(BIN)/pip install -q 'torch==2.13.0' 'transformers>=4.56'
+	touch $@
+
+# The documentation site's tools (MkDocs, Material, mkdocstrings): `make docs`, `make docs-serve`.
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[docs]'
 	touch $@
 
 run: $(VENV)/.run-installed
@@ -44,5 +49,17 @@ lint: $(VENV)/.test-installed
 typecheck: $(VENV)/.test-installed
 	$(BIN)/mypy
 
+# The site in site/ from docs/ and the docstrings; any warning fails the build.
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+DOCS_PORT ?= 8000
+docs-serve: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve -a 127.0.0.1:$(DOCS_PORT)
+
+# Every Python block of README.md and docs/ executed (tests/docs/test_doc_blocks.py).
+doctest: $(VENV)/.test-installed
+	$(BIN)/pytest -n 2 -q tests/docs
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .mypy_cache .ruff_cache

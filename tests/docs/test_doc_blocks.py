@@ -1,7 +1,20 @@
-"""Every Python block of the README runs as written, each in a fresh interpreter in an empty folder.
+"""Every Python block of README.md and docs/**/*.md runs as written (``make doctest``).
 
-A block tagged ```` ```python no-run ```` (one that cannot run offline, such as an MCP server
-fetched from npm) is only compiled; how many there are is pinned, so a new one is a decision.
+Each *program* runs in a fresh interpreter, in an empty temporary folder, with no model key or
+server address from the caller's environment: blocks run offline against the `plait.testing`
+doubles (`ScriptedLLM`, `FakeOpenAIServer`, ...) or the embedded model. The fence's info string
+says what happens to a block:
+
+* ```` ```python ```` starts a program: the block runs on its own.
+* ```` ```python continued ```` adds to the program of the block before it on the same page (a page
+  that builds one example over several blocks says so in its text); the program runs once, as the
+  blocks joined in order.
+* ```` ```python no-run ```` is only compiled: for the few blocks that cannot run offline (an MCP
+  server fetched from npm, a GPU engine). How many each file has is pinned in `NO_RUN`, so a new
+  one is a decision.
+
+Other fences (``bash``, ``text``, ``json``, ...) are not run. Every program also passes
+``mypy --strict``: a user's script copied from the docs type-checks.
 """
 
 from __future__ import annotations
@@ -15,12 +28,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
-NO_RUN_BLOCKS = 1  # the MCP filesystem server (Node.js, fetched from npm)
-PYTHON_TAGS = {"python", "python no-run"}
-OTHER_TAGS = {"", "bash"}
-TIMEOUT_S = 120
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+NO_RUN = {
+    "README.md": 1,  # the MCP filesystem server (Node.js, fetched from npm)
+}
+MIN_RUN_BLOCKS = 40  # the issue 23 floor for README.md and docs/ together
+RUN_TAGS = {"python", "python continued"}
+PYTHON_TAGS = {*RUN_TAGS, "python no-run"}
+OTHER_TAGS = {"", "bash", "text", "json", "yaml", "toml", "console", "jsonl"}
+TIMEOUT_S = 180
 _FENCE = re.compile(r"^(\s*)```(.*)$")
 
 
@@ -31,7 +48,23 @@ class Block:
     code: str
 
 
-def readme_blocks(text: str) -> list[Block]:
+@dataclass(frozen=True)
+class Program:
+    """One or more blocks of a page that run together: a ``python`` block and its ``python continued`` ones."""
+
+    source: str  # the file, relative to the repository root
+    blocks: tuple[Block, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}:{'+'.join(str(b.line) for b in self.blocks)}"
+
+    @property
+    def code(self) -> str:
+        return "\n".join(b.code for b in self.blocks)
+
+
+def markdown_blocks(text: str, source: str = "<text>") -> list[Block]:
     """The fenced code blocks of a Markdown text, in order."""
     blocks: list[Block] = []
     opened: tuple[int, str, str] | None = None  # (line, indent, tag)
@@ -48,43 +81,68 @@ def readme_blocks(text: str) -> list[Block]:
             opened = None
         else:
             body.append(line)
-    assert opened is None, f"README.md:{opened[0]}: a code block is never closed"
+    assert opened is None, f"{source}:{opened[0]}: a code block is never closed"
     return blocks
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
-RUN = [b for b in BLOCKS if b.tag == "python"]
-NO_RUN = [b for b in BLOCKS if b.tag == "python no-run"]
+def programs(blocks: list[Block], source: str) -> list[Program]:
+    """The runnable programs of a page: each ``python`` block with the ``python continued`` blocks after it."""
+    found: list[Program] = []
+    for block in blocks:
+        if block.tag == "python":
+            found.append(Program(source, (block,)))
+        elif block.tag == "python continued":
+            assert found, f"{source}:{block.line}: 'python continued' with no 'python' block before it"
+            found[-1] = Program(source, (*found[-1].blocks, block))
+    return found
+
+
+BLOCKS = {str(path.relative_to(ROOT)): markdown_blocks(path.read_text(encoding="utf-8"), str(path)) for path in SOURCES}
+PROGRAMS = [program for source, blocks in BLOCKS.items() for program in programs(blocks, source)]
 
 
 def test_blocks_are_found_and_tagged() -> None:
-    assert len(RUN) >= 5, [b.line for b in BLOCKS]
-    unknown = [(b.line, b.tag) for b in BLOCKS if b.tag not in PYTHON_TAGS | OTHER_TAGS]
-    assert unknown == [], "tag a Python block 'python' (run by this test) or 'python no-run'"
+    run = sum(len(p.blocks) for p in PROGRAMS)
+    assert run >= MIN_RUN_BLOCKS, f"only {run} runnable blocks"
+    assert any(p.source == "README.md" for p in PROGRAMS)
+    unknown = [(s, b.line, b.tag) for s, bs in BLOCKS.items() for b in bs if b.tag not in PYTHON_TAGS | OTHER_TAGS]
+    assert unknown == [], f"tag a block with one of {sorted(PYTHON_TAGS | OTHER_TAGS)}"
 
 
 def test_no_run_blocks_are_pinned_and_compile() -> None:
-    assert len(NO_RUN) == NO_RUN_BLOCKS, [b.line for b in NO_RUN]
-    for block in NO_RUN:
-        compile(block.code, f"README.md:{block.line}", "exec")
+    counted = {s: n for s, bs in BLOCKS.items() if (n := sum(b.tag == "python no-run" for b in bs))}
+    assert counted == NO_RUN
+    for source, blocks in BLOCKS.items():
+        for block in blocks:
+            if block.tag == "python no-run":
+                compile(block.code, f"{source}:{block.line}", "exec")
 
 
 def test_parser_reads_tags_and_indented_fences() -> None:
     text = "x\n```python no-run\na = 1\n```\n  ```python\n  b = 2\n  ```\n```\nplain\n```\n"
-    assert readme_blocks(text) == [
+    assert markdown_blocks(text) == [
         Block(2, "python no-run", "a = 1\n"),
         Block(5, "python", "b = 2\n"),
         Block(8, "", "plain\n"),
     ]
 
 
-@pytest.mark.parametrize("block", RUN, ids=[f"README.md:{b.line}" for b in RUN])
-def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
+def test_continued_blocks_join_the_program_before_them() -> None:
+    text = "```python\na = 1\n```\n```bash\nls\n```\n```python continued\nprint(a)\n```\n```python\nb = 2\n```\n"
+    found = programs(markdown_blocks(text), "page.md")
+    assert [p.name for p in found] == ["page.md:1+7", "page.md:10"]
+    assert found[0].code == "a = 1\n\nprint(a)\n"
+    with pytest.raises(AssertionError, match="no 'python' block before it"):
+        programs(markdown_blocks("```python continued\nx = 1\n```\n"), "page.md")
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+def test_block_runs(program: Program, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PLAIT_API_BASE", "PLAIT_MODEL"):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "PLAIT_API_BASE", "PLAIT_MODEL", "ANTHROPIC_API_KEY"):
         env.pop(name, None)  # the blocks must not depend on the caller's settings
-    script = tmp_path / f"readme_{block.line}.py"
-    script.write_text(block.code, encoding="utf-8")
+    script = tmp_path / "block.py"
+    script.write_text(program.code, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, script.name],
         cwd=tmp_path,
@@ -94,17 +152,17 @@ def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
         timeout=TIMEOUT_S,
         check=False,
     )
-    assert done.returncode == 0, f"README.md:{block.line} failed:\n{block.code}\n--- stderr ---\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, f"{program.name} failed:\n{program.code}\n--- stderr ---\n{done.stderr[-4000:]}"
 
 
-def test_readme_blocks_pass_mypy_strict(tmp_path: Path) -> None:
-    """A user's script written from the README type-checks under ``mypy --strict`` (issue 16)."""
+def test_blocks_pass_mypy_strict(tmp_path: Path) -> None:
+    """A user's script written from the README or the docs type-checks under ``mypy --strict`` (issue 16)."""
     files = []
-    for block in RUN:
-        file = tmp_path / f"readme_line_{block.line}.py"
-        file.write_text(block.code, encoding="utf-8")
+    for number, program in enumerate(PROGRAMS):
+        file = tmp_path / f"block_{number}.py"
+        file.write_text(f"# {program.name}\n{program.code}", encoding="utf-8")
         files.append(str(file))
     env = {**os.environ, "MYPYPATH": str(ROOT / "src")}
     command = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "cache")]
-    checked = subprocess.run([*command, *files], capture_output=True, text=True, env=env, timeout=300)
+    checked = subprocess.run([*command, *files], capture_output=True, text=True, env=env, timeout=600)
     assert checked.returncode == 0, checked.stdout[-3000:]
