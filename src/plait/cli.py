@@ -236,6 +236,9 @@ def _parser() -> argparse.ArgumentParser:
     web.add_argument(
         "--mcp", action="append", default=[], metavar="SERVER", help="an MCP server offered at start; repeatable"
     )
+    from .eval.cli import add_parsers as add_eval_parsers  # plait eval / plait export (their own settings)
+
+    add_eval_parsers(sub)
     return parser
 
 
@@ -313,6 +316,10 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             return _web(args)
+        if args.command in ("eval", "export"):
+            from .eval.cli import run as run_eval
+
+            return run_eval(args)
         from .repl import Printer
 
         printer = Printer(sys.stderr if args.command == "serve" else out)

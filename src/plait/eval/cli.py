@@ -1,0 +1,81 @@
+"""``plait eval`` and ``plait export``: the command-line side of `plait.eval`.
+
+```
+plait eval DATA.jsonl --agent MODULE:FACTORY --out DIR [--concurrency N] [--scorer contains|exact|regex|MODULE:FN]
+           [--ray] [--limit N] [--timeout S]
+plait export DIR -o FILE [--only-passed] [--format openai|sharegpt]
+```
+
+Settings that cannot work (an unreadable data set, a broken line in it, a factory that does
+not import, an unknown scorer) are one line on stderr and exit status 2, before any case
+runs. Failing cases do not change the exit status: they are results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..exceptions import PlaitError, UserError
+
+__all__ = ["add_parsers", "run"]
+
+SETTINGS_ERROR = 2
+
+
+def add_parsers(sub: Any) -> None:
+    """Add the ``eval`` and ``export`` subcommands to the ``plait`` parser's subparsers `sub`."""
+    evaluate = sub.add_parser("eval", help="run an agent over a JSONL data set, score it, keep the results")
+    evaluate.add_argument("data", metavar="DATA.jsonl", help='cases, one {"id", "input", "expected"} per line')
+    evaluate.add_argument("--agent", required=True, metavar="MODULE:FACTORY", help="zero-argument agent factory")
+    evaluate.add_argument("--out", required=True, metavar="DIR", help="results.jsonl and summary.json go here")
+    evaluate.add_argument("--concurrency", type=int, default=8, help="cases in flight at once (default: 8)")
+    evaluate.add_argument(
+        "--scorer", default="contains", help="contains (default), exact, regex, or MODULE:FN returning bool or score"
+    )
+    evaluate.add_argument("--ray", action="store_true", help="answer the cases in a pool of Ray actors")
+    evaluate.add_argument("--ray-address", help="Ray cluster to join (default: $RAY_ADDRESS, else a local runtime)")
+    evaluate.add_argument("--actors", type=int, help="Ray actors in the pool (default: one per CPU)")
+    evaluate.add_argument("--limit", type=int, help="only the first N cases of the data set")
+    evaluate.add_argument("--timeout", type=float, help="seconds a case may take (default: no limit)")
+    export = sub.add_parser("export", help="an evaluation's trajectories as fine-tuning JSONL")
+    export.add_argument("dir", metavar="DIR", help="the --out folder of plait eval")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSONL file to write")
+    export.add_argument("--only-passed", action="store_true", help="only the cases that passed")
+    export.add_argument(
+        "--format", choices=["openai", "sharegpt"], default="openai", help="OpenAI fine-tuning chat (default), ShareGPT"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``plait eval`` or ``plait export`` as `args` say; the exit status."""
+    try:
+        if args.command == "export":
+            from .export import export
+
+            written = export(args.dir, args.output, args.format, only_passed=args.only_passed)
+            sys.stdout.write(f"{written} cases written to {args.output}\n")
+            return 0
+        from .runner import evaluate
+
+        evaluate(
+            args.agent,
+            args.data,
+            args.out,
+            concurrency=args.concurrency,
+            scorer=args.scorer,
+            ray=args.ray,
+            limit=args.limit,
+            timeout=args.timeout,
+            progress=sys.stdout,
+            ray_address=args.ray_address,
+            actors=args.actors,
+        )
+    except UserError as exc:
+        sys.stderr.write(f"plait: error: {exc}\n")
+        return SETTINGS_ERROR
+    except PlaitError as exc:
+        sys.stderr.write(f"plait: error: {exc}\n")
+        return 1
+    return 0

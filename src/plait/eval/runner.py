@@ -1,0 +1,265 @@
+"""`evaluate`: run an agent over a data set, score each answer, keep the results as they happen.
+
+```python
+from plait.eval import evaluate
+
+summary = evaluate("my_agents:make_agent", "capitals.jsonl", "runs/capitals", concurrency=8)
+print(summary["pass_rate"])
+```
+
+One agent object (from the zero-argument factory) answers every case, each in its own
+session (`CaseRunner`); up to `concurrency` cases are in flight at once (sync agents on
+worker threads, async ones on the event loop). Each finished case is appended to
+``OUT/results.jsonl`` at once (`ResultsFile`); ``OUT/summary.json`` holds the totals and the
+agent's profile (its tools' JSON Schemas, for `plait.eval.export`). Run it again with the
+same `out_dir` and only the cases not in ``results.jsonl`` run. A case that fails (the agent
+raises, the time runs out, the scorer raises) is recorded with its error; the run goes on.
+With ``ray=True`` the cases are answered by a pool of Ray actors instead
+(`plait.eval.ray_runner`), with the same files.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol, TextIO, Union
+
+from typing_extensions import TypedDict, Unpack
+
+from ..exceptions import UserError
+from ..types import JSONValue
+from .case_runner import AgentFactory, CaseRunner
+from .cases import Case, CaseId, CasesLike, case_key, load_cases
+from .progress import Progress
+from .results import SUMMARY, ResultsFile, write_json
+from .scorers import Scorer, load_scorer, score
+
+__all__ = ["Backend", "EvalOptions", "LocalBackend", "aevaluate", "evaluate", "summarise"]
+
+
+class Backend(Protocol):
+    """What answers the cases: a local `CaseRunner`, or a pool of Ray actors."""
+
+    async def describe(self) -> dict[str, JSONValue]:
+        """The agent's profile (`agent_profile`)."""
+        ...
+
+    async def run(self, case_id: CaseId, text: str, timeout: float | None) -> dict[str, Any]:
+        """One case's answer (`CaseRunner.run`)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+        ...
+
+
+class LocalBackend:
+    """The cases answered in this process by one `CaseRunner`."""
+
+    def __init__(self, factory: Union[AgentFactory, str]) -> None:
+        self.runner = CaseRunner(factory)
+
+    async def describe(self) -> dict[str, JSONValue]:
+        """The agent's profile."""
+        return self.runner.describe()
+
+    async def run(self, case_id: CaseId, text: str, timeout: float | None) -> dict[str, Any]:
+        """One case's answer."""
+        return await self.runner.run(case_id, text, timeout)
+
+    def close(self) -> None:
+        """Nothing to release (the agent goes with the runner)."""
+
+
+def _record(case: Case, answer: Mapping[str, Any], scorer: Scorer) -> dict[str, Any]:
+    """A finished case's line of ``results.jsonl``: the case, the answer, the verdict."""
+    error = answer.get("error")
+    passed, value = False, 0.0
+    if error is None:
+        try:
+            passed, value = score(scorer, answer.get("output") or "", case.expected)
+        except Exception as exc:  # the user's scorer: its failure is the case's error
+            error = f"scorer: {type(exc).__name__}: {exc}"
+    record: dict[str, Any] = {"id": case.id, "input": case.input, "expected": case.expected}
+    if case.metadata:
+        record["metadata"] = case.metadata
+    record.update(
+        output=answer.get("output"),
+        passed=passed,
+        score=value,
+        error=error,
+        seconds=answer.get("seconds"),
+        usage=answer.get("usage"),
+        trajectory=answer.get("trajectory", []),
+    )
+    return record
+
+
+def summarise(
+    records: Sequence[Mapping[str, Any]], *, ran: int = 0, wall_seconds: float = 0.0, **extra: Any
+) -> dict[str, Any]:
+    """The totals of `records`: ``n``, ``passed``, ``pass_rate``, ``errors``, timing and usage.
+
+    Args:
+        records: The data set's finished cases.
+        ran: How many of them this run answered.
+        wall_seconds: How long this run took.
+        **extra: More keys for the summary (the scorer, the agent's profile...).
+    """
+    n = len(records)
+    passed = sum(1 for record in records if record.get("passed"))
+    seconds = sum(float(record.get("seconds") or 0) for record in records)
+    usages = [record["usage"] for record in records if isinstance(record.get("usage"), Mapping)]
+    usage = {
+        key: sum(int(u.get(key) or 0) for u in usages)
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens", "calls")
+    }
+    return {
+        "n": n,
+        "passed": passed,
+        "pass_rate": passed / n if n else 0.0,
+        "errors": sum(1 for record in records if record.get("error")),
+        "ran": ran,
+        "wall_seconds": round(wall_seconds, 3),
+        "case_seconds": round(seconds, 3),
+        "mean_case_seconds": round(seconds / n, 6) if n else 0.0,
+        "usage": usage if usages else None,
+        **extra,
+    }
+
+
+async def aevaluate(
+    factory: Union[AgentFactory, str],
+    cases: CasesLike,
+    out_dir: str | os.PathLike[str],
+    *,
+    concurrency: int = 8,
+    scorer: Union[str, Scorer] = "contains",
+    ray: bool = False,
+    limit: int | None = None,
+    timeout: float | None = None,
+    progress: TextIO | None = None,
+    ray_address: str | None = None,
+    actors: int | None = None,
+) -> dict[str, Any]:
+    """`evaluate` on a running event loop (the same arguments, `EvalOptions`)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
+    if limit is not None and limit < 0:
+        raise UserError(f"limit must be >= 0, got {limit!r}")
+    if timeout is not None and not timeout > 0:
+        raise UserError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+    check = load_scorer(scorer)
+    selected = load_cases(cases)[:limit]
+    keys = {case_key(case.id) for case in selected}
+    started = time.perf_counter()
+    with ResultsFile(out_dir) as results:
+        done = results.finished()
+        todo = [case for case in selected if case_key(case.id) not in done]
+        mine = [r for r in results.records if case_key(r["id"]) in keys]
+        extra: dict[str, Any] = {"scorer": scorer if isinstance(scorer, str) else getattr(scorer, "__qualname__", "?")}
+        backend = _backend(factory, ray, concurrency, ray_address, actors)
+        try:
+            extra["agent"] = await backend.describe()
+            summary_path = os.path.join(os.fspath(out_dir), SUMMARY)
+            write_json(summary_path, summarise(mine, **extra))  # the agent's profile, before any case runs
+            shown = (
+                Progress(len(selected), len(mine), sum(1 for r in mine if r.get("passed")), progress)
+                if progress
+                else None
+            )
+            try:
+                await _run_all(backend, iter(todo), min(concurrency, len(todo)), timeout, check, results, shown)
+            finally:
+                mine = [r for r in results.records if case_key(r["id"]) in keys]
+                summary = summarise(
+                    mine,
+                    ran=len(mine) - (len(selected) - len(todo)),
+                    wall_seconds=time.perf_counter() - started,
+                    **extra,
+                )
+                write_json(summary_path, summary)
+                if shown is not None:
+                    shown.finish(summary)
+        finally:
+            backend.close()
+    return summary
+
+
+async def _run_all(
+    backend: Backend,
+    cases: Iterator[Case],
+    workers: int,
+    timeout: float | None,
+    scorer: Scorer,
+    results: ResultsFile,
+    progress: Progress | None,
+) -> None:
+    """Answer `cases` with `workers` cases in flight, each recorded as soon as it is done."""
+
+    async def worker() -> None:
+        for case in cases:  # one iterator shared by the workers: each case is taken once
+            try:
+                answer = await backend.run(case.id, case.input, timeout)
+            except Exception as exc:  # the backend itself failed on this case (a Ray actor died...)
+                answer = {"output": None, "error": f"{type(exc).__name__}: {exc}", "seconds": None}
+            record = _record(case, answer, scorer)
+            results.append(record)
+            if progress is not None:
+                progress.update(record)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
+
+
+def _backend(
+    factory: Union[AgentFactory, str], ray: bool, concurrency: int, address: str | None, actors: int | None
+) -> Backend:
+    if not ray:
+        return LocalBackend(factory)
+    from .ray_runner import RayBackend
+
+    return RayBackend(factory, concurrency=concurrency, address=address, actors=actors)
+
+
+class EvalOptions(TypedDict, total=False):
+    """The keyword arguments of `evaluate` (see there)."""
+
+    concurrency: int
+    scorer: Union[str, Scorer]
+    ray: bool
+    limit: int | None
+    timeout: float | None
+    progress: TextIO | None
+    ray_address: str | None
+    actors: int | None
+
+
+def evaluate(
+    factory: Union[AgentFactory, str],
+    cases: CasesLike,
+    out_dir: str | os.PathLike[str],
+    **options: Unpack[EvalOptions],
+) -> dict[str, Any]:
+    """Run the agent `factory` makes over `cases`, scoring each answer; the summary (also in ``summary.json``).
+
+    Args:
+        factory: A zero-argument callable returning the agent, or ``'MODULE:FACTORY'``.
+        cases: The data set: a JSONL file's path, or cases / dicts (`plait.eval.cases`).
+        out_dir: Where ``results.jsonl`` and ``summary.json`` go; cases already in its
+            ``results.jsonl`` do not run again.
+        concurrency: Cases in flight at once.
+        scorer: ``'contains'``, ``'exact'``, ``'regex'``, ``'MODULE:FN'`` or a function
+            (`plait.eval.scorers`).
+        ray: Answer the cases in a pool of Ray actors (the ``ray`` extra).
+        limit: Only the data set's first `limit` cases.
+        timeout: Seconds a case may take; a slower one is an error.
+        progress: Where to show progress and the summary table (None: nowhere).
+        ray_address: The Ray cluster to join (None: ``$RAY_ADDRESS``, else a local runtime).
+        actors: Size of the Ray actor pool (None: one per CPU of the cluster, at most `concurrency`).
+
+    Raises:
+        UserError: Settings that cannot work (checked before any case runs).
+    """
+    return asyncio.run(aevaluate(factory, cases, out_dir, **options))
