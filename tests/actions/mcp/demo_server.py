@@ -11,7 +11,8 @@ import base64
 import os
 import sys
 
-from mcp.server.mcpserver import Image, MCPServer
+import mcp_types
+from mcp.server.mcpserver import Context, Image, MCPServer
 
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -74,6 +75,38 @@ async def slow(seconds: float) -> str:
 def crash() -> str:
     """End the server process at once."""
     os._exit(3)
+
+
+def triple(x: int) -> int:
+    """Three times x (added by `grow`)."""
+    return 3 * x
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool `triple` and announce the change (in this request's answer, so HTTP clients see it too)."""
+    server.add_tool(triple)
+    changed = mcp_types.ToolListChangedNotification()
+    await ctx.session.send_notification(changed, related_request_id=ctx.request_id)
+    return "grown"
+
+
+@server.resource("demo://greeting", name="greeting", description="A friendly text.", mime_type="text/plain")
+def greeting() -> str:
+    """A friendly text."""
+    return "Hello from the demo server"
+
+
+@server.resource("demo://pixel.png", name="pixel", mime_type="image/png")
+def pixel_resource() -> bytes:
+    """The 1x1 PNG as a binary resource."""
+    return PIXEL
+
+
+@server.prompt()
+def review(code: str, language: str = "python") -> str:
+    """Ask for a code review."""
+    return f"Please review this {language} code:\n{code}"
 
 
 if __name__ == "__main__":

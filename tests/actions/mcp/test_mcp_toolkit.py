@@ -7,47 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_support import PNG_MAGIC, SERVER, free_port, toolkit_class
 
 from _support import resolve
 from plait.actions import ActionExecutor, AsyncActionExecutor
 from plait.actions.mcp import AsyncMCPToolkit, MCPToolkit
 from plait.exceptions import MCPError, UserError
 from plait.schema import ActionStatusCode, AgentMessage, FunctionCall
-
-pytest.importorskip("mcp.server.mcpserver", reason="the test server needs the official MCP SDK (test extra)")
-
-SERVER = str(Path(__file__).with_name("demo_server.py"))
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def toolkit_class(mode: str) -> type[MCPToolkit]:
-    return AsyncMCPToolkit if mode == "async" else MCPToolkit
-
-
-@pytest.fixture
-def make_toolkit(mode: str) -> Iterator[Callable[..., MCPToolkit]]:
-    """``make_toolkit(**kwargs)``: a stdio toolkit on the demo server (closed after the test)."""
-    made: list[MCPToolkit] = []
-
-    def make(**kwargs: Any) -> MCPToolkit:
-        kwargs.setdefault("command", sys.executable)
-        kwargs.setdefault("args", [SERVER])
-        toolkit = toolkit_class(mode)(**kwargs)
-        made.append(toolkit)
-        return toolkit
-
-    yield make
-    for toolkit in made:
-        toolkit.close()
 
 
 def call(toolkit: MCPToolkit, inputs: Any, name: str) -> Any:
@@ -58,7 +31,7 @@ def test_tools_become_the_apis_of_one_toolkit(make_toolkit: Callable[..., MCPToo
     toolkit = make_toolkit()
     assert toolkit.name == "demo_server"
     assert toolkit.is_toolkit
-    assert toolkit.api_names == ["add", "echo", "count", "fail", "pixel", "environment", "slow", "crash"]
+    assert toolkit.api_names == ["add", "echo", "count", "fail", "pixel", "environment", "slow", "crash", "grow"]
     assert toolkit.description["description"].startswith("Arithmetic, echo and failure tools")
     add = toolkit.description["api_list"][0]
     assert add["description"] == "Add two integers."
@@ -209,32 +182,6 @@ def test_async_calls_run_concurrently_on_one_connection() -> None:
 
 
 # -- Streamable HTTP ------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(params=["sse", "json"])
-def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The demo server on Streamable HTTP (answers as SSE streams, or as plain JSON); yields its URL."""
-    port = free_port()
-    args = [sys.executable, SERVER, "http", str(port)] + (["json"] if request.param == "json" else [])
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_streamable_http_server(mode: str, http_server: str, tmp_path: Path) -> None:

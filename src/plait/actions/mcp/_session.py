@@ -2,7 +2,9 @@
 
 `ClientSession` matches responses to requests by id, answers the server's own requests
 (``ping``; anything else gets "method not found"), performs the ``initialize`` handshake
-and offers the two calls plait needs: ``tools/list`` (all pages) and ``tools/call``.
+and offers the calls plait needs: the ``tools``, ``resources`` and ``prompts`` lists (all
+pages), ``tools/call``, ``resources/read`` and ``prompts/get``. A server's
+``notifications/tools/list_changed`` bumps `ClientSession.tools_version`.
 A transport only moves JSON objects; see `plait.actions.mcp._transports`.
 
 Everything here runs on one event loop (the toolkit's private loop thread).
@@ -19,13 +21,20 @@ from typing import Protocol
 from ..._version import __version__
 from ...exceptions import MCPError
 from ...types import JSONValue
+from ._protocol import (
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSIONS,
+    error_message,
+    notification_message,
+    request_message,
+    result_message,
+)
 
 __all__ = ["PROTOCOL_VERSIONS", "ClientSession", "RPCError", "Transport"]
 
 logger = logging.getLogger(__name__)
 
-#: MCP protocol revisions this client speaks, newest first (the first is requested).
-PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+TOOLS_CHANGED = "notifications/tools/list_changed"
 
 Deliver = Callable[[JSONValue], None]
 Closed = Callable[[str], None]
@@ -82,6 +91,7 @@ class ClientSession:
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[JSONValue]] = {}
         self._closed_reason: str | None = None
+        self.tools_version = 0  # bumped by each notifications/tools/list_changed
 
     @property
     def closed(self) -> bool:
@@ -133,9 +143,7 @@ class ClientSession:
         request_id = next(self._ids)
         future: asyncio.Future[JSONValue] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        message: dict[str, JSONValue] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = dict(params)
+        message = request_message(request_id, method, params)
 
         async def exchange() -> JSONValue:
             await self.transport.send(message)  # over HTTP the answer may arrive while this runs
@@ -151,29 +159,42 @@ class ClientSession:
 
     async def notify(self, method: str, params: Mapping[str, JSONValue] | None = None) -> None:
         """Send a notification (no answer expected)."""
-        message: dict[str, JSONValue] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = dict(params)
-        await self.transport.send(message)
+        await self.transport.send(notification_message(method, params))
 
-    async def list_tools(self) -> list[dict[str, JSONValue]]:
-        """Every tool the server offers (following ``nextCursor`` pages)."""
-        tools: list[dict[str, JSONValue]] = []
+    async def list_all(self, kind: str, key: str = "name") -> list[dict[str, JSONValue]]:
+        """Every item of ``{kind}/list`` (``tools``, ``resources``, ``prompts``), following ``nextCursor`` pages.
+
+        Items without a `key` member are left out.
+        """
+        items: list[dict[str, JSONValue]] = []
         cursor: JSONValue = None
+        method = f"{kind}/list"
         for _ in range(1000):  # a server that pages forever is a bug, not a reason to hang
-            result = _members("tools/list", await self.request("tools/list", {"cursor": cursor} if cursor else None))
-            listed = result.get("tools")
+            result = _members(method, await self.request(method, {"cursor": cursor} if cursor else None))
+            listed = result.get(kind)
             if isinstance(listed, list):
-                tools.extend(dict(t) for t in listed if isinstance(t, Mapping) and t.get("name"))
+                items.extend(dict(t) for t in listed if isinstance(t, Mapping) and t.get(key))
             cursor = result.get("nextCursor")
             if not cursor:
                 break
-        return tools
+        return items
+
+    async def list_tools(self) -> list[dict[str, JSONValue]]:
+        """Every tool the server offers (following ``nextCursor`` pages)."""
+        return await self.list_all("tools")
 
     async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
         """The raw ``tools/call`` result (``content``, ``structuredContent``, ``isError``)."""
         result = await self.request("tools/call", {"name": name, "arguments": dict(arguments)})
         return dict(result) if isinstance(result, Mapping) else {"content": []}
+
+    async def fetch(self, method: str, params: Mapping[str, JSONValue]) -> Mapping[str, JSONValue]:
+        """A request whose result must be an object (``resources/read``, ``prompts/get``).
+
+        Raises:
+            MCPError: The server failed, or answered with something else.
+        """
+        return _members(method, await self.request(method, params))
 
     async def _cancel(self, request_id: int, reason: str) -> None:
         if self._closed_reason is None:
@@ -191,6 +212,8 @@ class ClientSession:
         if "method" in message:
             if "id" in message:
                 asyncio.get_running_loop().create_task(self._answer(message))
+            elif message.get("method") == TOOLS_CHANGED:
+                self.tools_version += 1
             else:
                 logger.debug("MCP notification %s", message.get("method"))
             return
@@ -210,11 +233,12 @@ class ClientSession:
 
     async def _answer(self, request: Mapping[str, JSONValue]) -> None:
         """Answer a request the server sent: ``ping``; every other method is not offered."""
-        reply: dict[str, JSONValue] = {"jsonrpc": "2.0", "id": request["id"]}
         if request.get("method") == "ping":
-            reply["result"] = {}
+            reply = result_message(request["id"], {})
         else:
-            reply["error"] = {"code": -32601, "message": f"method not supported by plait: {request.get('method')}"}
+            reply = error_message(
+                request["id"], METHOD_NOT_FOUND, f"method not supported by plait: {request.get('method')}"
+            )
         try:
             await self.transport.send(reply)
         except MCPError:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import logging
 import mimetypes
 import os
@@ -211,7 +210,7 @@ class _MCPToolkitCore(ActionCore, register=False):
         }
 
     def refresh(self) -> None:
-        """List the server's tools again and rebuild the description (done by itself when the server announces a change)."""
+        """List the server's tools again and rebuild the description (automatic after a tools/list_changed)."""
         self._description = self._load_description()
         self._name = str(self._description["name"])
         self._parser = self._bind_parser(self._parser_cls)
