@@ -232,3 +232,8 @@ def test_the_agent_core_does_not_import_the_paradigms_until_they_are_named() -> 
     first, second = _run(code).strip().splitlines()
     assert first == "[]"
     assert second == "plait.agents.react"
+
+
+def test_tracing_all_is_pinned_and_imports_no_opentelemetry() -> None:
+    code = "import sys, plait.tracing as t; print(t.__all__, [m for m in sys.modules if m.startswith('opentelemetry')])"
+    assert _run(code).strip() == "['JSONLTracer', 'current_span', 'instrument', 'is_instrumented', 'uninstrument'] []"

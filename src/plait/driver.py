@@ -39,7 +39,7 @@ from typing import Any, Final, TypeVar, cast
 
 from .effects import Call, Composite, Effect, Emit, Flow, Gather, Leaf
 from .exceptions import ModeError, UserError
-from .interceptors import Interceptor
+from .interceptors import GLOBAL_INTERCEPTORS, Interceptor
 from .schema import AgentStatusCode
 
 __all__ = ["run_astream", "run_async", "run_stream", "run_sync"]
@@ -223,6 +223,11 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
             stack.pop()[0].close()
 
 
+def _with_global(interceptors: Sequence[Interceptor]) -> tuple[Interceptor, ...]:
+    """`interceptors` with the process-wide ones inside them (asked only while some are registered)."""
+    return (*interceptors, *GLOBAL_INTERCEPTORS.values())
+
+
 def _step(awaitable: Awaitable[R]) -> R:
     """Run an awaitable that never suspends (the sync performer's) to its result."""
     coroutine = awaitable.__await__()
@@ -236,7 +241,7 @@ def _step(awaitable: Awaitable[R]) -> R:
 
 def run_sync(flow: Flow[R], interceptors: Sequence[Interceptor] = ()) -> R:
     """Run `flow` in the calling thread; stream effects are drained to their last chunk."""
-    run = _drive(flow, False, False, interceptors)
+    run = _drive(flow, False, False, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
     try:
         return cast(R, _step(run.__anext__()))
     finally:
@@ -245,12 +250,14 @@ def run_sync(flow: Flow[R], interceptors: Sequence[Interceptor] = ()) -> R:
 
 async def run_async(flow: Flow[R], interceptors: Sequence[Interceptor] = ()) -> R:
     """Run `flow` on the running event loop (sync work in worker threads)."""
-    return cast(R, await _value(_drive(flow, True, False, interceptors)))
+    return cast(
+        R, await _value(_drive(flow, True, False, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors))
+    )
 
 
 def run_stream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> Generator[Any, None, None]:
     """Run `flow` in the calling thread, yielding its streamed chunks, then its result last."""
-    run = _drive(flow, False, True, interceptors)
+    run = _drive(flow, False, True, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
     try:
         while True:
             try:
@@ -264,6 +271,8 @@ def run_stream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> Gen
 
 async def run_astream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> AsyncIterator[Any]:
     """Async twin of `run_stream`."""
-    async with aclosing(_drive(flow, True, True, interceptors)) as run:
+    async with aclosing(
+        _drive(flow, True, True, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
+    ) as run:
         async for item in run:
             yield item

@@ -21,21 +21,32 @@ Interceptors registered on an agent see the effects of its whole tree that run i
 driver (sub-agents, executors, tools); `intercept` registers them on every agent of a tree
 so that sub-agents called on their own are covered too. The first registered is the
 outermost.
+
+`register_global_interceptor` registers one for the whole process (every agent, executor
+and tool call, created before or after): the drivers run it inside the interceptors of the
+tree, and while any is registered each agent call is also an `AgentRun` effect, so it sees
+where every agent call begins and ends (`plait.tracing` uses this). With none registered
+this costs one emptiness check per run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .effects import Effect, Flow
+from .effects import Call, Composite, Effect, Flow
 
 if TYPE_CHECKING:
     from .agents.module import AgentModule
     from .hooks.hook import RemovableHandle
+    from .schema import AgentMessage
 
-__all__ = ["Interceptor", "intercept", "register_interceptor"]
+__all__ = ["AgentRun", "Interceptor", "intercept", "register_global_interceptor", "register_interceptor"]
+
+GLOBAL_INTERCEPTORS: dict[int, Interceptor] = {}
+"""The process-wide interceptors by handle id (`register_global_interceptor`); the drivers read it."""
 
 R = TypeVar("R")
 
@@ -82,3 +93,45 @@ def intercept(agent: AgentModule, *interceptors: Interceptor) -> Iterator[None]:
     finally:
         for handle in reversed(handles):
             handle.remove()
+
+
+def register_global_interceptor(interceptor: Interceptor) -> RemovableHandle:
+    """Run `interceptor` around the effects of every agent, executor and tool call of the process.
+
+    It sits inside the interceptors registered on an agent tree (it sees what they let
+    through, as it is performed) and sees each agent call as an `AgentRun`. The handle's
+    `remove()` unregisters it.
+    """
+    from .hooks.hook import RemovableHandle
+
+    handle = RemovableHandle(GLOBAL_INTERCEPTORS)
+    GLOBAL_INTERCEPTORS[handle.id] = interceptor
+    return handle
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AgentRun(Composite["AgentMessage"]):
+    """One agent call (or resume) from its first step to its reply, made an effect while global interceptors exist.
+
+    Its steps always run in place; an interceptor that names it sees the call's inputs and
+    its reply or error, with every effect of the call (model, tools, sub-agents) inside.
+
+    Attributes:
+        agent: The agent called.
+        messages: The call's inputs as given (empty for a resume).
+        session_id: The session.
+        steps: Makes the call path's flow.
+    """
+
+    agent: Any
+    messages: tuple[object, ...]
+    session_id: Hashable
+    steps: Callable[[], Flow[AgentMessage]]
+
+    def flow(self) -> Flow[AgentMessage]:
+        """The agent's call path."""
+        return self.steps()
+
+    def call(self) -> Call[AgentMessage]:  # pragma: no cover - always inline
+        """Not used: an agent run always runs in place."""
+        raise NotImplementedError("an AgentRun runs in place")

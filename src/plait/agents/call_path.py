@@ -13,10 +13,12 @@ or interrupted call (the after-error hooks see the `CancelledError` / `KeyboardI
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..effects import Call, Flow, HookCall
+from ..effects import Call, Flow, HookCall, perform
 from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
+from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode
@@ -120,6 +122,9 @@ def agent_call_flow(
             (agents with memory take one call per session at a time).
         ResumeError: The session's run waits for decisions on tool calls.
     """
+    if GLOBAL_INTERCEPTORS:  # process-wide interceptors (plait.tracing) see the whole call
+        steps = partial(_guarded, agent, session_id, kwargs, messages, None)
+        return (yield from perform(AgentRun(agent, messages, session_id, steps)))
     return (yield from _guarded(agent, session_id, kwargs, messages, None))
 
 
@@ -135,6 +140,9 @@ def agent_resume_flow(
     Raises:
         ResumeError: Nothing waits for a decision on `session_id`, or a decision does not fit.
     """
+    if GLOBAL_INTERCEPTORS:
+        steps = partial(_guarded, agent, session_id, kwargs, (), decisions)
+        return (yield from perform(AgentRun(agent, (), session_id, steps)))
     return (yield from _guarded(agent, session_id, kwargs, (), decisions))
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import json
 import os
 import threading
 import time
@@ -37,7 +36,7 @@ from ..interceptors import Interceptor, register_interceptor
 from ..llms.response import ModelResponse
 from ..schema import AgentStatusCode, PendingCall
 from ..types import SessionId
-from ..utils._json import json_default
+from ._spans import SpanContext, content_of, dumps
 from .hook import Hook
 
 if TYPE_CHECKING:
@@ -48,12 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["JSONLTracer"]
 
 R = TypeVar("R")
-_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("plait_trace_span", default=None)
-
-
-def _content(message: object) -> object:
-    content = getattr(message, "content", message)
-    return content if isinstance(content, (str, int, float, bool, type(None), list, dict)) else str(content)
+_CURRENT: SpanContext[str] = SpanContext("plait_trace_span")
 
 
 @dataclasses.dataclass
@@ -95,7 +89,7 @@ class JSONLTracer(Hook, Interceptor):
     def _open(self, inputs: object = None) -> _Span:
         span = uuid.uuid4().hex[:16]
         parent = _CURRENT.get()
-        return _Span(span, parent, time.perf_counter(), _CURRENT.set(span), inputs)
+        return _Span(span, parent, time.perf_counter(), _CURRENT.enter(span), inputs)
 
     def _begin(self, owner: object, session_id: Hashable, inputs: object = None) -> None:
         opened = self._open(inputs)
@@ -113,10 +107,7 @@ class JSONLTracer(Hook, Interceptor):
         self._write(span, session_id, record)
 
     def _write(self, span: _Span, session_id: Hashable, record: dict[str, object]) -> None:
-        try:
-            _CURRENT.reset(span.token)
-        except ValueError:  # ended in another context (a thread or task): the parent link stays right anyway
-            _CURRENT.set(span.parent)
+        _CURRENT.leave(span.token, span.parent)
         line = {
             "span": span.id,
             "parent": span.parent,
@@ -127,7 +118,7 @@ class JSONLTracer(Hook, Interceptor):
         }
         if self.record_content and span.inputs is not None:
             line["input"] = span.inputs
-        text = json.dumps(line, ensure_ascii=False, default=lambda v: _safe(v))
+        text = dumps(line)
         with self._lock:
             if not self._file.closed:
                 self._file.write(text + "\n")
@@ -159,7 +150,7 @@ class JSONLTracer(Hook, Interceptor):
             if response is not None and response.usage is not None:
                 outcome["usage"] = dataclasses.asdict(response.usage)
             if self.record_content:
-                outcome["output"] = response.content if response is not None else _content(result)
+                outcome["output"] = response.content if response is not None else content_of(result)
                 if response is not None and response.tool_calls:
                     outcome["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in response.tool_calls]
             return outcome
@@ -182,7 +173,7 @@ class JSONLTracer(Hook, Interceptor):
     # -- hook points -----------------------------------------------------------------------------
     def before_agent(self, agent: AgentCore, messages: list[AgentMessage], session_id: SessionId) -> None:
         """Open the agent's span."""
-        self._begin(agent, session_id, [_content(m) for m in messages] if self.record_content else None)
+        self._begin(agent, session_id, [content_of(m) for m in messages] if self.record_content else None)
 
     def after_agent(self, agent: AgentCore, message: AgentMessage, session_id: SessionId) -> None:
         """Close the agent's span and write it (a run paused for approval: the calls that wait)."""
@@ -191,7 +182,7 @@ class JSONLTracer(Hook, Interceptor):
             waiting = message.content if isinstance(message.content, list) else []
             record["interrupted"] = [{"id": c.id, "name": c.name} for c in waiting if isinstance(c, PendingCall)]
         elif self.record_content:
-            record["output"] = _content(message)
+            record["output"] = content_of(message)
         self._end(agent, session_id, record)
 
     def on_resume(self, agent: AgentCore, decisions: Mapping[str, object], session_id: SessionId) -> None:
@@ -214,10 +205,3 @@ class JSONLTracer(Hook, Interceptor):
     def close(self) -> None:
         """Close the trace file."""
         self._finalizer()
-
-
-def _safe(value: object) -> object:
-    try:
-        return json_default(value)
-    except TypeError:
-        return str(value)
