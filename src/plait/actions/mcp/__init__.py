@@ -1,11 +1,12 @@
-"""Model Context Protocol: use the tools of any MCP server (stdio or Streamable HTTP) as a plait toolkit.
+"""Model Context Protocol, both ways: any MCP server's tools as a plait toolkit, and plait tools as an MCP server.
 
-No extra dependency: the client speaks JSON-RPC itself (over a subprocess's pipes, or
-aiohttp). See `MCPToolkit`.
+No extra dependency: plait speaks JSON-RPC itself (over a subprocess's pipes, stdin/stdout,
+or aiohttp). See `MCPToolkit` (client) and `MCPServer` (server).
 """
 
 from __future__ import annotations
 
+from .server import MCPServer
 from .toolkit import AsyncMCPToolkit, MCPToolkit
 
-__all__ = ["AsyncMCPToolkit", "MCPToolkit"]
+__all__ = ["AsyncMCPToolkit", "MCPServer", "MCPToolkit"]

@@ -1,0 +1,320 @@
+"""`MCPServer`: plait tools (and agents) served to any MCP client, over stdio or Streamable HTTP.
+
+```python
+from plait.actions import Calculator
+from plait.actions.mcp import MCPServer
+
+server = MCPServer([Calculator()], name="calc")
+server.run()                                             # stdio: for Claude Desktop, Cursor...
+server.run(transport="streamable-http", port=8000)       # http://127.0.0.1:8000/mcp
+```
+
+Each API of a toolkit is its own MCP tool, named and described as plait describes it for
+native tool calling (``Toolkit__api``, the same JSON Schema). An agent in the list is one
+tool taking ``message`` and answering with its reply (`AgentTool`).
+
+Calls go through one `ActionExecutor` flow (its hooks, the interceptors, the tools' own
+argument parsing), run on the server's event loop (sync tools in worker threads). What a
+tool returns becomes MCP content (text; images and audio saved as files are sent inline);
+a failed call, an unknown tool or bad arguments come back as ``isError`` results the model
+can read. A tool that requires a person's approval (``requires_approval``) is not run: no
+one can approve over MCP, so the call comes back as an ``isError`` result saying so.
+Only malformed JSON-RPC gets a protocol error.
+
+Sessions: each MCP session (one per stdio process, one per ``Mcp-Session-Id`` over HTTP)
+is its own plait ``session_id``, so stateful tools (interpreters, agents' memories) keep
+one state per client; when a session ends, the tools' ``close_session`` and
+``clear_session_state`` forget it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..._version import __version__
+from ...agents.module import AgentModule
+from ...driver import run_async
+from ...exceptions import UserError
+from ...interceptors import Interceptor
+from ...schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from ...types import JSONValue
+from ..action_executor import ActionExecutorCore, AsyncActionExecutor
+from ._agent_tool import AgentTool
+from ._protocol import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PROTOCOL_VERSIONS,
+    content_items,
+    error_message,
+    result_message,
+)
+
+__all__ = ["MCPServer", "ServerSession"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerSession:
+    """One MCP client's session.
+
+    Attributes:
+        id: The session's id (the ``Mcp-Session-Id`` over HTTP).
+        plait_session: The ``session_id`` its tool calls run in.
+        owner: Who opened it (the tenant, over HTTP with named tokens).
+        protocol_version: The revision agreed at ``initialize``.
+        calls: Requests in flight, by JSON-RPC id (``notifications/cancelled`` cancels them).
+    """
+
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    plait_session: Hashable = ""
+    owner: str = ""
+    protocol_version: str = PROTOCOL_VERSIONS[0]
+    calls: dict[int | str, asyncio.Task[Any]] = field(default_factory=dict)
+
+
+class _Refusal(Exception):
+    """A request the protocol rejects: answered with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class MCPServer:
+    """Plait actions, toolkits and agents as the tools of an MCP server.
+
+    Args:
+        actions: Actions (instances, classes, config dicts, plain functions), agents, or an
+            executor whose tools and hooks to serve (a sync `ActionExecutor` works too).
+        name: The server's name, shown by clients.
+        instructions: Text the server offers clients about how to use its tools.
+        interceptors: Interceptors around every tool call (besides the global ones).
+
+    Raises:
+        UserError: Two tools share a name, or an item is not an action or agent.
+    """
+
+    def __init__(
+        self,
+        actions: ActionExecutorCore | Sequence[object] | object,
+        name: str = "plait",
+        instructions: str | None = None,
+        *,
+        interceptors: Sequence[Interceptor] = (),
+    ) -> None:
+        if isinstance(actions, ActionExecutorCore):
+            self.executor: ActionExecutorCore = actions
+        else:
+            items: list[Any] = list(actions) if isinstance(actions, (list, tuple)) else [actions]
+            self.executor = AsyncActionExecutor([AgentTool(a) if isinstance(a, AgentModule) else a for a in items])
+        self.name = name
+        self.instructions = instructions
+        self.interceptors = tuple(interceptors)
+
+    def __repr__(self) -> str:
+        return f"MCPServer(name={self.name!r}, tools={[t['name'] for t in self.tools()]})"
+
+    # -- the protocol ----------------------------------------------------------------------------
+    def tools(self) -> list[dict[str, JSONValue]]:
+        """The ``tools/list`` entries: name, description and JSON Schema of every enabled API."""
+        return [
+            {
+                "name": tool["function"]["name"],
+                "description": tool["function"]["description"],
+                "inputSchema": tool["function"]["parameters"],
+            }
+            for tool in self.executor.openai_tools()
+        ]
+
+    async def handle(self, message: object, session: ServerSession) -> dict[str, JSONValue] | None:
+        """The answer to one JSON-RPC message from a client (None for notifications and responses).
+
+        Never raises for what the client sent: malformed messages get JSON-RPC errors.
+        """
+        if not isinstance(message, Mapping) or message.get("jsonrpc") != "2.0":
+            what = (
+                "a JSON array (batches are not supported)" if isinstance(message, list) else "not a JSON-RPC 2.0 object"
+            )
+            return error_message(None, INVALID_REQUEST, f"the message is {what}")
+        method = message.get("method")
+        request_id = message.get("id")
+        if method is None:
+            return None  # a response to a request of ours: this server sends none
+        if "id" not in message:
+            self._notified(method, message.get("params"), session)
+            return None
+        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool) or not isinstance(method, str):
+            return error_message(None, INVALID_REQUEST, "a request needs a string method and a string or integer id")
+        params = message.get("params", {})
+        task = asyncio.current_task()
+        if task is not None:
+            session.calls[request_id] = task
+        try:
+            if not isinstance(params, Mapping):
+                raise _Refusal(INVALID_PARAMS, "params must be an object")
+            return result_message(request_id, await self._answer(method, params, session))
+        except _Refusal as refusal:
+            return error_message(request_id, refusal.code, str(refusal))
+        finally:
+            session.calls.pop(request_id, None)
+
+    async def _answer(self, method: str, params: Mapping[str, JSONValue], session: ServerSession) -> JSONValue:
+        if method == "initialize":
+            return self._initialize(params, session)
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": list(self.tools())}
+        if method == "tools/call":
+            return await self.call_tool(params.get("name"), params.get("arguments", {}), session)
+        raise _Refusal(METHOD_NOT_FOUND, f"method not found: {method[:100]}")
+
+    def _initialize(self, params: Mapping[str, JSONValue], session: ServerSession) -> JSONValue:
+        asked = params.get("protocolVersion")
+        session.protocol_version = (
+            asked if isinstance(asked, str) and asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0]
+        )
+        result: dict[str, JSONValue] = {
+            "protocolVersion": session.protocol_version,
+            "capabilities": {"tools": {"listChanged": False}},
+            "serverInfo": {"name": self.name, "version": __version__},
+        }
+        if self.instructions:
+            result["instructions"] = self.instructions
+        return result
+
+    def _notified(self, method: object, params: object, session: ServerSession) -> None:
+        """A client notification: ``notifications/cancelled`` stops the request it names; the rest need nothing."""
+        if method == "notifications/cancelled" and isinstance(params, Mapping):
+            request_id = params.get("requestId")
+            task = session.calls.get(request_id) if isinstance(request_id, (int, str)) else None
+            if task is not None:
+                task.cancel()
+
+    async def call_tool(self, name: object, arguments: object, session: ServerSession) -> dict[str, JSONValue]:
+        """A ``tools/call`` result: the tool's content, or an ``isError`` result for the model.
+
+        Raises:
+            _Refusal: `name` is not a string or `arguments` not an object (malformed params).
+        """
+        if not isinstance(name, str):
+            raise _Refusal(INVALID_PARAMS, "tools/call needs the tool's name as a string")
+        if not isinstance(arguments, Mapping):
+            raise _Refusal(INVALID_PARAMS, "tools/call arguments must be an object")
+        executor = self.executor
+        if executor.needs_approval(name, dict(arguments)):
+            text = f"The tool {name!r} needs a person's approval before each call; this MCP server does not run it."
+            return {"content": [{"type": "text", "text": text}], "isError": True}
+        call = AgentMessage(sender="mcp", content=FunctionCall(executor.resolve_name(name), dict(arguments)))
+        reply = await run_async(executor.call_flow(call, session_id=session.plait_session), self.interceptors)
+        ret = reply.content if isinstance(reply, AgentMessage) else reply
+        if not isinstance(ret, ActionReturn):
+            return {"content": [{"type": "text", "text": str(ret)}], "isError": False}
+        if ret.state == ActionStatusCode.SUCCESS:
+            return {"content": content_items(ret.result), "isError": False}
+        error = [{"type": "text", "text": ret.errmsg or "the tool failed"}]
+        return {"content": [*error, *content_items(ret.result)], "isError": True}
+
+    # -- sessions --------------------------------------------------------------------------------
+    def open_session(self, owner: str = "") -> ServerSession:
+        """A new session (its plait ``session_id`` is ``owner/id``, or the id without an owner)."""
+        session = ServerSession(owner=owner)
+        session.plait_session = f"{owner}/{session.id}" if owner else session.id
+        return session
+
+    async def close_session(self, session: ServerSession) -> None:
+        """End `session`: cancel its calls, and have every tool forget its state (in a worker thread)."""
+        for task in list(session.calls.values()):
+            task.cancel()
+        actions = list(self.executor.actions.values())
+
+        def forget() -> None:
+            for action in actions:
+                for cleanup in ("close_session", "clear_session_state"):
+                    method = getattr(action, cleanup, None)
+                    if callable(method):
+                        try:
+                            method(session.plait_session)
+                        except Exception:  # one tool failing to clean up must not keep the others' state
+                            logger.warning("%s.%s failed", action.name, cleanup, exc_info=True)
+
+        await asyncio.to_thread(forget)
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(
+        self,
+        transport: Literal["stdio", "streamable-http"] = "stdio",
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        token: str | Mapping[str, str] | None = None,
+        *,
+        insecure: bool = False,
+    ) -> None:
+        """Serve until stdin ends (stdio) or the process is interrupted (Ctrl-C, SIGTERM).
+
+        Args:
+            transport: ``"stdio"`` (JSON-RPC lines on stdin/stdout; anything the tools print
+                goes to stderr) or ``"streamable-http"`` (``http://host:port/mcp``).
+            host: The address to listen on (HTTP).
+            port: The port (HTTP; 0 picks a free one, printed on stderr).
+            token: The bearer token clients must send (HTTP): one, or ``{tenant: token}``.
+            insecure: Serve a non-loopback `host` without a token.
+
+        Raises:
+            UserError: An unknown transport, or a non-loopback `host` without a token.
+        """
+        from ._serve import serve_forever, serve_stdio
+
+        if transport == "stdio":
+            asyncio.run(serve_stdio(self))
+        elif transport == "streamable-http":
+            asyncio.run(serve_forever(self, host, port, token, insecure))
+        else:
+            raise UserError(f"unknown MCP transport {transport!r}: use 'stdio' or 'streamable-http'")
+
+    @contextlib.asynccontextmanager
+    async def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        token: str | Mapping[str, str] | None = None,
+        insecure: bool = False,
+        max_body_bytes: int = 4 * 1024 * 1024,
+        max_sessions: int = 1000,
+    ) -> AsyncIterator[str]:
+        """Serve Streamable HTTP on the running loop for the duration of an ``async with``; yields the endpoint URL.
+
+        ```python
+        async with server.serve_http(port=0) as url:    # 'http://127.0.0.1:PORT/mcp'
+            ...
+        ```
+
+        Args:
+            host: The address to listen on.
+            port: The port (0: a free one).
+            token: The bearer token clients must send: one, or ``{tenant: token}`` (each
+                tenant sees only its own sessions).
+            insecure: Serve a non-loopback `host` without a token.
+            max_body_bytes: The largest request body (larger ones get HTTP 413).
+            max_sessions: Sessions kept at once; beyond it the least recently used one ends.
+
+        Raises:
+            UserError: A non-loopback `host` without a token (and without ``insecure``).
+        """
+        from ._serve import HTTPEndpoint
+
+        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions)
+        url = await endpoint.start(host, port, insecure)
+        try:
+            yield url
+        finally:
+            await endpoint.stop()
