@@ -237,3 +237,22 @@ def test_the_agent_core_does_not_import_the_paradigms_until_they_are_named() -> 
 def test_tracing_all_is_pinned_and_imports_no_opentelemetry() -> None:
     code = "import sys, plait.tracing as t; print(t.__all__, [m for m in sys.modules if m.startswith('opentelemetry')])"
     assert _run(code).strip() == "['JSONLTracer', 'current_span', 'instrument', 'is_instrumented', 'uninstrument'] []"
+
+
+def test_interop_tools_are_lazy_names_of_plait_actions() -> None:
+    code = (
+        "import sys, plait.actions\n"
+        "from plait.actions import AgentLegoTool, AsyncAgentLegoTool, AsyncLangChainTool, Calculator, LangChainTool\n"
+        "Calculator().as_langchain_tool\n"  # the method is there before LangChain is imported
+        "print([m for m in ('langchain_core', 'agentlego') if m in sys.modules])\n"
+        "print(LangChainTool.__module__, AsyncLangChainTool.__module__)\n"
+        "print(AgentLegoTool.__module__, AsyncAgentLegoTool.__module__)\n"
+        "names = {'AgentLegoTool', 'AsyncAgentLegoTool', 'AsyncLangChainTool', 'LangChainTool'}\n"
+        "print(sorted(names & set(dir(plait.actions))))"
+    )
+    assert _run(code).splitlines() == [
+        "[]",
+        "plait.actions.langchain_tool plait.actions.langchain_tool",
+        "plait.actions.agentlego_tool plait.actions.agentlego_tool",
+        "['AgentLegoTool', 'AsyncAgentLegoTool', 'AsyncLangChainTool', 'LangChainTool']",
+    ]

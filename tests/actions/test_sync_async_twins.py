@@ -32,13 +32,21 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
             "resolve_name"
         ),
     ),
+    "actions.AgentLegoTool": (
+        "AgentLegoTool BaseAction",
+        "acall",
+        (
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
+        ),
+    ),
     "actions.ArxivSearch": (
         "ArxivSearch BaseAction",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close get_arxiv_article_information "
-            "needs_approval parse_response resolve_api run_io session_state to_openai_tools web_clients "
-            "wrap_result"
+            "__call__ as_langchain_tool build_request call_flow clear_session_state close "
+            "get_arxiv_article_information needs_approval parse_response resolve_api run_io session_state "
+            "to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncActionExecutor": (
@@ -54,96 +62,119 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "__call__",
         "",
     ),
+    "actions.AsyncAgentLegoTool": (
+        "AgentLegoTool BaseAction",
+        "__call__ acall",
+        (
+            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api run session_state "
+            "to_openai_tools wrap_result"
+        ),
+    ),
     "actions.AsyncArxivSearch": (
         "ArxivSearch BaseAction",
         "__call__ acall aclose get_arxiv_article_information",
         (
-            "build_request call_flow clear_session_state close needs_approval parse_response resolve_api "
-            "run_io session_state to_openai_tools web_clients wrap_result"
+            "as_langchain_tool build_request call_flow clear_session_state close needs_approval "
+            "parse_response resolve_api run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncBINGMap": (
         "BINGMap BaseAction",
         "__call__ acall aclose get_coordinates get_distance get_route search_nearby",
         (
-            "build_request call_flow clear_session_state close needs_approval resolve_api run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "as_langchain_tool build_request call_flow clear_session_state close needs_approval resolve_api "
+            "run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleScholar": (
         "BaseAction GoogleScholar",
         "__call__ acall aclose get_author_id get_author_information get_citation_format search_google_scholar",
         (
-            "build_request call_flow clear_session_state close needs_approval resolve_api run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "as_langchain_tool build_request call_flow clear_session_state close needs_approval resolve_api "
+            "run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleSearch": (
         "BaseAction GoogleSearch",
         "__call__ acall aclose run",
         (
-            "build_request call_flow clear_session_state close needs_approval parse_response resolve_api "
-            "run_io session_state to_openai_tools web_clients wrap_result"
+            "as_langchain_tool build_request call_flow clear_session_state close needs_approval "
+            "parse_response resolve_api run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncIPythonInteractive": (
         "BaseAction IPythonInteractive",
         "__call__ acall run",
         (
-            "call_flow clear_session_state close_session needs_approval reset resolve_api session_dir "
-            "session_state shutdown to_openai_tools wrap_result"
+            "as_langchain_tool call_flow clear_session_state close_session needs_approval reset resolve_api "
+            "session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncIPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "__call__ acall run",
         (
-            "call_flow clear_session_state close_session needs_approval prewarm reset resolve_api "
-            "session_dir session_state shutdown to_openai_tools wrap_result"
+            "as_langchain_tool call_flow clear_session_state close_session needs_approval prewarm reset "
+            "resolve_api session_dir session_state shutdown to_openai_tools wrap_result"
+        ),
+    ),
+    "actions.AsyncLangChainTool": (
+        "BaseAction LangChainTool",
+        "__call__ acall run",
+        (
+            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api session_state "
+            "to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncMCPToolkit": (
         "BaseAction MCPToolkit",
         "__aenter__ __aexit__ __call__ acall aclose",
         (
-            "__enter__ __exit__ call_flow clear_session_state close from_spec needs_approval refresh "
-            "resolve_api session_state to_openai_tools wrap_result"
+            "__enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec "
+            "needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncPPT": (
         "BaseAction PPT",
         "__call__ acall",
         (
-            "add_first_page add_text_image_page add_text_page call_flow clear_session_state create_file "
-            "document needs_approval resolve_api session_state submit_file to_openai_tools wrap_result"
+            "add_first_page add_text_image_page add_text_page as_langchain_tool call_flow clear_session_state "
+            "create_file document needs_approval resolve_api session_state submit_file to_openai_tools "
+            "wrap_result"
         ),
     ),
     "actions.AsyncPythonInterpreter": (
         "BaseAction PythonInterpreter",
         "__call__ acall run",
-        "call_flow clear_session_state needs_approval resolve_api session_state shutdown to_openai_tools wrap_result",
+        (
+            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api session_state "
+            "shutdown to_openai_tools wrap_result"
+        ),
     ),
     "actions.AsyncWebBrowser": (
         "BaseAction WebBrowser",
         "__call__ acall aclose open_url search select",
         (
-            "call_flow clear_session_state close needs_approval resolve_api results run_io session_state "
-            "to_openai_tools web_clients wrap_result"
+            "as_langchain_tool call_flow clear_session_state close needs_approval resolve_api results run_io "
+            "session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.BINGMap": (
         "BINGMap BaseAction",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close get_coordinates get_distance "
-            "get_route needs_approval resolve_api run_io search_nearby session_state to_openai_tools "
-            "web_clients wrap_result"
+            "__call__ as_langchain_tool build_request call_flow clear_session_state close get_coordinates "
+            "get_distance get_route needs_approval resolve_api run_io search_nearby session_state "
+            "to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.BaseAction": (
         "BaseAction",
         "acall",
-        "__call__ call_flow clear_session_state needs_approval resolve_api session_state to_openai_tools wrap_result",
+        (
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
+            "session_state to_openai_tools wrap_result"
+        ),
     ),
     "actions.BaseParser": (
         "BaseParser",
@@ -154,28 +185,31 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction Calculator",
         "acall",
         (
-            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.FinishAction": (
         "BaseAction FinishAction",
         "acall",
         (
-            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.FunctionAction": (
         "BaseAction FunctionAction",
         "acall",
-        "__call__ call_flow clear_session_state needs_approval resolve_api session_state to_openai_tools wrap_result",
+        (
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
+            "session_state to_openai_tools wrap_result"
+        ),
     ),
     "actions.GoogleScholar": (
         "BaseAction GoogleScholar",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close get_author_id "
+            "__call__ as_langchain_tool build_request call_flow clear_session_state close get_author_id "
             "get_author_information get_citation_format needs_approval resolve_api run_io "
             "search_google_scholar session_state to_openai_tools web_clients wrap_result"
         ),
@@ -184,40 +218,40 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction GoogleSearch",
         "acall aclose",
         (
-            "__call__ build_request call_flow clear_session_state close needs_approval parse_response "
-            "resolve_api run run_io session_state to_openai_tools web_clients wrap_result"
+            "__call__ as_langchain_tool build_request call_flow clear_session_state close needs_approval "
+            "parse_response resolve_api run run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.IPythonInteractive": (
         "BaseAction IPythonInteractive",
         "acall",
         (
-            "__call__ call_flow clear_session_state close_session needs_approval reset resolve_api run "
-            "session_dir session_state shutdown to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state close_session needs_approval reset "
+            "resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.IPythonInteractiveManager": (
         "BaseAction IPythonInteractiveManager",
         "acall acall_batch",
         (
-            "__call__ call_flow clear clear_session_state needs_approval reset resolve_api session_state "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear clear_session_state needs_approval reset resolve_api "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.IPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "acall",
         (
-            "__call__ call_flow clear_session_state close_session needs_approval prewarm reset "
-            "resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state close_session needs_approval prewarm "
+            "reset resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.InvalidAction": (
         "BaseAction InvalidAction",
         "acall",
         (
-            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.JsonParser": (
@@ -225,29 +259,37 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "",
         "__call__ check_arguments example parameters parse_inputs parse_outputs required",
     ),
+    "actions.LangChainTool": (
+        "BaseAction LangChainTool",
+        "acall",
+        (
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
+        ),
+    ),
     "actions.MCPToolkit": (
         "BaseAction MCPToolkit",
         "acall",
         (
-            "__call__ __enter__ __exit__ call_flow clear_session_state close from_spec needs_approval "
-            "refresh resolve_api session_state to_openai_tools wrap_result"
+            "__call__ __enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec "
+            "needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.NoAction": (
         "BaseAction NoAction",
         "acall",
         (
-            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.PPT": (
         "BaseAction PPT",
         "acall",
         (
-            "__call__ add_first_page add_text_image_page add_text_page call_flow clear_session_state "
-            "create_file document needs_approval resolve_api session_state submit_file to_openai_tools "
-            "wrap_result"
+            "__call__ add_first_page add_text_image_page add_text_page as_langchain_tool call_flow "
+            "clear_session_state create_file document needs_approval resolve_api session_state submit_file "
+            "to_openai_tools wrap_result"
         ),
     ),
     "actions.ParseError": (
@@ -259,8 +301,8 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction PythonInterpreter",
         "acall",
         (
-            "__call__ call_flow clear_session_state needs_approval resolve_api run session_state shutdown "
-            "to_openai_tools wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.TupleParser": (
@@ -272,8 +314,8 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction WebBrowser",
         "acall aclose",
         (
-            "__call__ call_flow clear_session_state close needs_approval open_url resolve_api results "
-            "run_io search select session_state to_openai_tools web_clients wrap_result"
+            "__call__ as_langchain_tool call_flow clear_session_state close needs_approval open_url "
+            "resolve_api results run_io search select session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "distributed.AgentAPIServer": (

@@ -20,6 +20,7 @@ from .builtin_actions import FinishAction, FunctionAction, InvalidAction, NoActi
 from .parser import BaseParser, JsonParser, TupleParser, to_result_items
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers (re-exported: not in __all__)
+    from .agentlego_tool import AgentLegoTool as AgentLegoTool, AsyncAgentLegoTool as AsyncAgentLegoTool
     from .arxiv_search import ArxivSearch as ArxivSearch, AsyncArxivSearch as AsyncArxivSearch
     from .bing_map import AsyncBINGMap as AsyncBINGMap, BINGMap as BINGMap
     from .calculator import Calculator as Calculator
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # the lazy names below, for type checkers (re-exported: not i
         AsyncIPythonInterpreter as AsyncIPythonInterpreter,
         IPythonInterpreter as IPythonInterpreter,
     )
+    from .langchain_tool import AsyncLangChainTool as AsyncLangChainTool, LangChainTool as LangChainTool
     from .mcp import AsyncMCPToolkit as AsyncMCPToolkit, MCPToolkit as MCPToolkit
     from .ppt import PPT as PPT, AsyncPPT as AsyncPPT
     from .python_interpreter import (
@@ -67,6 +69,10 @@ _LAZY: dict[str, str] = {
     "AsyncPPT": ".ppt",
     "MCPToolkit": ".mcp",
     "AsyncMCPToolkit": ".mcp",
+    "LangChainTool": ".langchain_tool",
+    "AsyncLangChainTool": ".langchain_tool",
+    "AgentLegoTool": ".agentlego_tool",
+    "AsyncAgentLegoTool": ".agentlego_tool",
 }
 
 __all__ = [

@@ -67,6 +67,9 @@ from ._registry import register_tool
 from ._schema import openai_tool
 from .parser import BaseParser, JsonParser
 
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool as LangChainBaseTool
+
 __all__ = ["SESSION_PARAMETER", "ActionCore", "AsyncActionMixin", "BaseAction", "check_dependencies", "tool_api"]
 
 logger = logging.getLogger(__name__)
@@ -342,6 +345,22 @@ class ActionCore(metaclass=abc.ABCMeta):
                 for api in self._description["api_list"]
             ]
         return [openai_tool(self._description, self._name)]
+
+    def as_langchain_tool(self, api: str | None = None) -> LangChainBaseTool:
+        """API `api` of this tool (its only one by default) as a LangChain ``StructuredTool`` (``plait[langchain]``).
+
+        The tool has this API's OpenAI name, description and JSON Schema; LangChain's
+        ``invoke``/``ainvoke`` call the plait tool, and a failed call is returned to LangChain
+        as its error message. For every API of a toolkit:
+        ``[toolkit.as_langchain_tool(api) for api in toolkit.api_names]``.
+
+        Raises:
+            UserError: A toolkit with several APIs needs `api`, or `api` is not one of them.
+            MissingDependencyError: ``langchain-core`` is not installed.
+        """
+        from .langchain_tool import as_langchain_tool
+
+        return as_langchain_tool(self, api)
 
     # -- calling ------------------------------------------------------------------------------
     async def acall(self, inputs: object = None, name: str = "run", session_id: Hashable | None = None) -> ActionReturn:
