@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from _support import Doubler, one_tool_round, resolve
+from _support import Doubler, collect, one_tool_round, resolve
 from plait.actions import BaseAction, tool_api
 from plait.agents import Agent, AsyncAgent, AsyncSequential, Sequential
 from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCallingAgent
@@ -318,6 +318,27 @@ def test_a_stream_closed_early_ends_its_spans_without_error(traced: Traced) -> N
     names = {s.name: s for s in traced.spans()}
     assert set(names) == {"invoke_agent talker", "chat ScriptedLLM"}
     assert all(s.status.status_code == StatusCode.UNSET for s in names.values())
+
+
+def test_a_streaming_tool_agent_keeps_its_tree(mode: str, traced: Traced) -> None:
+    from plait.agents.function_calling import AsyncStreamingFunctionCallingAgent, StreamingFunctionCallingAgent
+
+    cls = AsyncStreamingFunctionCallingAgent if mode == "async" else StreamingFunctionCallingAgent
+    llm_cls = AsyncGPTAPI if mode == "async" else GPTAPI
+    with FakeOpenAIServer(handler=one_tool_round("Doubler", {"x": 5}, "It is {}.")) as server:
+        agent = cls(llm_cls("gpt-test", api_base=server.base_url, key=None), [Doubler()], name="streamer")
+        chunks = collect(agent("Double 5.", session_id="st"))
+    assert chunks[-1].content == "It is 10." and len(chunks) > 1
+    agent_span, first, tool, second = traced.spans()
+    assert [s.name for s in (agent_span, first, tool, second)] == [
+        "invoke_agent streamer",
+        "chat gpt-test",
+        "execute_tool Doubler",
+        "chat gpt-test",
+    ]
+    assert parent(first) == parent(tool) == parent(second) == sid(agent_span)
+    assert attrs(first)["gen_ai.usage.input_tokens"] > 0 and attrs(tool)["gen_ai.tool.call.id"] == "call_0"
+    assert current_span() is None  # nothing stays open in the consumer's context
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
