@@ -132,6 +132,26 @@ TESTING_EXPECTED = [
     "scripted_llm",
 ]
 
+EVAL_EXPECTED = [
+    "AgentFactory",
+    "Case",
+    "CaseRunner",
+    "Scorer",
+    "aevaluate",
+    "agent_profile",
+    "contains",
+    "evaluate",
+    "exact",
+    "export",
+    "load_cases",
+    "load_scorer",
+    "native_messages",
+    "regex",
+    "summarise",
+    "to_openai",
+    "to_sharegpt",
+]
+
 HEAVY = ("pydantic", "aiohttp", "jinja2", *(f"plait.{name}" for name in SUBMODULES))
 
 
@@ -213,6 +233,14 @@ def test_testing_all_is_pinned_and_resolves() -> None:
     assert sorted(plait.testing.__all__) == plait.testing.__all__
     for name in plait.testing.__all__:
         assert getattr(plait.testing, name) is not None, name
+
+
+def test_eval_all_is_pinned_and_resolves() -> None:
+    import plait.eval
+
+    assert plait.eval.__all__ == EVAL_EXPECTED
+    for name in plait.eval.__all__:
+        assert getattr(plait.eval, name) is not None, name
 
 
 def test_testing_import_is_light() -> None:
