@@ -6,6 +6,7 @@ plait run --api-base http://127.0.0.1:8000/v1 --model qwen2.5 "..."   # any Open
 plait chat --session chat.json               # REPL: /help, /reset, /save FILE, /load FILE, /tools, /quit
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
+plait mcp-serve my_tools:server              # plait tools to MCP clients (stdio; --transport streamable-http)
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
 PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
@@ -222,6 +223,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--insecure", action="store_true", help="serve a non-loopback address without a token (behind an auth proxy)"
     )
+    mcp = sub.add_parser("mcp-serve", help="serve tools over MCP: MODULE:ATTR names an MCPServer, tools or an agent")
+    mcp.add_argument("target", metavar="MODULE:ATTR", help="a module (or .py file) and the attribute to serve")
+    mcp.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="address to listen on (HTTP; default: 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8000, help="port to listen on (HTTP; default: 8000)")
+    mcp.add_argument("--token-file", metavar="FILE", help="bearer token, mode 0600 (default: $PLAIT_SERVER_TOKEN)")
+    mcp.add_argument("--insecure", action="store_true", help="serve a non-loopback address without a token")
     web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
@@ -316,6 +324,10 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             return _web(args)
+        if args.command == "mcp-serve":
+            from .actions.mcp._cli import mcp_serve
+
+            return mcp_serve(args)
         if args.command in ("eval", "export"):
             from .eval.cli import run as run_eval
 
