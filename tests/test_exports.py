@@ -284,3 +284,10 @@ def test_interop_tools_are_lazy_names_of_plait_actions() -> None:
         "plait.actions.agentlego_tool plait.actions.agentlego_tool",
         "['AgentLegoTool', 'AsyncAgentLegoTool', 'AsyncLangChainTool', 'LangChainTool']",
     ]
+
+
+def test_mcp_all_is_pinned() -> None:
+    import plait.actions.mcp
+
+    assert plait.actions.mcp.__all__ == ["AsyncMCPToolkit", "MCPServer", "MCPToolkit"]
+    assert all(getattr(plait.actions.mcp, name) for name in plait.actions.mcp.__all__)
