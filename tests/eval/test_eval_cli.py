@@ -271,3 +271,39 @@ def test_export_only_passed_and_sharegpt(tmp_path: Path) -> None:
     assert [tool["name"] for tool in json.loads(first["tools"])] == ["Calculator"]
     missing = plait("", "export", str(tmp_path / "nowhere"), "-o", str(tmp_path / "x.jsonl"))
     assert missing.returncode == 2 and "no evaluation in" in missing.stderr
+
+
+def test_the_example_data_set_and_agent(tmp_path: Path) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples" / "eval"
+    capitals = {"France": "Paris", "Japan": "Tokyo", "Kenya": "Nairobi", "Canada": "Ottawa", "Norway": "Oslo"}
+
+    def model(body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(f"It is {last['content']}.")
+        question = str(last["content"])
+        if "calculator" in question:
+            expression = question.split("What is ")[1].split("?")[0]
+            return Reply(tool_calls=[("Calculator", {"expression": expression})])
+        return Reply(next((city for country, city in capitals.items() if country in question), "Sydney"))
+
+    out = tmp_path / "runs"
+    with FakeOpenAIServer(handler=model) as server:
+        run = subprocess.run(
+            command("eval", "capitals.jsonl", "--agent", "capitals_agent:make_agent", "--out", str(out)),
+            cwd=examples,  # the factory's module is found in the current folder
+            env={**env(""), "PLAIT_API_BASE": server.base_url, "PLAIT_MODEL": "m"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert run.returncode == 0, run.stderr
+    results = {r["id"]: r for r in read_jsonl(out / "results.jsonl")}
+    assert {key for key, r in results.items() if not r["passed"]} == {"au", "br"}
+    assert results["div"]["output"] == "It is 128."
+    assert results["mul"]["metadata"] == {"topic": "arithmetic"}
+    exported = plait("", "export", str(out), "-o", str(tmp_path / "train.jsonl"), "--only-passed")
+    assert exported.stdout.startswith("8 cases"), exported.stderr
+    for line in read_jsonl(tmp_path / "train.jsonl"):
+        jsonschema.validate(line, SCHEMA)
