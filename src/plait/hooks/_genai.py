@@ -223,7 +223,10 @@ def _field(raw: object, key: str) -> object:
 
 def _recorded(value: object) -> str:
     """Content as a span attribute: JSON text, secrets masked."""
-    return redact(dumps(value))
+    text = dumps(value)
+    # `redact` masks URL passwords (``://user:pw@``) and ``key=value`` pairs: text with neither
+    # ``@`` nor ``=`` has nothing to mask, and skipping its regexes halves the cost of content
+    return redact(text) if "=" in text or "@" in text else text
 
 
 def _text_message(message: object, role: str = "user") -> dict[str, object]:
