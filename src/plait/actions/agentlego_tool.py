@@ -32,9 +32,9 @@ from typing import Any
 from ..exceptions import ToolArgumentError, UserError
 from ..llms._optional import import_optional
 from ..types import JSONValue
+from ._foreign_tool import ForeignToolCore
 from ._types import BOOLEAN, FLOAT, NUMBER, STRING
-from .base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
-from .parser import BaseParser, JsonParser
+from .base_action import AsyncActionMixin, BaseAction
 
 __all__ = ["AgentLegoTool", "AsyncAgentLegoTool"]
 
@@ -62,38 +62,31 @@ def _parameter(spec: Any) -> dict[str, JSONValue]:
     return {"name": str(spec.name), "type": _SCALARS.get(spec.type, STRING), "description": description}
 
 
-def _describe(tool: Any, name: str | None) -> dict[str, JSONValue]:
-    inputs: Sequence[Any] = tool.inputs or ()
-    return {
-        "name": name or str(tool.name),
-        "description": str(tool.toolmeta.description or ""),
-        "parameters": [_parameter(spec) for spec in inputs],
-        "required": [str(spec.name) for spec in inputs if not spec.optional],
-    }
-
-
-class _AgentLegoToolCore(ActionCore, register=False):
+class _AgentLegoToolCore(ForeignToolCore, register=False):
     """What `AgentLegoTool` and `AsyncAgentLegoTool` share (the arguments are `AgentLegoTool`'s)."""
 
-    def __init__(
-        self,
-        tool: Any,
-        *,
-        name: str | None = None,
-        parser: type[BaseParser] = JsonParser,
-        enable: bool = True,
-        requires_approval: ApprovalRule = False,
-    ) -> None:
+    requires = (("agentlego", "agentlego"),)
+
+    def _adopt(self, tool: Any) -> Any:
         tools = import_optional("agentlego.tools", "agentlego", type(self).__name__)
         if not isinstance(tool, tools.BaseTool) and callable(tool) and hasattr(tool, "toolmeta"):
             tool = tool()  # a function made with agentlego's @make_tool: build the tool
         if not isinstance(tool, tools.BaseTool):
             raise UserError(f"{type(self).__name__} wraps an AgentLego tool (agentlego.tools.BaseTool), not {tool!r}")
         parsers = import_optional("agentlego.parsers", "agentlego", type(self).__name__)
-        self.tool = copy.copy(tool)  # AgentLego's own copy protocol: a private parser on shared weights
-        self.tool.set_parser(parsers.DefaultParser)  # paths in, paths out
+        adopted = copy.copy(tool)  # AgentLego's own copy protocol: a private parser on shared weights
+        adopted.set_parser(parsers.DefaultParser)  # paths in, paths out
         self._setup_lock = threading.Lock()
-        super().__init__(_describe(self.tool, name), parser, enable, requires_approval=requires_approval)
+        return adopted
+
+    def _describe(self, tool: Any, name: str | None) -> dict[str, Any]:
+        inputs: Sequence[Any] = tool.inputs or ()
+        return {
+            "name": name or str(tool.name),
+            "description": str(tool.toolmeta.description or ""),
+            "parameters": [_parameter(spec) for spec in inputs],
+            "required": [str(spec.name) for spec in inputs if not spec.optional],
+        }
 
     def run(self, **arguments: Any) -> list[dict[str, Any]]:
         """Call the AgentLego tool: inputs converted by AgentLego, outputs as result items."""

@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any
 from ..exceptions import ToolArgumentError, UserError
 from ..llms._optional import import_optional
 from ..schema import ActionReturn, ActionStatusCode
+from ._foreign_tool import ForeignToolCore
 from ._json_schema import api_description
-from .base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
-from .parser import BaseParser, JsonParser
+from .base_action import ActionCore, AsyncActionMixin, BaseAction
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -51,19 +51,6 @@ __all__ = ["AsyncLangChainTool", "LangChainTool", "as_langchain_tool"]
 def _tools(feature: str) -> Any:
     """``langchain_core.tools``, or `MissingDependencyError` naming the ``langchain`` extra."""
     return import_optional("langchain_core.tools", "langchain", feature)
-
-
-def _describe(tool: BaseTool, name: str | None) -> dict[str, Any]:
-    """The plait description of `tool`: the schema LangChain sends to models, mapped by `api_description`."""
-    convert = import_optional("langchain_core.utils.function_calling", "langchain", "LangChainTool")
-    function = convert.convert_to_openai_tool(tool)["function"]
-    return api_description(
-        {
-            "name": name or tool.name,
-            "description": function.get("description") or tool.description or "",
-            "inputSchema": function.get("parameters") or {},
-        }
-    )
 
 
 @contextlib.contextmanager
@@ -80,26 +67,29 @@ def _argument_errors(label: str) -> Iterator[None]:
         raise ToolArgumentError(f"invalid arguments: {problems}", tool=label) from exc
 
 
-class _LangChainToolCore(ActionCore, register=False):
+class _LangChainToolCore(ForeignToolCore, register=False):
     """What `LangChainTool` and `AsyncLangChainTool` share (the arguments are `LangChainTool`'s)."""
 
-    def __init__(
-        self,
-        tool: BaseTool,
-        *,
-        name: str | None = None,
-        parser: type[BaseParser] = JsonParser,
-        enable: bool = True,
-        requires_approval: ApprovalRule = False,
-    ) -> None:
-        base = _tools(type(self).__name__).BaseTool
-        if not isinstance(tool, base):
+    requires = (("langchain_core", "langchain"),)
+
+    def _adopt(self, tool: Any) -> Any:
+        if not isinstance(tool, _tools(type(self).__name__).BaseTool):
             raise UserError(
                 f"{type(self).__name__} wraps a LangChain BaseTool (a subclass or a @tool function), "
                 f"not {type(tool).__name__}"
             )
-        self.tool = tool
-        super().__init__(_describe(tool, name), parser, enable, requires_approval=requires_approval)
+        return tool
+
+    def _describe(self, tool: Any, name: str | None) -> dict[str, Any]:
+        """The schema LangChain sends to models (``tool_call_schema``, ``$ref``s inlined), through `api_description`."""
+        convert = import_optional("langchain_core.utils.function_calling", "langchain", type(self).__name__)
+        function = convert.convert_to_openai_tool(tool)["function"]
+        schema = {
+            "name": name or tool.name,
+            "description": function.get("description") or tool.description or "",
+            "inputSchema": function.get("parameters") or {},
+        }
+        return api_description(schema)
 
 
 class LangChainTool(_LangChainToolCore, BaseAction):
