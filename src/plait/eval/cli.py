@@ -17,11 +17,10 @@ import argparse
 import sys
 from typing import Any
 
-from ..exceptions import PlaitError, UserError
+from ..cli import SETTINGS_ERROR
+from ..exceptions import UserError
 
 __all__ = ["add_parsers", "run"]
-
-SETTINGS_ERROR = 2
 
 
 def add_parsers(sub: Any) -> None:
@@ -72,10 +71,7 @@ def run(args: argparse.Namespace) -> int:
             ray_address=args.ray_address,
             actors=args.actors,
         )
-    except UserError as exc:
+    except UserError as exc:  # other errors reach `plait.cli.main`: exit status 1
         sys.stderr.write(f"plait: error: {exc}\n")
         return SETTINGS_ERROR
-    except PlaitError as exc:
-        sys.stderr.write(f"plait: error: {exc}\n")
-        return 1
     return 0
