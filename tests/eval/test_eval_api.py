@@ -181,3 +181,16 @@ def test_import_plait_does_not_import_the_eval_package() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.split() == ["False", "True"]
+
+
+def test_streaming_agents_are_evaluated_on_their_final_message(mode: str, tmp_path: Path) -> None:
+    from plait.agents import AsyncStreamingAgent, StreamingAgent
+
+    agent = (
+        StreamingAgent(FunctionLLM(_capital), "x")
+        if mode == "sync"
+        else AsyncStreamingAgent(AsyncFunctionLLM(_capital), "x")
+    )
+    summary = evaluate(lambda: agent, capital_cases(4), tmp_path, concurrency=4)
+    assert (summary["n"], summary["passed"]) == (4, 4)
+    assert agent.memory.sessions() == []
