@@ -128,7 +128,7 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
     ),
     "actions.AsyncMCPToolkit": (
         "BaseAction MCPToolkit",
-        "__aenter__ __aexit__ __call__ acall aclose",
+        "__aenter__ __aexit__ __call__ acall aclose get_prompt list_prompts list_resources read_resource",
         (
             "__enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec "
             "needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
@@ -271,8 +271,9 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction MCPToolkit",
         "acall",
         (
-            "__call__ __enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec "
-            "needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
+            "__call__ __enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec get_prompt "
+            "list_prompts list_resources needs_approval read_resource refresh resolve_api session_state "
+            "to_openai_tools wrap_result"
         ),
     ),
     "actions.NoAction": (
