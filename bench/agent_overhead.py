@@ -38,23 +38,23 @@ def _handler(body: dict[str, Any]) -> Any:
     return Reply(tool_calls=[("Calculator", {"expression": "37 * 91"})])
 
 
-def _serve(latency: float, port_queue: Any, stop: Any) -> None:
+def _serve(latency: float, port_queue: Any, stop: Any, handler: Any = _handler) -> None:
     from plait.testing.fake_openai import FakeOpenAIServer
 
-    server = FakeOpenAIServer(handler=_handler, latency=latency).start()
+    server = FakeOpenAIServer(handler=handler, latency=latency).start()
     port_queue.put(server.port)
     stop.wait()
     server.stop()
 
 
 class Server:
-    """The fake server in a child process."""
+    """The fake server in a child process; `handler` (a module-level function) answers the requests."""
 
-    def __init__(self, latency: float) -> None:
+    def __init__(self, latency: float, handler: Any = _handler) -> None:
         ctx = multiprocessing.get_context("spawn")
         self.stop = ctx.Event()
         ports = ctx.Queue()
-        self.process = ctx.Process(target=_serve, args=(latency, ports, self.stop), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(latency, ports, self.stop, handler), daemon=True)
         self.process.start()
         self.base_url = f"http://127.0.0.1:{ports.get(timeout=30)}/v1"
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import platform
 import statistics
@@ -38,9 +37,10 @@ from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-sys.path.insert(0, str(BENCH / "stacks"))  # the drivers' shared constants, also in the server process
+sys.path[:0] = [str(BENCH), str(BENCH / "stacks")]  # agent_overhead; the drivers' constants (also in the server)
 
 from _driver import EXPRESSION  # noqa: E402
+from agent_overhead import Server  # noqa: E402
 from internlm_text import plugin_call_text  # noqa: E402
 
 LEVELS = (16, 64, 256)
@@ -102,31 +102,6 @@ def _handler(body: dict[str, Any]) -> Any:
     if "final_answer" in tools:  # smolagents ends a run through this tool
         return Reply(tool_calls=[("final_answer", {"answer": answer})])
     return Reply(answer)
-
-
-def _serve(latency: float, port_queue: Any, stop: Any) -> None:
-    from plait.testing.fake_openai import FakeOpenAIServer
-
-    server = FakeOpenAIServer(handler=_handler, latency=latency).start()
-    port_queue.put(server.port)
-    stop.wait()
-    server.stop()
-
-
-class Server:
-    """The fake server in a child process (spawned, so the handler above is the one it serves)."""
-
-    def __init__(self, latency: float) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        self.stop = ctx.Event()
-        ports = ctx.Queue()
-        self.process = ctx.Process(target=_serve, args=(latency, ports, self.stop), daemon=True)
-        self.process.start()
-        self.base_url = f"http://127.0.0.1:{ports.get(timeout=60)}/v1"
-
-    def close(self) -> None:
-        self.stop.set()
-        self.process.join(timeout=10)
 
 
 # -- running the drivers ------------------------------------------------------------------------
@@ -230,7 +205,7 @@ def main() -> None:
             f"left out {spec.key}: no {spec.python.relative_to(ROOT)} (bash bench/make_peer_venvs.sh)", file=sys.stderr
         )
     started, load_before = time.time(), os.getloadavg()
-    fast, slow = Server(latency=0.0), Server(latency=0.05)
+    fast, slow = Server(latency=0.0, handler=_handler), Server(latency=0.05, handler=_handler)
     try:
         for round_index in range(args.rounds):
             for spec in list(rows):
