@@ -18,7 +18,8 @@ over those runs (``time.process_time``); runs/s at 16/64/256 concurrent sessions
 (and the ratio to raw); the import of the stack's modules in a fresh interpreter (median of
 3). Rounds go stack after stack; each cell is the median over rounds.
 
-Usage: ``PYTHONPATH=src .venv/bin/python bench/compare.py [--quick] [--rounds 3] [--stacks raw,plait-a]``
+Usage: ``PYTHONPATH=src .venv/bin/python bench/compare.py [--quick] [--rounds 3] [--stacks raw,plait-a]
+[--wait-load 1.5]``
 """
 
 from __future__ import annotations
@@ -191,6 +192,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400, help="sequential runs per round")
     parser.add_argument("--per-session", type=int, default=4, help="runs per concurrent session")
     parser.add_argument("--stacks", default="", help="comma-separated keys (default: all with a venv)")
+    parser.add_argument("--wait-load", type=float, default=0.0, help="wait (20 min at most) for a lower load")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.runs, args.per_session = 1, 100, 1
@@ -204,6 +206,9 @@ def main() -> None:
         print(
             f"left out {spec.key}: no {spec.python.relative_to(ROOT)} (bash bench/make_peer_venvs.sh)", file=sys.stderr
         )
+    deadline = time.time() + 1200
+    while os.getloadavg()[0] >= args.wait_load > 0 and time.time() < deadline:  # other work shares the cores
+        time.sleep(10)
     started, load_before = time.time(), os.getloadavg()
     fast, slow = Server(latency=0.0, handler=_handler), Server(latency=0.05, handler=_handler)
     try:
