@@ -26,8 +26,6 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, TextIO, Union
 
-from typing_extensions import TypedDict, Unpack
-
 from ..exceptions import UserError
 from ..types import JSONValue
 from .case_runner import AgentFactory, CaseRunner
@@ -36,7 +34,7 @@ from .progress import Progress
 from .results import SUMMARY, ResultsFile, write_json
 from .scorers import Scorer, load_scorer, score
 
-__all__ = ["Backend", "EvalOptions", "LocalBackend", "aevaluate", "evaluate", "summarise"]
+__all__ = ["Backend", "LocalBackend", "aevaluate", "evaluate", "summarise"]
 
 
 class Backend(Protocol):
@@ -144,7 +142,7 @@ async def aevaluate(
     ray_address: str | None = None,
     actors: int | None = None,
 ) -> dict[str, Any]:
-    """`evaluate` on a running event loop (the same arguments, `EvalOptions`)."""
+    """`evaluate` on a running event loop (the same arguments)."""
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise UserError(f"concurrency must be an int >= 1, got {concurrency!r}")
     if limit is not None and limit < 0:
@@ -223,24 +221,19 @@ def _backend(
     return RayBackend(factory, concurrency=concurrency, address=address, actors=actors)
 
 
-class EvalOptions(TypedDict, total=False):
-    """The keyword arguments of `evaluate` (see there)."""
-
-    concurrency: int
-    scorer: Union[str, Scorer]
-    ray: bool
-    limit: int | None
-    timeout: float | None
-    progress: TextIO | None
-    ray_address: str | None
-    actors: int | None
-
-
 def evaluate(
     factory: Union[AgentFactory, str],
     cases: CasesLike,
     out_dir: str | os.PathLike[str],
-    **options: Unpack[EvalOptions],
+    *,
+    concurrency: int = 8,
+    scorer: Union[str, Scorer] = "contains",
+    ray: bool = False,
+    limit: int | None = None,
+    timeout: float | None = None,
+    progress: TextIO | None = None,
+    ray_address: str | None = None,
+    actors: int | None = None,
 ) -> dict[str, Any]:
     """Run the agent `factory` makes over `cases`, scoring each answer; the summary (also in ``summary.json``).
 
@@ -262,4 +255,18 @@ def evaluate(
     Raises:
         UserError: Settings that cannot work (checked before any case runs).
     """
-    return asyncio.run(aevaluate(factory, cases, out_dir, **options))
+    return asyncio.run(
+        aevaluate(
+            factory,
+            cases,
+            out_dir,
+            concurrency=concurrency,
+            scorer=scorer,
+            ray=ray,
+            limit=limit,
+            timeout=timeout,
+            progress=progress,
+            ray_address=ray_address,
+            actors=actors,
+        )
+    )
