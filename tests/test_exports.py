@@ -108,7 +108,7 @@ EXPECTED = [
 ]
 
 # submodules reachable as attributes of `plait` without being imported by `import plait`
-SUBMODULES = ["actions", "agents", "hooks", "llms", "memory", "replay", "testing"]
+SUBMODULES = ["actions", "agents", "eval", "hooks", "llms", "memory", "replay", "testing", "tracing"]
 
 TESTING_EXPECTED = [
     "AsyncFunctionLLM",

@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers
 _PACKAGES = ("plait.schema", "plait.memory", "plait.hooks", "plait.actions", "plait.llms", "plait.agents")
 
 # submodules reachable as attributes (``import plait; plait.replay.record(...)``), imported on first access
-_SUBMODULES = ("actions", "agents", "hooks", "llms", "memory", "replay", "testing")
+_SUBMODULES = ("actions", "agents", "eval", "hooks", "llms", "memory", "replay", "testing", "tracing")
 
 # a literal list, so type checkers see the re-exports (`tests/test_exports.py` pins it)
 __all__ = [
