@@ -1,4 +1,4 @@
-"""The ``plait`` command: ask an agent one question, or chat with it.
+"""The ``plait`` command: ask an agent one question, chat with it, serve it, or evaluate it.
 
 ```
 plait run "What is 37 * 91?"                 # embedded local model, Calculator tool
@@ -7,6 +7,8 @@ plait chat --session chat.json               # REPL: /help, /reset, /save FILE, 
 plait chat --mcp "npx -y @modelcontextprotocol/server-filesystem ."   # add an MCP server's tools
 plait web --port 8501                        # the web demo (streamlit) on http://127.0.0.1:8501
 plait mcp-serve my_tools:server              # plait tools to MCP clients (stdio; --transport streamable-http)
+plait eval data.jsonl --agent my_agent:make --out runs/1   # score an agent over a data set (resumable)
+plait export runs/1 -o train.jsonl --only-passed          # its trajectories as fine-tuning data
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
 PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
