@@ -279,3 +279,19 @@ def test_a_token_guards_the_endpoint_and_tenants_keep_their_sessions() -> None:
                     assert response.status == 404  # alice's session is not bob's
 
     asyncio.run(run())
+
+
+def test_connections_beyond_the_cap_are_refused_with_503() -> None:
+    async def run() -> None:
+        async with MCPServer([Calculator()]).serve_http(port=0, max_connections=2) as url:
+            port = int(url.rsplit(":", 1)[1].split("/")[0])
+            held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+            await asyncio.sleep(0.05)  # both accepted before the third knocks
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            answer = await asyncio.wait_for(reader.read(), 5)
+            assert answer.startswith(b"HTTP/1.1 503")
+            writer.close()
+            for _, held_writer in held:
+                held_writer.close()
+
+    asyncio.run(run())

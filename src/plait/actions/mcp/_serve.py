@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from ...distributed.http_serve.access import TOKEN_ENV, AccessControl, is_loopback
-from ...exceptions import ParseError, UserError
+from ...distributed.http_serve.access import AccessControl, listen
+from ...exceptions import ParseError
 from ...types import JSONValue
 from ...untrusted import clean, loads
 from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, error_message
@@ -162,18 +162,26 @@ class HTTPEndpoint:
         token: None, one bearer token, or ``{tenant: token}``.
         max_body_bytes: The largest request body.
         max_sessions: Sessions kept; the least recently used one ends beyond it.
+        max_connections: Open connections at once; more are answered 503 and closed.
     """
 
     def __init__(
-        self, server: MCPServer, token: str | Mapping[str, str] | None, max_body_bytes: int, max_sessions: int
+        self,
+        server: MCPServer,
+        token: str | Mapping[str, str] | None,
+        max_body_bytes: int,
+        max_sessions: int,
+        max_connections: int = 512,
     ) -> None:
         self.server = server
         self.access = AccessControl(token)
         self.max_sessions = max_sessions
+        self.max_connections = max_connections
         self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
         self.app = web.Application(client_max_size=max_body_bytes, middlewares=[self.access.middleware()])
         self.app.add_routes([web.post("/mcp", self.post), web.delete("/mcp", self.delete), web.get("/mcp", self.get)])
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
 
     async def start(self, host: str, port: int, insecure: bool) -> str:
         """Listen; returns the endpoint's URL.
@@ -181,16 +189,17 @@ class HTTPEndpoint:
         Raises:
             UserError: A non-loopback `host` without a token (and without `insecure`).
         """
-        if not (self.access.enabled or insecure or is_loopback(host)):
-            raise UserError(
-                f"serving MCP on {host!r} without a token would let anyone on the network run its tools: "
-                f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
-            )
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
-        await site.start()
-        bound = self._runner.addresses[0][1] if self._runner.addresses else port
+        self._listener = await listen(
+            self._runner,
+            host,
+            port,
+            access=self.access,
+            insecure=insecure,
+            max_connections=self.max_connections,
+            what="run its tools",
+        )
+        bound = self._listener.sockets[0].getsockname()[1] if self._listener.sockets else port
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{bound}/mcp"
 
@@ -200,6 +209,10 @@ class HTTPEndpoint:
         self.sessions.clear()
         for session in sessions:
             await self.server.close_session(session)
+        if self._listener is not None:
+            self._listener.close()
+            await self._listener.wait_closed()
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

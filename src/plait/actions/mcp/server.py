@@ -290,6 +290,7 @@ class MCPServer:
         insecure: bool = False,
         max_body_bytes: int = 4 * 1024 * 1024,
         max_sessions: int = 1000,
+        max_connections: int = 512,
     ) -> AsyncIterator[str]:
         """Serve Streamable HTTP on the running loop for the duration of an ``async with``; yields the endpoint URL.
 
@@ -306,13 +307,14 @@ class MCPServer:
             insecure: Serve a non-loopback `host` without a token.
             max_body_bytes: The largest request body (larger ones get HTTP 413).
             max_sessions: Sessions kept at once; beyond it the least recently used one ends.
+            max_connections: Open connections at once; more are answered 503 and closed.
 
         Raises:
             UserError: A non-loopback `host` without a token (and without ``insecure``).
         """
         from ._serve import HTTPEndpoint
 
-        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions)
+        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections)
         url = await endpoint.start(host, port, insecure)
         try:
             yield url

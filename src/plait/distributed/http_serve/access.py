@@ -10,6 +10,9 @@
   body over the limit) and any unexpected exception into ``{"error": {"type", "message"}}``.
 * **Connections**: `capped_factory` answers connections beyond the cap with a 503 and closes
   them (the health check of an operator keeps working when a client hoards sockets).
+* **Exposure**: `listen` refuses a non-loopback address without a token (unless told the
+  server sits behind an authenticating proxy), then listens with the connection cap; the
+  agent server and the MCP server both start this way.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from aiohttp.web_protocol import RequestHandler
 from ...exceptions import PlaitError, UserError
 from ...types import SessionId
 
-__all__ = ["TOKEN_ENV", "AccessControl", "capped_factory", "is_loopback", "json_errors", "read_tokens"]
+__all__ = ["TOKEN_ENV", "AccessControl", "capped_factory", "is_loopback", "json_errors", "listen", "read_tokens"]
 
 logger = logging.getLogger(__name__)
 
@@ -197,3 +200,38 @@ def capped_factory(server: web.Server, cap: int) -> Callable[[], asyncio.Protoco
         return handler
 
     return factory
+
+
+async def listen(
+    runner: web.AppRunner,
+    host: str,
+    port: int,
+    *,
+    access: AccessControl,
+    insecure: bool,
+    max_connections: int,
+    what: str,
+) -> asyncio.Server:
+    """Set `runner` up and listen on `host`:`port` with at most `max_connections` connections.
+
+    Args:
+        runner: The application's runner (not set up yet).
+        host: The address; one beyond loopback needs a token or `insecure`.
+        port: The port (0: a free one; read it from the returned server's sockets).
+        access: The server's token check.
+        insecure: Serve a non-loopback `host` without a token (behind an authenticating proxy).
+        max_connections: Open connections at once; more are answered 503 and closed.
+        what: What a stranger could do, for the refusal (``'use the agent'``).
+
+    Raises:
+        UserError: A non-loopback `host` without a token (and without `insecure`).
+    """
+    if not (access.enabled or insecure or is_loopback(host)):
+        raise UserError(
+            f"serving on {host!r} without a token would let anyone on the network {what}: "
+            f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
+        )
+    await runner.setup()
+    assert runner.server is not None  # set by setup()
+    factory = capped_factory(runner.server, max_connections)
+    return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)

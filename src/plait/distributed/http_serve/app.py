@@ -58,7 +58,7 @@ from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
 from ._calls import agent_chunks, http_status
-from .access import TOKEN_ENV, AccessControl, capped_factory, is_loopback, read_tokens
+from .access import TOKEN_ENV, AccessControl, listen, read_tokens
 from .openai_route import openai_routes
 from .requests import ServerLimits, parse_chat_request, parse_resume_request, session_of
 
@@ -254,21 +254,21 @@ class AgentAPIServer:
         Raises:
             UserError: A non-loopback `host` without a token (and without ``insecure=True``).
         """
-        if not (self.access.enabled or self.insecure or is_loopback(self.host)):
-            raise UserError(
-                f"serving on {self.host!r} without a token would let anyone on the network use the agent: "
-                f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
-            )
         self._runner = web.AppRunner(
             self.app,
             access_log=None,
             keepalive_timeout=self.limits.idle_timeout,
             shutdown_timeout=SHUTDOWN_S,  # then in-flight calls are cancelled (and their models stopped)
         )
-        await self._runner.setup()
-        assert self._runner.server is not None  # set by setup()
-        factory = capped_factory(self._runner.server, self.limits.max_connections)
-        self._server = await asyncio.get_running_loop().create_server(factory, self.host, self.port, reuse_address=True)
+        self._server = await listen(
+            self._runner,
+            self.host,
+            self.port,
+            access=self.access,
+            insecure=self.insecure,
+            max_connections=self.limits.max_connections,
+            what="use the agent",
+        )
         if self._server.sockets:
             self.port = int(self._server.sockets[0].getsockname()[1])
 
