@@ -197,7 +197,8 @@ def main() -> None:
     if args.quick:
         args.rounds, args.runs, args.per_session = 1, 100, 1
     chosen = set(args.stacks.split(",")) - {""}
-    rows, left_out = [], []
+    rows: list[StackSpec] = []
+    left_out: list[StackSpec] = []
     for spec in stacks():
         if chosen and spec.key not in chosen and spec.key != "raw":
             continue
