@@ -88,6 +88,10 @@ def _servers() -> dict[int, str]:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    # A suite started in the background by a non-interactive shell (`make test &`, nohup) has
+    # SIGINT ignored, and children inherit that: the Ctrl-C tests' children would never see it.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     session.config.stash[_BEFORE] = _servers()
 
 
