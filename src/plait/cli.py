@@ -333,7 +333,11 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
         if args.command in ("eval", "export"):
             from .eval.cli import run as run_eval
 
-            return run_eval(args)
+            try:
+                return run_eval(args)
+            except UserError as exc:  # settings that cannot work, found before any case ran
+                sys.stderr.write(f"plait: error: {exc}\n")
+                return SETTINGS_ERROR
         from .repl import Printer
 
         printer = Printer(sys.stderr if args.command == "serve" else out)

@@ -17,9 +17,6 @@ import argparse
 import sys
 from typing import Any
 
-from ..cli import SETTINGS_ERROR
-from ..exceptions import UserError
-
 __all__ = ["add_parsers", "run"]
 
 
@@ -48,30 +45,30 @@ def add_parsers(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``plait eval`` or ``plait export`` as `args` say; the exit status."""
-    try:
-        if args.command == "export":
-            from .export import export
+    """Run ``plait eval`` or ``plait export`` as `args` say; the exit status.
 
-            written = export(args.dir, args.output, args.format, only_passed=args.only_passed)
-            sys.stdout.write(f"{written} cases written to {args.output}\n")
-            return 0
-        from .runner import evaluate
+    Raises:
+        UserError: Settings that cannot work (``plait`` prints it and exits with status 2).
+    """
+    if args.command == "export":
+        from .export import export
 
-        evaluate(
-            args.agent,
-            args.data,
-            args.out,
-            concurrency=args.concurrency,
-            scorer=args.scorer,
-            ray=args.ray,
-            limit=args.limit,
-            timeout=args.timeout,
-            progress=sys.stdout,
-            ray_address=args.ray_address,
-            actors=args.actors,
-        )
-    except UserError as exc:  # other errors reach `plait.cli.main`: exit status 1
-        sys.stderr.write(f"plait: error: {exc}\n")
-        return SETTINGS_ERROR
+        written = export(args.dir, args.output, args.format, only_passed=args.only_passed)
+        sys.stdout.write(f"{written} cases written to {args.output}\n")
+        return 0
+    from .runner import evaluate
+
+    evaluate(
+        args.agent,
+        args.data,
+        args.out,
+        concurrency=args.concurrency,
+        scorer=args.scorer,
+        ray=args.ray,
+        limit=args.limit,
+        timeout=args.timeout,
+        progress=sys.stdout,
+        ray_address=args.ray_address,
+        actors=args.actors,
+    )
     return 0
