@@ -19,6 +19,7 @@ before ``load()``'s import is timed that a stack might import itself (asyncio co
 
 from __future__ import annotations
 
+import abc
 import ast
 import json
 import operator
@@ -51,21 +52,21 @@ def calculate(expression: str) -> str:
     return str(value(ast.parse(expression, mode="eval").body))
 
 
-class Stack:
+class Stack(abc.ABC):
     """What a driver's factory returns: one agent run per session on one framework.
 
     `run` is a coroutine function for async frameworks or a plain function for sync ones
     (those get one thread per concurrent session, as a server would run them).
     """
 
-    async def start(self, base_url: str) -> None:
+    async def start(self, base_url: str) -> None:  # noqa: B027 - optional: a stack may need no set-up
         """Build the agent (and its client) against `base_url`, the fake server's ``.../v1``."""
 
+    @abc.abstractmethod
     def run(self, session_id: int) -> Any:
         """One run in session `session_id`: returns (or, async, resolves to) the final answer text."""
-        raise NotImplementedError
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional: a stack may hold nothing to release
         """Release the client."""
 
 
