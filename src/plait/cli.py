@@ -252,6 +252,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _own_settings_command(args: argparse.Namespace) -> int:
+    """``plait mcp-serve``, ``eval`` or ``export``: commands with settings of their own (a UserError: exit 2)."""
+    if args.command == "mcp-serve":
+        from .actions.mcp._cli import mcp_serve
+
+        return mcp_serve(args)
+    from .eval.cli import run as run_eval
+
+    return run_eval(args)
+
+
 def _web(args: argparse.Namespace) -> int:
     from .web.launcher import launch
 
@@ -326,16 +337,10 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             return _web(args)
-        if args.command == "mcp-serve":
-            from .actions.mcp._cli import mcp_serve
-
-            return mcp_serve(args)
-        if args.command in ("eval", "export"):
-            from .eval.cli import run as run_eval
-
+        if args.command in ("mcp-serve", "eval", "export"):
             try:
-                return run_eval(args)
-            except UserError as exc:  # settings that cannot work, found before any case ran
+                return _own_settings_command(args)
+            except UserError as exc:  # settings that cannot work, found before anything ran
                 sys.stderr.write(f"plait: error: {exc}\n")
                 return SETTINGS_ERROR
         from .repl import Printer

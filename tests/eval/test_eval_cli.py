@@ -189,8 +189,8 @@ def test_a_broken_data_set_stops_before_any_case(tmp_path: Path, rows: list[str]
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--agent", "no_such_module:make"], "cannot import no_such_module"),
-        (["--agent", "eval_agents:nothing"], "has no 'nothing'"),
+        (["--agent", "no_such_module:make"], "could not import 'no_such_module'"),
+        (["--agent", "eval_agents:nothing"], "'eval_agents' has no 'nothing'"),
         (["--agent", "eval_agents"], "must be MODULE:NAME"),
         (["--agent", "eval_agents:make_agent", "--scorer", "fuzzy"], "unknown scorer 'fuzzy'"),
         (["--agent", "eval_agents:make_agent", "--concurrency", "0"], "concurrency must be an int >= 1"),

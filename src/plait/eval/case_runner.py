@@ -25,7 +25,7 @@ from ..exceptions import UserError
 from ..hooks.usage import UsageMeter
 from ..schema import AgentStatusCode
 from ..types import JSONValue
-from ._imports import load_object
+from ..utils.loading import load_object
 from .cases import CaseId, case_key
 
 __all__ = ["AgentFactory", "CaseRunner", "agent_profile", "load_factory"]

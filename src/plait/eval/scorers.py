@@ -24,7 +24,7 @@ from typing import Union, cast
 
 from ..exceptions import UserError
 from ..types import JSONValue
-from ._imports import load_object
+from ..utils.loading import load_object
 
 __all__ = ["BUILTIN_SCORERS", "PASS_SCORE", "Scorer", "contains", "exact", "load_scorer", "regex", "score"]
 

@@ -19,15 +19,13 @@ Without ``PLAIT_WEB_API_BASE`` / ``PLAIT_WEB_MODEL``, the variables the CLI read
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
 
 from typing_extensions import TypedDict
+
+from ..utils.loading import import_source
 
 __all__ = [
     "AGENT_KINDS",
@@ -133,9 +131,6 @@ def plugin_choices() -> list[str]:
     return [name for name in user_tools() if name not in _NOT_PLUGINS]
 
 
-_LOADED_FILES: dict[str, ModuleType] = {}
-
-
 def import_tool_modules(specs: str) -> list[str]:
     """Import modules (dotted names or ``.py`` paths, `os.pathsep`- or comma-separated) so their tools register.
 
@@ -148,34 +143,10 @@ def import_tool_modules(specs: str) -> list[str]:
         if not spec:
             continue
         try:
-            if spec.endswith(".py"):
-                _import_file(spec)
-            else:
-                importlib.import_module(spec)
+            import_source(spec)
         except Exception as exc:  # user code: whatever it raises is reported, the other modules still load
             problems.append(f"could not import tool module {spec!r}: {type(exc).__name__}: {exc}")
     return problems
-
-
-def _import_file(path: str) -> None:
-    full = os.path.abspath(path)
-    if full in _LOADED_FILES:
-        return
-    name = "plait_web_tools_" + os.path.splitext(os.path.basename(full))[0]
-    spec = importlib.util.spec_from_file_location(name, full)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{full} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    folder = os.path.dirname(full)
-    if folder not in sys.path:
-        sys.path.append(folder)  # like a script run from there: the file may import its neighbours
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    _LOADED_FILES[full] = module
 
 
 def server_url(text: str) -> str:

@@ -58,8 +58,8 @@ def test_mcp_serve_over_http_with_a_token_file(tmp_path: Path) -> None:
 
 def test_mcp_serve_reports_a_bad_target() -> None:
     done = subprocess.run([PLAIT, "mcp-serve", "no_such_module:tools"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "could not import 'no_such_module'" in done.stderr
+    assert done.returncode == 2 and "could not import 'no_such_module'" in done.stderr
     done = subprocess.run([PLAIT, "mcp-serve", "no-colon"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "expected MODULE:ATTR" in done.stderr
+    assert done.returncode == 2 and "must be MODULE:NAME" in done.stderr
     done = subprocess.run([PLAIT, "mcp-serve", f"{TARGET}x"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "has no attribute 'serverx'" in done.stderr
+    assert done.returncode == 2 and "has no 'serverx'" in done.stderr

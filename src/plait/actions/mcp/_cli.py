@@ -9,31 +9,13 @@ or ``$PLAIT_SERVER_TOKEN``, never from the command line.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
-import sys
 
 from ...distributed.http_serve.app import server_token
-from ...exceptions import UserError
+from ...utils.loading import load_object
 from .server import MCPServer
 
 __all__ = ["load_server", "mcp_serve"]
-
-
-def _module(name: str) -> object:
-    if name.endswith(".py"):
-        path = os.path.abspath(name)
-        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
-        if spec is None or spec.loader is None or not os.path.isfile(path):
-            raise UserError(f"no Python file {name!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, os.path.dirname(path))  # the file may import its neighbours
-        spec.loader.exec_module(module)
-        return module
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    return importlib.import_module(name)
 
 
 def load_server(target: str) -> MCPServer:
@@ -42,19 +24,10 @@ def load_server(target: str) -> MCPServer:
     Raises:
         UserError: The target is not ``MODULE:ATTR``, or the module or attribute does not exist.
     """
-    module_name, _, attribute = target.rpartition(":")
-    if not module_name or not attribute:
-        raise UserError(f"expected MODULE:ATTR (e.g. my_tools:server), got {target!r}")
-    try:
-        module = _module(module_name)
-    except ImportError as exc:
-        raise UserError(f"could not import {module_name!r}: {exc}") from exc
-    try:
-        value = getattr(module, attribute)
-    except AttributeError:
-        raise UserError(f"{module_name!r} has no attribute {attribute!r}") from None
+    value = load_object(target, "mcp-serve")
     if isinstance(value, MCPServer):
         return value
+    module_name = target.rpartition(":")[0]
     name = os.path.splitext(os.path.basename(module_name))[0].rpartition(".")[2]
     return MCPServer(value, name=name)
 
