@@ -146,7 +146,7 @@ def test_export_survives_hostile_trajectories() -> None:
 def test_progress_lines_and_live_bar() -> None:
     plain = io.StringIO()
     progress = Progress(3, 1, 1, plain)
-    progress.update({"id": "b", "passed": False, "seconds": 0.25})
+    progress.update({"id": "b", "passed": False, "seconds": 0.25, "output": "Kenia", "expected": "Nairobi"})
     progress.update({"id": "c", "error": "boom", "seconds": 1})
     summary = {
         "n": 3,
@@ -159,8 +159,8 @@ def test_progress_lines_and_live_bar() -> None:
     }
     progress.finish({**summary, "usage": None})
     assert plain.getvalue().splitlines()[:2] == [
-        "[2/3] b: FAIL (0.25 s)  pass rate 50%",
-        "[3/3] c: ERROR (1.00 s)  pass rate 33%",
+        "[2/3] b: FAIL (0.25 s)  pass rate 50%  got 'Kenia', expected 'Nairobi'",
+        "[3/3] c: ERROR (1.00 s)  pass rate 33%  'boom'",
     ]
     assert "pass rate         33.3%" in plain.getvalue()
     live = io.StringIO()

@@ -20,6 +20,20 @@ def _verdict(record: Mapping[str, Any]) -> str:
     return "pass" if record.get("passed") else "FAIL"
 
 
+def _short(value: object, limit: int = 60) -> str:
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _why(record: Mapping[str, Any]) -> str:
+    """What a failed case answered (or the error), to read beside its verdict; nothing for a pass."""
+    if record.get("error"):
+        return f"  {_short(record['error'])}"
+    if record.get("passed"):
+        return ""
+    return f"  got {_short(record.get('output'))}, expected {_short(record.get('expected'))}"
+
+
 def summary_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The summary as ``(label, value)`` rows."""
     usage = summary.get("usage") or {}
@@ -83,7 +97,7 @@ class Progress:
             self._bar.update(self._task, completed=self.done, rate=self._rate())
             return
         line = f"[{self.done}/{self.total}] {record['id']}: {_verdict(record)} ({record.get('seconds', 0):.2f} s)"
-        self.stream.write(f"{line}  pass rate {self._rate()}\n")
+        self.stream.write(f"{line}  pass rate {self._rate()}{_why(record)}\n")
         self.stream.flush()
 
     def finish(self, summary: Mapping[str, Any] | None = None) -> None:
