@@ -353,13 +353,13 @@ def test_async_client_pools_one_session_for_256_concurrent_calls(fake_server: An
 
     async def run() -> list[str]:
         answers = await asyncio.gather(*(llm.chat(f"session {i}") for i in range(256)))
-        assert len(llm._transport.pool._sessions) == 1
+        assert len(llm._transport.http.pool._sessions) == 1
         return list(answers)
 
     assert asyncio.run(run()) == [f"session {i}" for i in range(256)]
     assert llm.usage.prompt_tokens == 512
     # A second event loop gets its own session; the first one was closed with its loop.
-    (first,) = [session for session, _ in llm._transport.pool._sessions.values()]
+    (first,) = [session for session, _ in llm._transport.http.pool._sessions.values()]
     assert first.closed
     assert asyncio.run(llm.chat("again")) == "again"
 
@@ -370,9 +370,9 @@ def test_async_aclose_and_context_manager(fake_server: Any) -> None:
     async def run() -> None:
         async with AsyncGPTAPI("m", api_base=server.base_url, key=None) as llm:
             assert await llm.chat("x") == "x"
-            (session,) = [s for s, _ in llm._transport.pool._sessions.values()]
+            (session,) = [s for s, _ in llm._transport.http.pool._sessions.values()]
         assert session.closed
-        assert not llm._transport.pool._sessions
+        assert not llm._transport.http.pool._sessions
 
     asyncio.run(run())
 

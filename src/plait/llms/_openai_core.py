@@ -34,8 +34,9 @@ from ..exceptions import (
     UserError,
 )
 from ..untrusted import loads
-from ..utils._aio import SessionPool
 from ..utils.redact import is_clean, redact, redact_url, url_secrets
+from ._http import HTTPResponse, Limits, client_for
+from ._http1 import IncompleteResponse
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
@@ -140,9 +141,9 @@ def _llm_error(exc: BaseException, secrets: Sequence[str] = ()) -> LLMError | No
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # aiohttp's timeouts subclass both
         return LLMTimeoutError(f"the request timed out ({type(exc).__name__})")
     detail = redact(str(exc), secrets)
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if isinstance(exc, (aiohttp.ClientPayloadError, IncompleteResponse)):
         return LLMConnectionError(f"the connection broke before the response was complete: {detail}")
-    if isinstance(exc, aiohttp.ClientError):
+    if isinstance(exc, (aiohttp.ClientError, OSError)):
         return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {detail}")
     if isinstance(exc, (ParseError, UnicodeDecodeError)):  # `plait.untrusted.loads`: also huge numbers, deep nesting
         return LLMResponseError(f"the server's response is not valid JSON: {detail}")
@@ -198,26 +199,10 @@ class ChatTransport:
         stream_deadline(timeout, stream_timeout)  # refuse a bad value now, not at the first stream
         self.stream_timeout = stream_timeout
         self.proxy = proxy
-        self.pool = SessionPool(max_connections=max_connections, trust_env=trust_env)
+        self.http = client_for(url, proxy=proxy, trust_env=trust_env, max_connections=max_connections)
         self.usage = Usage()
         self._usage_lock = threading.Lock()
-        self._timeouts: dict[tuple[float | None, bool, float | None], aiohttp.ClientTimeout] = {}
         self.before_send: Callable[[], Awaitable[None]] | None = None
-
-    def _timeout(self, seconds: float | None, stream: bool, deadline: float | None = None) -> aiohttp.ClientTimeout:
-        """The limits given to aiohttp: `seconds` in all, or for a stream per read and `deadline` in all.
-
-        aiohttp's ``total`` covers reading the body too, so a stream kept open by keep-alive
-        comments still ends at its deadline.
-        """
-        cached = self._timeouts.get((seconds, stream, deadline))
-        if cached is None:
-            if stream:
-                cached = aiohttp.ClientTimeout(total=deadline, sock_connect=seconds, sock_read=seconds)
-            else:
-                cached = aiohttp.ClientTimeout(total=seconds)
-            self._timeouts[(seconds, stream, deadline)] = cached
-        return cached
 
     def _record(self, usage: Usage | None) -> None:
         if usage is not None:
@@ -273,17 +258,16 @@ class ChatTransport:
         timeout: float | None,
         stream: bool,
         deadline: float | None = None,
-    ) -> aiohttp.ClientResponse:
-        session = await self.pool.get()
-        return await session.post(
-            self.url,
-            data=body,
-            headers=build_headers(key, org),
-            timeout=self._timeout(timeout, stream, deadline),
-            proxy=self.proxy,
-        )
+    ) -> HTTPResponse:
+        """Send `body`: `timeout` for the whole exchange, or for a stream per read and `deadline` in all.
 
-    async def _raise_for_status(self, resp: aiohttp.ClientResponse) -> None:
+        The deadline covers reading the body too, so a stream kept open by keep-alive
+        comments still ends at it.
+        """
+        limits = Limits(deadline, timeout, timeout) if stream else Limits(timeout)
+        return await self.http.request("POST", self.url, body, build_headers(key, org), limits)
+
+    async def _raise_for_status(self, resp: HTTPResponse) -> None:
         if resp.status >= 400:
             text = (await resp.read()).decode("utf-8", errors="replace")
             retry_after = parse_retry_after(resp.headers)
@@ -324,13 +308,10 @@ class ChatTransport:
             if self.before_send is not None:
                 await self.before_send()
             key, org = self.keys.pick()
-            session = await self.pool.get()
-            async with session.get(
-                url, headers=build_headers(key, org), timeout=self._timeout(self.timeout, False), proxy=self.proxy
-            ) as resp:
+            async with await self.http.request("GET", url, b"", build_headers(key, org), Limits(self.timeout)) as resp:
                 await self._raise_for_status(resp)
                 body = bytearray()
-                async for chunk in resp.content.iter_chunked(64 * 1024):
+                async for chunk in resp.chunks():
                     body += chunk
                     if len(body) > max_bytes:
                         raise LLMResponseError(f"the response is longer than {max_bytes} bytes")
@@ -412,7 +393,7 @@ class ChatTransport:
         try:
             async with await self._post(body, key, org, timeout, True, deadline) as resp:
                 await self._raise_for_status(resp)
-                async for chunk in resp.content.iter_any():
+                async for chunk in resp.chunks():
                     for data in decoder.feed(chunk):
                         if acc.feed_data(data):
                             yield None

@@ -327,7 +327,7 @@ class GPTAPI(_GPTAPICore, ToolLLM):
 
     def _setup(self) -> None:
         self._io = LoopThread(name=f"plait-{self.model_type}")
-        self._finalizer = weakref.finalize(self, self._io.close, self._transport.pool.aclose)
+        self._finalizer = weakref.finalize(self, self._io.close, self._transport.http.aclose)
 
     def _respond(self, call: ToolRequest) -> ModelResponse:
         return self._io.run(self._complete(self._tool_request(call, stream=False)))
@@ -369,7 +369,7 @@ class GPTAPI(_GPTAPICore, ToolLLM):
 
     def close(self) -> None:
         """Close the connection pool and stop the IO thread (a later call starts them again)."""
-        self._io.close(self._transport.pool.aclose)
+        self._io.close(self._transport.http.aclose)
 
     def __enter__(self) -> GPTAPI:
         return self
@@ -421,7 +421,7 @@ class AsyncGPTAPI(_GPTAPICore, AsyncToolLLM):
 
     async def aclose(self) -> None:
         """Close this client's connection pool on the running loop."""
-        await self._transport.pool.aclose()
+        await self._transport.http.aclose()
 
     async def __aenter__(self) -> AsyncGPTAPI:
         return self

@@ -1,9 +1,7 @@
 """Async IO plumbing shared by the API backends (`plait.llms`) and the web tools (`plait.actions.web`).
 
-* `SessionPool`: one pooled `aiohttp.ClientSession` per event loop, created lazily. A client
-  used from several loops (tests calling ``asyncio.run`` repeatedly, threads with their
-  own loops) gets one session per loop, and a loop's session is closed when that loop
-  shuts down its async generators (``asyncio.run`` does), so nothing leaks.
+* `PerLoop`: one resource (a connection pool) per event loop, created lazily and closed
+  with its loop; `SessionPool` is the one of pooled `aiohttp.ClientSession`s.
 * `close_with_loop`: close any async resource when the loop it lives on shuts down.
 * `LoopThread`: a private event loop on a daemon thread. Sync clients run the async code
   there: one IO path for both, and sync calls work even inside a running event loop.
@@ -14,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import aiohttp
 
 from ..exceptions import UserError
 
-__all__ = ["AsyncClosable", "LoopThread", "SessionPool", "close_with_loop"]
+__all__ = ["AsyncClosable", "LoopResource", "LoopThread", "PerLoop", "SessionPool", "close_with_loop"]
 
 T = TypeVar("T")
 
@@ -52,7 +50,68 @@ async def close_with_loop(resource: AsyncClosable) -> AsyncGenerator[None, None]
     return keeper
 
 
-class SessionPool:
+class LoopResource(AsyncClosable, Protocol):
+    """What `PerLoop` keeps per event loop: closable, and able to say it was closed."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether it was closed (a closed one is replaced on the next `PerLoop.get`)."""
+
+
+R = TypeVar("R", bound=LoopResource)
+
+
+class PerLoop(Generic[R]):
+    """One resource (a connection pool) per event loop, made on first use, closed with its loop.
+
+    A client used from several loops (tests calling ``asyncio.run`` repeatedly, threads with
+    their own loops) gets one resource per loop, and a loop's resource is closed when that
+    loop shuts down its async generators (``asyncio.run`` does), so nothing leaks.
+
+    Args:
+        factory: Makes the resource; called on the loop that will use it.
+    """
+
+    def __init__(self, factory: Callable[[], R]) -> None:
+        self._factory = factory
+        self._sessions: dict[asyncio.AbstractEventLoop, tuple[R, AsyncGenerator[None, None]]] = {}
+        self._lock = threading.Lock()
+
+    async def get(self) -> R:
+        """The resource of the running loop (made on first use)."""
+        loop = asyncio.get_running_loop()
+        entry = self._sessions.get(loop)
+        if entry is not None and not entry[0].closed:
+            return entry[0]
+        return await self._create(loop)
+
+    async def _create(self, loop: asyncio.AbstractEventLoop) -> R:
+        resource = self._factory()
+        keeper = await close_with_loop(resource)
+        with self._lock:
+            for other in [other for other in self._sessions if other.is_closed()]:
+                del self._sessions[other]
+            self._sessions[loop] = (resource, keeper)
+        return resource
+
+    async def aclose(self) -> None:
+        """Close the running loop's resource; ask other live loops to close theirs."""
+        current = asyncio.get_running_loop()
+        with self._lock:
+            entries = list(self._sessions.items())
+            self._sessions.clear()
+        for loop, (resource, keeper) in entries:
+            if loop is current:
+                await keeper.aclose()
+                await resource.close()
+            elif loop.is_running() and not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(resource.close(), loop)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(loops={len(self._sessions)})"
+
+
+class SessionPool(PerLoop[aiohttp.ClientSession]):
     """One `aiohttp.ClientSession` (with its connection pool) per event loop.
 
     Args:
@@ -70,44 +129,16 @@ class SessionPool:
         trust_env: bool = False,
         connector_factory: Callable[[], aiohttp.BaseConnector] | None = None,
     ) -> None:
+        super().__init__(self._new_session)
         self.max_connections = max_connections
         self.trust_env = trust_env
         self._connector_factory = connector_factory or self._default_connector
-        self._sessions: dict[asyncio.AbstractEventLoop, tuple[aiohttp.ClientSession, AsyncGenerator[None, None]]] = {}
-        self._lock = threading.Lock()
-
-    async def get(self) -> aiohttp.ClientSession:
-        """The session for the running loop (created on first use)."""
-        loop = asyncio.get_running_loop()
-        entry = self._sessions.get(loop)
-        if entry is not None and not entry[0].closed:
-            return entry[0]
-        return await self._create(loop)
 
     def _default_connector(self) -> aiohttp.BaseConnector:
         return aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
 
-    async def _create(self, loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
-        session = aiohttp.ClientSession(connector=self._connector_factory(), trust_env=self.trust_env)
-        keeper = await close_with_loop(session)
-        with self._lock:
-            for other in [other for other in self._sessions if other.is_closed()]:
-                del self._sessions[other]
-            self._sessions[loop] = (session, keeper)
-        return session
-
-    async def aclose(self) -> None:
-        """Close the running loop's session; ask other live loops to close theirs."""
-        current = asyncio.get_running_loop()
-        with self._lock:
-            entries = list(self._sessions.items())
-            self._sessions.clear()
-        for loop, (session, keeper) in entries:
-            if loop is current:
-                await keeper.aclose()
-                await session.close()
-            elif loop.is_running() and not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(session.close(), loop)
+    def _new_session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(connector=self._connector_factory(), trust_env=self.trust_env)
 
     def __repr__(self) -> str:
         return f"SessionPool(loops={len(self._sessions)}, max_connections={self.max_connections})"

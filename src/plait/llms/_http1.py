@@ -1,0 +1,469 @@
+"""A lean HTTP/1.1 client for plain ``http://`` model servers: keep-alive connections on asyncio.
+
+Local model servers (llama.cpp, vLLM, LMDeploy, Ollama on loopback or the LAN) answer in
+a millisecond, so what the client itself spends per request shows: aiohttp spends about
+165 µs of CPU on a chat request to a loopback server, this client about 70 µs (bench/README.md).
+It does only what the chat transport needs: one origin, ``POST``/``GET`` with a body held
+in memory, replies read whole or as they arrive (SSE), keep-alive connections pooled per
+event loop up to a limit, and three time limits. The responses are parsed by llhttp
+(``httptools``, the parser of Node.js and uvicorn).
+
+What it leaves to aiohttp (`plait.llms._http` picks): ``https://``, proxies (given or from
+the environment) and URLs with credentials in them.
+
+Failures are the builtin ones the transport classifies: `OSError` (`ConnectionError`) for
+a server that cannot be reached or closed the connection, `TimeoutError` for a limit,
+`IncompleteResponse` for a reply cut short or not valid HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import NamedTuple
+from urllib.parse import urlsplit
+
+import httptools
+
+from .._version import __version__
+
+__all__ = ["IDLE_SECONDS", "MAX_BODY_BYTES", "Connections", "Headers", "IncompleteResponse", "Limits", "Response"]
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The longest reply body read whole (a chat completion takes kilobytes)."""
+
+IDLE_SECONDS = 15.0
+"""How long an idle keep-alive connection is kept for reuse."""
+
+_PAUSE_AT = 1024 * 1024  # unread bytes of a streamed reply at which reading from the socket pauses
+
+
+class IncompleteResponse(ConnectionError):
+    """The server's reply was cut short, or is not valid HTTP/1.1."""
+
+
+class _StaleConnection(ConnectionError):
+    """A reused keep-alive connection was closed before any byte of the reply arrived."""
+
+
+class Limits(NamedTuple):
+    """Time limits of one exchange, in seconds (None: no limit)."""
+
+    total: float | None
+    """The whole exchange: connecting, sending and reading the whole reply."""
+    connect: float | None = None
+    """Opening the connection."""
+    read: float | None = None
+    """Each wait for more of the reply."""
+
+
+class Headers(Mapping[str, str]):
+    """A reply's headers; names are case-insensitive (a repeated header keeps its last value)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict[str, str]) -> None:
+        self._items = items
+
+    def __getitem__(self, name: str) -> str:
+        return self._items[name.lower()]
+
+    def get(self, name: str, default: str | None = None) -> str | None:  # type: ignore[override]
+        return self._items.get(name.lower(), default)
+
+    def __iter__(self) -> collections.abc.Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Headers({self._items!r})"
+
+
+class Response:
+    """One reply: its status and headers once they arrived, its body read whole or in chunks.
+
+    Use it as an async context manager: leaving it gives the connection back to the pool
+    when the whole reply was read (and the server keeps connections alive), else closes it.
+    """
+
+    __slots__ = ("_conn", "_done", "_error", "_parts", "_size", "_timer", "_waiter", "headers", "status")
+
+    def __init__(self, conn: _Connection) -> None:
+        self._conn = conn
+        self.status = 0
+        self.headers = Headers({})
+        self._parts: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._done = False
+        self._error: BaseException | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- fed by the connection --
+
+    def _feed(self, data: bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
+        if self._size > _PAUSE_AT:
+            self._conn.pause()
+        self._wake()
+
+    def _finish(self) -> None:
+        self._done = True
+        self._wake()
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._error is None and not self._done:
+            self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- read by the caller --
+
+    async def _wait(self, read_limit: float | None) -> None:
+        """Wait until something arrived (or failed): at most `read_limit` seconds."""
+        if self._error is not None:
+            raise self._error
+        loop = self._conn.loop
+        waiter = self._waiter = loop.create_future()
+        timer = None if read_limit is None else loop.call_later(read_limit, self._fail, TimeoutError())
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if self._error is not None:
+            raise self._error
+
+    async def read(self, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+        """The whole body.
+
+        Raises:
+            IncompleteResponse: It is longer than `max_bytes`, or was cut short.
+        """
+        while not self._done:
+            if self._size > max_bytes:
+                raise IncompleteResponse(f"the reply is longer than {max_bytes} bytes")
+            await self._wait(self._conn.limits.read)
+        if self._size > max_bytes:
+            raise IncompleteResponse(f"the reply is longer than {max_bytes} bytes")
+        body = b"".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        return body
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives."""
+        parts = self._parts
+        while True:
+            if parts:
+                data = parts.popleft()
+                self._size -= len(data)
+                if self._size < _PAUSE_AT:
+                    self._conn.resume()
+                yield data
+            elif self._done:
+                return
+            else:
+                await self._wait(self._conn.limits.read)
+
+    async def __aenter__(self) -> Response:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._conn.release(self._done and self._error is None and not self._parts)
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; the llhttp parser calls its ``on_*`` methods."""
+
+    def __init__(self, pool: Connections) -> None:
+        self.pool = pool
+        self.loop = pool.loop
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.response: Response | None = None
+        self.head: asyncio.Future[None] | None = None  # resolved when the status and headers arrived
+        self.limits = Limits(None)
+        self.received = False  # any byte of the current reply
+        self.framed = False  # the current reply says where its body ends (length or chunks)
+        self.interim = False  # the current message is a 1xx reply
+        self.reusable = False
+        self.closed = False
+        self.idle_since = 0.0
+        self.reads_paused = False
+        self._header_items: dict[str, str] = {}
+
+    # -- asyncio.Protocol --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        response = self.response
+        if response is None:  # bytes no request asked for: this connection cannot be trusted again
+            self.close()
+            return
+        self.received = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(IncompleteResponse(f"the server's reply is not valid HTTP/1.1: {exc}"))
+            self.close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        response = self.response
+        if response is not None and not response._done:
+            if self.head is None and not self.framed and not self.interim and self.received:
+                response._finish()  # a body that ends where the connection does
+            elif not self.received and self.pool.reused(self):
+                self._fail(_StaleConnection("the server closed a kept-alive connection"))
+            else:
+                reason = f": {exc}" if exc is not None else ""
+                message = f"the server closed the connection before the reply was complete{reason}"
+                self._fail(IncompleteResponse(message))
+        self.pool.forget(self)
+
+    # -- parser callbacks --
+
+    def on_message_begin(self) -> None:
+        self._header_items = {}
+        self.framed = self.interim = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        self._header_items[key] = text
+        if key == "content-length" or (key == "transfer-encoding" and "chunked" in text.lower()):
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200:  # an interim reply (103 Early Hints): the real one follows
+            self.interim = True
+            return
+        response = self.response
+        head = self.head
+        if response is None or head is None:
+            return
+        response.status = status
+        response.headers = Headers(self._header_items)
+        if status in (204, 304):
+            self.framed = True
+        self.head = None
+        if not head.done():
+            head.set_result(None)
+
+    def on_body(self, body: bytes) -> None:
+        response = self.response
+        if response is not None:
+            response._feed(body)
+
+    def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            return
+        self.reusable = self.parser.should_keep_alive()
+        response = self.response
+        if response is not None:
+            response._finish()
+
+    # -- used by the pool and the response --
+
+    def _fail(self, exc: BaseException) -> None:
+        head = self.head
+        if head is not None:
+            self.head = None
+            if not head.done():
+                head.set_exception(exc)
+        if self.response is not None:
+            self.response._fail(exc)
+
+    def pause(self) -> None:
+        if not self.reads_paused and self.transport is not None and not self.closed:
+            self.reads_paused = True
+            self.transport.pause_reading()
+
+    def resume(self) -> None:
+        if self.reads_paused and self.transport is not None and not self.closed:
+            self.reads_paused = False
+            self.transport.resume_reading()
+
+    def release(self, complete: bool) -> None:
+        """The exchange is over: reuse the connection when its reply was read whole, else close it."""
+        response = self.response
+        self.response = None
+        self.head = None
+        if response is not None and response._timer is not None:
+            response._timer.cancel()
+        if complete and self.reusable and not self.closed:
+            self.resume()
+            self.idle_since = time.monotonic()
+            self.pool.put_back(self)
+        else:
+            self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+        self.pool.forget(self)
+
+
+class Connections:
+    """The keep-alive connections of one event loop to one ``http://`` origin.
+
+    Args:
+        url: Any URL of the origin (scheme ``http``).
+        max_connections: The most connections open at once (0: no limit); a request that
+            finds them all busy waits for one.
+    """
+
+    def __init__(self, url: str, max_connections: int = 1024) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname or parts.username or parts.password:
+            raise ValueError(f"the lean client serves plain http:// URLs without credentials, not {url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.authority = parts.netloc
+        self.max_connections = max_connections
+        self.loop = asyncio.get_running_loop()
+        self.closed = False
+        self._idle: list[_Connection] = []
+        self._open: set[_Connection] = set()
+        self._used: set[_Connection] = set()  # connections that carried a complete exchange
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._fixed = f"\r\nHost: {self.authority}\r\nUser-Agent: plait/{__version__}\r\nAccept: */*\r\n"
+
+    def reused(self, conn: _Connection) -> bool:
+        return conn in self._used
+
+    async def request(
+        self, method: str, target: str, body: bytes, headers: Mapping[str, str], limits: Limits
+    ) -> Response:
+        """Send one request; returns once the reply's status and headers arrived.
+
+        A reused connection that turns out closed before any byte of the reply is replaced
+        by a fresh one, once (the server closed it while idle; the request was not read).
+        """
+        head = self._head(method, target, body, headers)
+        deadline = None if limits.total is None else self.loop.time() + limits.total
+        while True:
+            conn = await self._acquire(limits, deadline)
+            try:
+                return await self._exchange(conn, head, body, limits, deadline)
+            except _StaleConnection:
+                continue
+
+    def _head(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> bytes:
+        lines = [method, " ", target, " HTTP/1.1", self._fixed, "Content-Length: ", str(len(body)), "\r\n"]
+        for name, value in headers.items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
+                raise ValueError(f"the header {name.splitlines()[0][:40]!r} holds a line break or a colon")
+            lines += (name, ": ", value, "\r\n")
+        lines.append("\r\n")
+        return "".join(lines).encode("latin-1")
+
+    async def _exchange(
+        self, conn: _Connection, head: bytes, body: bytes, limits: Limits, deadline: float | None
+    ) -> Response:
+        response = conn.response = Response(conn)
+        ready = conn.head = self.loop.create_future()
+        conn.limits = limits
+        conn.received = False
+        if deadline is not None:
+            response._timer = self.loop.call_at(deadline, conn._fail, TimeoutError())
+        transport = conn.transport
+        try:
+            if conn.closed or transport is None:  # lost between being handed out and now
+                if self.reused(conn):
+                    raise _StaleConnection("the connection closed before the request was sent")
+                raise ConnectionResetError("the server closed the connection before the request was sent")
+            transport.write(head + body)
+            await ready
+        except BaseException:
+            conn.release(False)
+            raise
+        return response
+
+    async def _acquire(self, limits: Limits, deadline: float | None) -> _Connection:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < IDLE_SECONDS:
+                return conn
+            conn.close()
+        while self.max_connections and len(self._open) >= self.max_connections:
+            waiter = self.loop.create_future()
+            self._waiters.append(waiter)
+            timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
+            try:
+                await asyncio.wait_for(waiter, timeout)
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+            if self._idle:
+                return await self._acquire(limits, deadline)
+        conn = _Connection(self)
+        self._open.add(conn)
+        timeout = limits.connect
+        if deadline is not None:
+            remaining = max(0.0, deadline - self.loop.time())
+            timeout = remaining if timeout is None else min(timeout, remaining)
+        try:
+            await asyncio.wait_for(self.loop.create_connection(lambda: conn, self.host, self.port), timeout)
+        except OSError as exc:
+            self.forget(conn)
+            if isinstance(exc, TimeoutError):
+                raise
+            raise ConnectionError(f"cannot connect to {self.authority}: {exc}") from exc
+        except BaseException:
+            self.forget(conn)
+            raise
+        return conn
+
+    def put_back(self, conn: _Connection) -> None:
+        self._used.add(conn)
+        if self.closed:
+            conn.close()
+            return
+        self._idle.append(conn)
+        self._wake_one()
+
+    def forget(self, conn: _Connection) -> None:
+        if conn in self._open:
+            self._open.discard(conn)
+            self._used.discard(conn)
+            self._wake_one()
+
+    def _wake_one(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def close(self) -> None:
+        """Close every connection; requests in flight fail."""
+        self.closed = True
+        for conn in list(self._open):
+            conn.close()
+        self._idle.clear()
+
+    def __repr__(self) -> str:
+        return f"Connections({self.authority!r}, open={len(self._open)}, idle={len(self._idle)})"
