@@ -283,6 +283,10 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         action, api = self._lookup(self.resolve_name(name))
         if action is None or not action.enable:
             return False
+        if type(action).needs_approval is BaseAction.needs_approval:
+            rule = action.approval_rule(api)
+            if not callable(rule):  # a fixed answer: the arguments need no decoding
+                return bool(rule)
         decoded = decode_arguments(arguments)
         return action.needs_approval(api, decoded if isinstance(decoded, dict) else {"input": decoded})
 

@@ -374,10 +374,7 @@ class ActionCore(metaclass=abc.ABCMeta):
         else the tool's (``requires_approval=`` when it was built). A rule that raises
         counts as "needs approval": a broken policy must not let a call through.
         """
-        fn = self._api_callable(api)
-        rule = getattr(getattr(fn, "__func__", fn), "requires_approval", None)
-        if rule is None:
-            rule = getattr(self, "requires_approval", False)
+        rule = self.approval_rule(api)
         if not callable(rule):
             return bool(rule)
         name = self._name if api == "run" and not self.is_toolkit else f"{self._name}.{api}"
@@ -385,6 +382,15 @@ class ActionCore(metaclass=abc.ABCMeta):
             return bool(rule(name, arguments))
         except Exception:  # a broken rule fails closed
             return True
+
+    def approval_rule(self, api: str) -> object:
+        """API `api`'s approval rule: its own (``@tool_api(requires_approval=...)``), else the tool's.
+
+        A bool, or a callable ``(name, arguments) -> bool`` that `needs_approval` asks.
+        """
+        fn = self._api_callable(api)
+        rule = getattr(getattr(fn, "__func__", fn), "requires_approval", None)
+        return getattr(self, "requires_approval", False) if rule is None else rule
 
     def _api_callable(self, api: str) -> Callable[..., object] | None:
         """The callable behind API `api` (a method of the same name by default)."""
