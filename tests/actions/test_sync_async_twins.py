@@ -36,15 +36,15 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "AgentLegoTool BaseAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.ArxivSearch": (
         "ArxivSearch BaseAction",
         "acall aclose",
         (
-            "__call__ as_langchain_tool build_request call_flow clear_session_state close "
+            "__call__ approval_rule as_langchain_tool build_request call_flow clear_session_state close "
             "get_arxiv_article_information needs_approval parse_response resolve_api run_io session_state "
             "to_openai_tools web_clients wrap_result"
         ),
@@ -66,114 +66,116 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "AgentLegoTool BaseAction",
         "__call__ acall",
         (
-            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api run session_state "
-            "to_openai_tools wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncArxivSearch": (
         "ArxivSearch BaseAction",
         "__call__ acall aclose get_arxiv_article_information",
         (
-            "as_langchain_tool build_request call_flow clear_session_state close needs_approval "
-            "parse_response resolve_api run_io session_state to_openai_tools web_clients wrap_result"
+            "approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "needs_approval parse_response resolve_api run_io session_state to_openai_tools web_clients "
+            "wrap_result"
         ),
     ),
     "actions.AsyncBINGMap": (
         "BINGMap BaseAction",
         "__call__ acall aclose get_coordinates get_distance get_route search_nearby",
         (
-            "as_langchain_tool build_request call_flow clear_session_state close needs_approval resolve_api "
-            "run_io session_state to_openai_tools web_clients wrap_result"
+            "approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "needs_approval resolve_api run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleScholar": (
         "BaseAction GoogleScholar",
         "__call__ acall aclose get_author_id get_author_information get_citation_format search_google_scholar",
         (
-            "as_langchain_tool build_request call_flow clear_session_state close needs_approval resolve_api "
-            "run_io session_state to_openai_tools web_clients wrap_result"
+            "approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "needs_approval resolve_api run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.AsyncGoogleSearch": (
         "BaseAction GoogleSearch",
         "__call__ acall aclose run",
         (
-            "as_langchain_tool build_request call_flow clear_session_state close needs_approval "
-            "parse_response resolve_api run_io session_state to_openai_tools web_clients wrap_result"
+            "approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "needs_approval parse_response resolve_api run_io session_state to_openai_tools web_clients "
+            "wrap_result"
         ),
     ),
     "actions.AsyncIPythonInteractive": (
         "BaseAction IPythonInteractive",
         "__call__ acall run",
         (
-            "as_langchain_tool call_flow clear_session_state close_session needs_approval reset resolve_api "
-            "session_dir session_state shutdown to_openai_tools wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state close_session needs_approval "
+            "reset resolve_api session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncIPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "__call__ acall run",
         (
-            "as_langchain_tool call_flow clear_session_state close_session needs_approval prewarm reset "
-            "resolve_api session_dir session_state shutdown to_openai_tools wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state close_session needs_approval "
+            "prewarm reset resolve_api session_dir session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncLangChainTool": (
         "BaseAction LangChainTool",
         "__call__ acall run",
         (
-            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api session_state "
-            "to_openai_tools wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
+            "session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncMCPToolkit": (
         "BaseAction MCPToolkit",
         "__aenter__ __aexit__ __call__ acall aclose get_prompt list_prompts list_resources read_resource",
         (
-            "__enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec "
-            "needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
+            "__enter__ __exit__ approval_rule as_langchain_tool call_flow clear_session_state close "
+            "from_spec needs_approval refresh resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncPPT": (
         "BaseAction PPT",
         "__call__ acall",
         (
-            "add_first_page add_text_image_page add_text_page as_langchain_tool call_flow clear_session_state "
-            "create_file document needs_approval resolve_api session_state submit_file to_openai_tools "
-            "wrap_result"
+            "add_first_page add_text_image_page add_text_page approval_rule as_langchain_tool call_flow "
+            "clear_session_state create_file document needs_approval resolve_api session_state submit_file "
+            "to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncPythonInterpreter": (
         "BaseAction PythonInterpreter",
         "__call__ acall run",
         (
-            "as_langchain_tool call_flow clear_session_state needs_approval resolve_api session_state "
-            "shutdown to_openai_tools wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
+            "session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.AsyncWebBrowser": (
         "BaseAction WebBrowser",
         "__call__ acall aclose open_url search select",
         (
-            "as_langchain_tool call_flow clear_session_state close needs_approval resolve_api results run_io "
-            "session_state to_openai_tools web_clients wrap_result"
+            "approval_rule as_langchain_tool call_flow clear_session_state close needs_approval resolve_api "
+            "results run_io session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.BINGMap": (
         "BINGMap BaseAction",
         "acall aclose",
         (
-            "__call__ as_langchain_tool build_request call_flow clear_session_state close get_coordinates "
-            "get_distance get_route needs_approval resolve_api run_io search_nearby session_state "
-            "to_openai_tools web_clients wrap_result"
+            "__call__ approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "get_coordinates get_distance get_route needs_approval resolve_api run_io search_nearby "
+            "session_state to_openai_tools web_clients wrap_result"
         ),
     ),
     "actions.BaseAction": (
         "BaseAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.BaseParser": (
@@ -185,32 +187,32 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction Calculator",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.FinishAction": (
         "BaseAction FinishAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.FunctionAction": (
         "BaseAction FunctionAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.GoogleScholar": (
         "BaseAction GoogleScholar",
         "acall aclose",
         (
-            "__call__ as_langchain_tool build_request call_flow clear_session_state close get_author_id "
-            "get_author_information get_citation_format needs_approval resolve_api run_io "
+            "__call__ approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "get_author_id get_author_information get_citation_format needs_approval resolve_api run_io "
             "search_google_scholar session_state to_openai_tools web_clients wrap_result"
         ),
     ),
@@ -218,40 +220,43 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction GoogleSearch",
         "acall aclose",
         (
-            "__call__ as_langchain_tool build_request call_flow clear_session_state close needs_approval "
-            "parse_response resolve_api run run_io session_state to_openai_tools web_clients wrap_result"
+            "__call__ approval_rule as_langchain_tool build_request call_flow clear_session_state close "
+            "needs_approval parse_response resolve_api run run_io session_state to_openai_tools web_clients "
+            "wrap_result"
         ),
     ),
     "actions.IPythonInteractive": (
         "BaseAction IPythonInteractive",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state close_session needs_approval reset "
-            "resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state close_session "
+            "needs_approval reset resolve_api run session_dir session_state shutdown to_openai_tools "
+            "wrap_result"
         ),
     ),
     "actions.IPythonInteractiveManager": (
         "BaseAction IPythonInteractiveManager",
         "acall acall_batch",
         (
-            "__call__ as_langchain_tool call_flow clear clear_session_state needs_approval reset resolve_api "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear clear_session_state needs_approval "
+            "reset resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.IPythonInterpreter": (
         "BaseAction IPythonInterpreter",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state close_session needs_approval prewarm "
-            "reset resolve_api run session_dir session_state shutdown to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state close_session "
+            "needs_approval prewarm reset resolve_api run session_dir session_state shutdown "
+            "to_openai_tools wrap_result"
         ),
     ),
     "actions.InvalidAction": (
         "BaseAction InvalidAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.JsonParser": (
@@ -263,34 +268,34 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction LangChainTool",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.MCPToolkit": (
         "BaseAction MCPToolkit",
         "acall",
         (
-            "__call__ __enter__ __exit__ as_langchain_tool call_flow clear_session_state close from_spec get_prompt "
-            "list_prompts list_resources needs_approval read_resource refresh resolve_api session_state "
-            "to_openai_tools wrap_result"
+            "__call__ __enter__ __exit__ approval_rule as_langchain_tool call_flow clear_session_state "
+            "close from_spec get_prompt list_prompts list_resources needs_approval read_resource refresh "
+            "resolve_api session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.NoAction": (
         "BaseAction NoAction",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state to_openai_tools wrap_result"
         ),
     ),
     "actions.PPT": (
         "BaseAction PPT",
         "acall",
         (
-            "__call__ add_first_page add_text_image_page add_text_page as_langchain_tool call_flow "
-            "clear_session_state create_file document needs_approval resolve_api session_state submit_file "
-            "to_openai_tools wrap_result"
+            "__call__ add_first_page add_text_image_page add_text_page approval_rule as_langchain_tool "
+            "call_flow clear_session_state create_file document needs_approval resolve_api session_state "
+            "submit_file to_openai_tools wrap_result"
         ),
     ),
     "actions.ParseError": (
@@ -302,8 +307,8 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction PythonInterpreter",
         "acall",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state needs_approval resolve_api run "
-            "session_state shutdown to_openai_tools wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state needs_approval "
+            "resolve_api run session_state shutdown to_openai_tools wrap_result"
         ),
     ),
     "actions.TupleParser": (
@@ -315,8 +320,9 @@ TRUTH_TABLE: dict[str, tuple[str, str, str]] = {
         "BaseAction WebBrowser",
         "acall aclose",
         (
-            "__call__ as_langchain_tool call_flow clear_session_state close needs_approval open_url "
-            "resolve_api results run_io search select session_state to_openai_tools web_clients wrap_result"
+            "__call__ approval_rule as_langchain_tool call_flow clear_session_state close needs_approval "
+            "open_url resolve_api results run_io search select session_state to_openai_tools web_clients "
+            "wrap_result"
         ),
     ),
     "distributed.AgentAPIServer": (
