@@ -248,6 +248,18 @@ def test_testing_import_is_light() -> None:
     assert _run(code).strip() == "[]"
 
 
+def test_a_model_client_of_a_plain_http_server_runs_without_aiohttp() -> None:
+    """The lean HTTP/1.1 client serves http:// endpoints; aiohttp is imported only for https or proxies."""
+    code = (
+        "import sys, asyncio; from plait.agents import AsyncAgent; from plait.llms import AsyncGPTAPI, GPTAPI; "
+        "from plait.actions import AsyncActionExecutor; "
+        "llm = AsyncGPTAPI('m', api_base='http://127.0.0.1:9/v1', key=None); "
+        "print('aiohttp' in sys.modules); "
+        "AsyncGPTAPI('m', api_base='https://example.invalid/v1', key=None); print('aiohttp' in sys.modules)"
+    )
+    assert _run(code).split() == ["False", "True"]
+
+
 PARADIGMS = ("autogpt", "conversational", "function_calling", "internlm2_agent", "react", "rewoo", "stream")
 
 

@@ -22,9 +22,11 @@ from plait.exceptions import (
     LLMTimeoutError,
 )
 from plait.llms import GPTAPI, AsyncGPTAPI
+from plait.llms._http import LeanClient
 from plait.llms.response import ModelResponse, ToolCall, Usage
 from plait.schema import ModelStatusCode
 from plait.testing.fake_openai import Hang, HTTPFault, InvalidJSON, RawSSE, Reply, Truncated
+from plait.utils._aio import PerLoop
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HI = [{"role": "user", "content": "hi"}]
@@ -347,19 +349,26 @@ def test_usage_accumulates_over_requests(mode: str, fake_server: Any, make_llm: 
 # -- concurrency and lifecycle --
 
 
+def _pool(llm: AsyncGPTAPI) -> PerLoop[Any]:
+    """The per-loop pools of a client of a plain http:// server (the lean HTTP/1.1 client's)."""
+    http = llm._transport.http
+    assert isinstance(http, LeanClient)
+    return http.pool
+
+
 def test_async_client_pools_one_session_for_256_concurrent_calls(fake_server: Any) -> None:
     server = fake_server(latency=0.02)
     llm = AsyncGPTAPI("m", api_base=server.base_url, key=None)
 
     async def run() -> list[str]:
         answers = await asyncio.gather(*(llm.chat(f"session {i}") for i in range(256)))
-        assert len(llm._transport.http.pool._sessions) == 1
+        assert len(_pool(llm)._sessions) == 1
         return list(answers)
 
     assert asyncio.run(run()) == [f"session {i}" for i in range(256)]
     assert llm.usage.prompt_tokens == 512
     # A second event loop gets its own session; the first one was closed with its loop.
-    (first,) = [session for session, _ in llm._transport.http.pool._sessions.values()]
+    (first,) = [session for session, _ in _pool(llm)._sessions.values()]
     assert first.closed
     assert asyncio.run(llm.chat("again")) == "again"
 
@@ -370,9 +379,9 @@ def test_async_aclose_and_context_manager(fake_server: Any) -> None:
     async def run() -> None:
         async with AsyncGPTAPI("m", api_base=server.base_url, key=None) as llm:
             assert await llm.chat("x") == "x"
-            (session,) = [s for s, _ in llm._transport.http.pool._sessions.values()]
+            (session,) = [s for s, _ in _pool(llm)._sessions.values()]
         assert session.closed
-        assert not llm._transport.http.pool._sessions
+        assert not _pool(llm)._sessions
 
     asyncio.run(run())
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
-import aiohttp
-
-from ..utils._aio import PerLoop, SessionPool
+from ..utils._aio import PerLoop
 from ._http1 import Connections, Limits
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = ["HTTPClient", "HTTPResponse", "Limits", "client_for"]
 
@@ -64,14 +65,20 @@ class LeanClient:
 
     def __init__(self, url: str, max_connections: int) -> None:
         self.pool: PerLoop[Connections] = PerLoop(lambda: Connections(url, max_connections))
+        self.origin = urlsplit(url)[:2]
+        self._targets: dict[str, str] = {}
 
     async def request(
         self, method: str, url: str, body: bytes, headers: Mapping[str, str], limits: Limits
     ) -> HTTPResponse:
-        parts = urlsplit(url)
-        target = parts.path or "/"
-        if parts.query:
-            target += "?" + parts.query
+        target = self._targets.get(url)
+        if target is None:
+            parts = urlsplit(url)
+            if parts[:2] != self.origin:
+                raise ValueError(f"this client sends to {self.origin[0]}://{self.origin[1]} only")
+            target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+            if len(self._targets) < 64:  # the chat URL and the models listing, in practice
+                self._targets[url] = target
         connections = await self.pool.get()
         return await connections.request(method, target, body, headers, limits)
 
@@ -111,6 +118,8 @@ class AiohttpClient:
     """aiohttp sessions, one per event loop, through a proxy when one is set."""
 
     def __init__(self, *, proxy: str | None, trust_env: bool, max_connections: int) -> None:
+        from ..utils._session_pool import SessionPool  # imports aiohttp: only clients that need it pay
+
         self.proxy = proxy
         self.pool = SessionPool(max_connections=max_connections, trust_env=trust_env)
         self._timeouts: dict[Limits, aiohttp.ClientTimeout] = {}
@@ -120,6 +129,8 @@ class AiohttpClient:
     ) -> HTTPResponse:
         timeout = self._timeouts.get(limits)
         if timeout is None:
+            import aiohttp
+
             timeout = self._timeouts[limits] = aiohttp.ClientTimeout(
                 total=limits.total, sock_connect=limits.connect, sock_read=limits.read
             )

@@ -30,7 +30,16 @@ import httptools
 
 from .._version import __version__
 
-__all__ = ["IDLE_SECONDS", "MAX_BODY_BYTES", "Connections", "Headers", "IncompleteResponse", "Limits", "Response"]
+__all__ = [
+    "IDLE_SECONDS",
+    "MAX_BODY_BYTES",
+    "Connections",
+    "Headers",
+    "IncompleteResponse",
+    "Limits",
+    "Response",
+    "ResponseTooLong",
+]
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The longest reply body read whole (a chat completion takes kilobytes)."""
@@ -43,6 +52,10 @@ _PAUSE_AT = 1024 * 1024  # unread bytes of a streamed reply at which reading fro
 
 class IncompleteResponse(ConnectionError):
     """The server's reply was cut short, or is not valid HTTP/1.1."""
+
+
+class ResponseTooLong(IncompleteResponse):
+    """The reply's body is longer than the reader accepts."""
 
 
 class _StaleConnection(ConnectionError):
@@ -91,7 +104,7 @@ class Response:
     when the whole reply was read (and the server keeps connections alive), else closes it.
     """
 
-    __slots__ = ("_conn", "_done", "_error", "_parts", "_size", "_timer", "_waiter", "headers", "status")
+    __slots__ = ("_conn", "_done", "_error", "_parts", "_size", "_timer", "_waiter", "_whole", "headers", "status")
 
     def __init__(self, conn: _Connection) -> None:
         self._conn = conn
@@ -103,13 +116,14 @@ class Response:
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._whole = False  # read whole by `read`: bounded by its max_bytes, never paused
 
     # -- fed by the connection --
 
     def _feed(self, data: bytes) -> None:
         self._parts.append(data)
         self._size += len(data)
-        if self._size > _PAUSE_AT:
+        if self._size > _PAUSE_AT and not self._whole:
             self._conn.pause()
         self._wake()
 
@@ -146,18 +160,26 @@ class Response:
         if self._error is not None:
             raise self._error
 
-    async def read(self, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    async def read(self, max_bytes: int | None = None) -> bytes:
         """The whole body.
 
+        Args:
+            max_bytes: The longest body read (None: `MAX_BODY_BYTES`).
+
         Raises:
-            IncompleteResponse: It is longer than `max_bytes`, or was cut short.
+            ResponseTooLong: It is longer than `max_bytes`.
+            IncompleteResponse: It was cut short.
         """
+        if max_bytes is None:
+            max_bytes = MAX_BODY_BYTES
+        self._whole = True  # no pause at _PAUSE_AT: nothing here would resume it
+        self._conn.resume()
         while not self._done:
             if self._size > max_bytes:
-                raise IncompleteResponse(f"the reply is longer than {max_bytes} bytes")
+                raise ResponseTooLong(f"the reply is longer than {max_bytes} bytes")
             await self._wait(self._conn.limits.read)
         if self._size > max_bytes:
-            raise IncompleteResponse(f"the reply is longer than {max_bytes} bytes")
+            raise ResponseTooLong(f"the reply is longer than {max_bytes} bytes")
         body = b"".join(self._parts)
         self._parts.clear()
         self._size = 0
@@ -224,12 +246,15 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(IncompleteResponse(f"the server's reply is not valid HTTP/1.1: {exc}"))
             self.close()
+        except httptools.HttpParserUpgrade:  # not an HttpParserError: a 101 reply
+            self._fail(IncompleteResponse("the server switched to another protocol (HTTP 101)"))
+            self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         response = self.response
         if response is not None and not response._done:
-            if self.head is None and not self.framed and not self.interim and self.received:
+            if exc is None and self.head is None and not self.framed and not self.interim and self.received:
                 response._finish()  # a body that ends where the connection does
             elif not self.received and self.pool.reused(self):
                 self._fail(_StaleConnection("the server closed a kept-alive connection"))
@@ -242,6 +267,9 @@ class _Connection(asyncio.Protocol):
     # -- parser callbacks --
 
     def on_message_begin(self) -> None:
+        response = self.response
+        if response is not None and response._done:  # fails the parser: the connection is closed
+            raise IncompleteResponse("the server sent a reply no request asked for")
         self._header_items = {}
         self.framed = self.interim = False
 
@@ -263,6 +291,7 @@ class _Connection(asyncio.Protocol):
             return
         response.status = status
         response.headers = Headers(self._header_items)
+        self._header_items = {}  # trailers of a chunked body (parsed as headers) must not join or replace them
         if status in (204, 304):
             self.framed = True
         self.head = None
@@ -377,7 +406,11 @@ class Connections:
                 raise ValueError(f"the header {name.splitlines()[0][:40]!r} holds a line break or a colon")
             lines += (name, ": ", value, "\r\n")
         lines.append("\r\n")
-        return "".join(lines).encode("latin-1")
+        try:
+            return "".join(lines).encode("latin-1")
+        except UnicodeEncodeError:
+            pass  # raised below, outside this block: the encoding error quotes the whole head, keys included
+        raise ValueError("a header or the request target holds a character that is not latin-1")
 
     async def _exchange(
         self, conn: _Connection, head: bytes, body: bytes, limits: Limits, deadline: float | None
@@ -388,6 +421,8 @@ class Connections:
         conn.received = False
         if deadline is not None:
             response._timer = self.loop.call_at(deadline, conn._fail, TimeoutError())
+        # the wait for the status and headers is a read too
+        read_timer = None if limits.read is None else self.loop.call_later(limits.read, conn._fail, TimeoutError())
         transport = conn.transport
         try:
             if conn.closed or transport is None:  # lost between being handed out and now
@@ -399,9 +434,14 @@ class Connections:
         except BaseException:
             conn.release(False)
             raise
+        finally:
+            if read_timer is not None:
+                read_timer.cancel()
         return response
 
     async def _acquire(self, limits: Limits, deadline: float | None) -> _Connection:
+        if self.closed:
+            raise ConnectionError("the client's connections were closed")
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
@@ -414,6 +454,10 @@ class Connections:
             timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
             try:
                 await asyncio.wait_for(waiter, timeout)
+            except BaseException:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, but giving up (cancelled, timed out): pass the turn on
+                raise
             finally:
                 if not waiter.done():
                     waiter.cancel()

@@ -18,11 +18,10 @@ import contextlib
 import itertools
 import json
 import math
+import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-
-import aiohttp
 
 from ..exceptions import (
     LLMConnectionError,
@@ -36,7 +35,7 @@ from ..exceptions import (
 from ..untrusted import loads
 from ..utils.redact import is_clean, redact, redact_url, url_secrets
 from ._http import HTTPResponse, Limits, client_for
-from ._http1 import IncompleteResponse
+from ._http1 import IncompleteResponse, ResponseTooLong
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
@@ -95,6 +94,13 @@ class KeyRing:
 
     def __init__(self, keys: Sequence[str], orgs: Sequence[str] = ()) -> None:
         self.keys = [key for key in keys if key]
+        for what, values in (("API key", self.keys), ("organization", orgs)):
+            for number, value in enumerate(values, 1):
+                if not (value.isascii() and value.isprintable()):  # it would break (or smuggle) a header
+                    raise UserError(
+                        f"{what} {number} holds a line break, a control character or a non-ASCII character; "
+                        "check where it was read from (the value is not shown)"
+                    )
         self.retired: set[str] = set()
         self._orgs = itertools.cycle(list(orgs)) if orgs else None
         self._index = 0
@@ -141,9 +147,12 @@ def _llm_error(exc: BaseException, secrets: Sequence[str] = ()) -> LLMError | No
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # aiohttp's timeouts subclass both
         return LLMTimeoutError(f"the request timed out ({type(exc).__name__})")
     detail = redact(str(exc), secrets)
-    if isinstance(exc, (aiohttp.ClientPayloadError, IncompleteResponse)):
+    if isinstance(exc, ResponseTooLong):
+        return LLMResponseError(f"the server's response is too long: {detail}")
+    aiohttp = sys.modules.get("aiohttp")  # an aiohttp error comes only from an aiohttp already imported
+    if isinstance(exc, IncompleteResponse) or (aiohttp is not None and isinstance(exc, aiohttp.ClientPayloadError)):
         return LLMConnectionError(f"the connection broke before the response was complete: {detail}")
-    if isinstance(exc, (aiohttp.ClientError, OSError)):
+    if isinstance(exc, OSError) or (aiohttp is not None and isinstance(exc, aiohttp.ClientError)):
         return LLMConnectionError(f"could not reach the server: {type(exc).__name__}: {detail}")
     if isinstance(exc, (ParseError, UnicodeDecodeError)):  # `plait.untrusted.loads`: also huge numbers, deep nesting
         return LLMResponseError(f"the server's response is not valid JSON: {detail}")

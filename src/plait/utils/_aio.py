@@ -1,7 +1,7 @@
 """Async IO plumbing shared by the API backends (`plait.llms`) and the web tools (`plait.actions.web`).
 
 * `PerLoop`: one resource (a connection pool) per event loop, created lazily and closed
-  with its loop; `SessionPool` is the one of pooled `aiohttp.ClientSession`s.
+  with its loop (`plait.utils._session_pool.SessionPool` is the one of aiohttp sessions).
 * `close_with_loop`: close any async resource when the loop it lives on shuts down.
 * `LoopThread`: a private event loop on a daemon thread. Sync clients run the async code
   there: one IO path for both, and sync calls work even inside a running event loop.
@@ -14,11 +14,9 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Generic, Protocol, TypeVar
 
-import aiohttp
-
 from ..exceptions import UserError
 
-__all__ = ["AsyncClosable", "LoopResource", "LoopThread", "PerLoop", "SessionPool", "close_with_loop"]
+__all__ = ["AsyncClosable", "LoopResource", "LoopThread", "PerLoop", "close_with_loop"]
 
 T = TypeVar("T")
 
@@ -109,39 +107,6 @@ class PerLoop(Generic[R]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(loops={len(self._sessions)})"
-
-
-class SessionPool(PerLoop[aiohttp.ClientSession]):
-    """One `aiohttp.ClientSession` (with its connection pool) per event loop.
-
-    Args:
-        max_connections: Connection limit of each session (0 = unlimited); used by the
-            default connector.
-        trust_env: Let aiohttp read proxy settings from the environment.
-        connector_factory: Makes each new session's connector (default: a
-            `aiohttp.TCPConnector` limited to `max_connections`).
-    """
-
-    def __init__(
-        self,
-        *,
-        max_connections: int = 1024,
-        trust_env: bool = False,
-        connector_factory: Callable[[], aiohttp.BaseConnector] | None = None,
-    ) -> None:
-        super().__init__(self._new_session)
-        self.max_connections = max_connections
-        self.trust_env = trust_env
-        self._connector_factory = connector_factory or self._default_connector
-
-    def _default_connector(self) -> aiohttp.BaseConnector:
-        return aiohttp.TCPConnector(limit=self.max_connections, limit_per_host=0)
-
-    def _new_session(self) -> aiohttp.ClientSession:
-        return aiohttp.ClientSession(connector=self._connector_factory(), trust_env=self.trust_env)
-
-    def __repr__(self) -> str:
-        return f"SessionPool(loops={len(self._sessions)}, max_connections={self.max_connections})"
 
 
 class _End:

@@ -22,7 +22,8 @@ import aiohttp
 from typing_extensions import TypedDict, Unpack
 
 from ...exceptions import HTTPStatusError, UserError, WebConnectionError, WebError, WebTimeoutError
-from ...utils._aio import LoopThread, SessionPool
+from ...utils._aio import LoopThread
+from ...utils._session_pool import SessionPool
 from .errors import redact
 from .messages import HTTPRequest, HTTPResponse
 from .policy import RetryConfig, TTLCache

@@ -39,8 +39,9 @@ from ...llms._sse import SSEDecoder
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage, AgentStatusCode, PendingCall
 from ...types import JSONValue, SessionId
-from ...utils._aio import LoopThread, SessionPool
+from ...utils._aio import LoopThread
 from ...utils._json import json_default
+from ...utils._session_pool import SessionPool
 from .access import TOKEN_ENV
 
 __all__ = ["AsyncHTTPAgentClient", "AsyncHTTPAgentServer", "HTTPAgentClient", "HTTPAgentServer"]
