@@ -94,12 +94,23 @@ def _name(fn: Callable[..., object]) -> str:
     return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
 
 
+def _is_awaitable(value: object) -> bool:
+    """`inspect.isawaitable`, answered at once for the plain values most calls return."""
+    kind = type(value)
+    if kind is types.CoroutineType:
+        return True
+    return kind not in _PLAIN and inspect.isawaitable(value)
+
+
+_PLAIN: Final = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+
+
 async def _call(call: Call[Any], is_async: bool) -> Any:
     """Perform one leaf call in the driver's mode."""
     fn = call.fn
     if not is_async:
         result = fn(*call.args, **call.kwargs)
-        if inspect.isawaitable(result):
+        if _is_awaitable(result):
             if inspect.iscoroutine(result):
                 result.close()
             raise ModeError(
@@ -111,7 +122,7 @@ async def _call(call: Call[Any], is_async: bool) -> Any:
         result = await asyncio.to_thread(fn, *call.args, **call.kwargs)
     else:
         result = fn(*call.args, **call.kwargs)
-    if inspect.isawaitable(result):
+    if _is_awaitable(result):
         result = await result
     return result
 

@@ -6,11 +6,12 @@ call produces; the status enums are shared by models, agents and tools.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 from typing import Any
 
 from pydantic import BaseModel
@@ -203,3 +204,66 @@ class AgentMessage(BaseModel):
             data.update(update or {})
             return AgentMessage(**data)
         return self.model_copy(update=dict(update) if update else None, deep=deep)
+
+
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+_COPY_DEPTH = 64  # deeper data goes to `copy.deepcopy` (which also copes with cycles)
+
+
+def _copied(value: Any, depth: int = 0) -> Any:
+    """A copy of `value` that shares nothing mutable with it: plain data copied directly, the rest deep-copied."""
+    kind = type(value)
+    if kind in _ATOMS or isinstance(value, Enum):
+        return value
+    if depth < _COPY_DEPTH:
+        if kind is dict:
+            return {key: _copied(item, depth + 1) for key, item in value.items()}
+        if kind is list:
+            return [_copied(item, depth + 1) for item in value]
+        if kind is ActionReturn:
+            fields = {field.name: _copied(getattr(value, field.name), depth + 1) for field in _ACTION_RETURN_FIELDS}
+            return ActionReturn(**fields)
+    return copy.deepcopy(value)
+
+
+_ACTION_RETURN_FIELDS = dataclasses.fields(ActionReturn)
+
+
+def owned_copy(message: AgentMessage) -> AgentMessage:
+    """A copy of `message` that shares nothing mutable with it, as ``model_copy(deep=True)`` makes.
+
+    Plain values (text, numbers, dicts and lists of them, `ActionReturn`) are copied
+    directly instead of through `copy.deepcopy`, which costs several times more.
+    """
+    if message.__pydantic_extra__ or message.__pydantic_private__:
+        return message.model_copy(deep=True)
+    copied = shallow_copy(message)
+    fields = copied.__dict__
+    for name, value in fields.items():
+        if type(value) not in _ATOMS:
+            fields[name] = _copied(value)
+    return copied
+
+
+def shallow_copy(message: AgentMessage) -> AgentMessage:
+    """``message.model_copy()``: a new message with the same field values, made without pydantic's generic copy."""
+    if message.__pydantic_extra__ or message.__pydantic_private__:
+        return message.model_copy()
+    copied = _new_message(type(message))
+    _set(copied, "__dict__", message.__dict__.copy())
+    _set(copied, "__pydantic_fields_set__", message.__pydantic_fields_set__.copy())
+    _set(copied, "__pydantic_extra__", message.__pydantic_extra__)
+    _set(copied, "__pydantic_private__", message.__pydantic_private__)
+    return copied
+
+
+def replaced(message: AgentMessage, **changes: Any) -> AgentMessage:
+    """``message.model_copy(update=changes)``: a shallow copy with some fields set (not validated)."""
+    copied = shallow_copy(message)
+    copied.__dict__.update(changes)
+    copied.__pydantic_fields_set__.update(changes)
+    return copied
+
+
+_new_message = object.__new__
+_set = object.__setattr__

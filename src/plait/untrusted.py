@@ -80,24 +80,31 @@ def clean(value: T) -> T:
     """
     if isinstance(value, str):
         return cast(T, clean_text(value))
-    if isinstance(value, (dict, list, tuple)) and _inspect(value):
-        return cast(T, _rebuild(value))
+    if isinstance(value, (dict, list, tuple)):
+        try:
+            dirty = _inspect(value)
+        except RecursionError:  # deep enough to exhaust the caller's stack first
+            raise ParseError(f"a value nested deeper than {MAX_DEPTH} levels", raw=None) from None
+        if dirty:
+            return cast(T, _rebuild(value))
     return value
 
 
-def _inspect(value: object) -> bool:
-    """Whether `value` holds a string that needs cleaning; raises `ParseError` past `MAX_DEPTH` (no recursion)."""
+def _inspect(value: object, depth: int = 0) -> bool:
+    """Whether `value` holds a string that needs cleaning; raises `ParseError` past `MAX_DEPTH`.
+
+    Walks everything (a value too deep is refused even when a string was found dirty).
+    """
+    if isinstance(value, str):
+        return clean_text(value) is not value
+    if not isinstance(value, (dict, list, tuple)):
+        return False
+    if depth >= MAX_DEPTH:
+        raise ParseError(f"a value nested deeper than {MAX_DEPTH} levels", raw=None)
     dirty = False
-    stack: list[tuple[object, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            dirty = dirty or clean_text(item) is not item
-        elif isinstance(item, (dict, list, tuple)):
-            if depth >= MAX_DEPTH:
-                raise ParseError(f"a value nested deeper than {MAX_DEPTH} levels", raw=None)
-            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children)
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    for item in items:
+        dirty = _inspect(item, depth + 1) | dirty
     return dirty
 
 

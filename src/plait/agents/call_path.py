@@ -21,7 +21,7 @@ from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserEr
 from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
-from ..schema import AgentMessage, AgentStatusCode
+from ..schema import AgentMessage, AgentStatusCode, owned_copy, shallow_copy
 from ..untrusted import clean_text
 from .run_state import RunState
 from .tool_loop import LoopAgent, decide
@@ -84,7 +84,7 @@ def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
         if item is None:
             continue
         if isinstance(item, AgentMessage):
-            message = item.model_copy(deep=True)
+            message = owned_copy(item)
         elif isinstance(item, (str, Mapping)):
             message = to_message(item)
         else:
@@ -179,7 +179,7 @@ def _guarded(
                 yield from _tell_error(agent, error, session_id)
             raise
         yield from _keep(agent, response, session_id, mark, turn)
-        output = response.model_copy()  # hooks and callers may reassign fields without touching memory
+        output = shallow_copy(response)  # hooks and callers may reassign fields without touching memory
         for hook in list(agent._hooks.values()):
             replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
             if replaced is not None:

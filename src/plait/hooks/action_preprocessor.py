@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall, replaced
 from ..types import SessionId
 from .hook import Hook
 
@@ -73,13 +73,13 @@ class ActionPreprocessor(Hook):
         call = _as_call(message.formatted)
         if call is None:
             return None
-        return message.model_copy(update={"content": call})
+        return replaced(message, content=call)
 
     def after_action(self, executor: ActionExecutorCore, message: object, session_id: SessionId) -> AgentMessage | None:
         """Return a copy of `message` with the `ActionReturn` replaced by text."""
         if not isinstance(message, AgentMessage) or not isinstance(message.content, ActionReturn):
             return None
-        return message.model_copy(update={"content": _text_of(message.content)})
+        return replaced(message, content=_text_of(message.content))
 
 
 class InternLMActionProcessor(ActionPreprocessor):
@@ -125,5 +125,5 @@ class InternLMActionProcessor(ActionPreprocessor):
             if name is None:
                 return None
             formatted["action"] = {"name": name, "parameters": {self.code_parameter: action}}
-            message = message.model_copy(update={"formatted": formatted})
+            message = replaced(message, formatted=formatted)
         return super().before_action(executor, message, session_id)

@@ -208,6 +208,10 @@ class APITemplateParser(_TemplateParser):
     template, roles are kept as they are. A bare string becomes a user message.
     """
 
+    def __init__(self, meta_template: MetaTemplate | None = None) -> None:
+        super().__init__(meta_template)
+        self._api_roles: dict[str, tuple[object, str, str]] = {}
+
     def __call__(self, dialog: Dialog) -> list[dict[str, object]]:
         """The API messages for `dialog`."""
         if isinstance(dialog, str):
@@ -236,8 +240,22 @@ class APITemplateParser(_TemplateParser):
         if not self.roles:
             new["content"] = content
             return new
-        cfg = self._role_config(message)
-        begin, end = cfg.get("begin", ""), cfg.get("end", "")
-        new["role"] = cfg.get("api_role", cfg["role"])
-        new["content"] = (begin if isinstance(begin, str) else "") + content + (end if isinstance(end, str) else "")
+        role, begin, end = self._api_role(message)
+        new["role"] = role
+        new["content"] = begin + content + end if begin or end else content
         return new
+
+    def _api_role(self, message: Mapping[str, object]) -> tuple[object, str, str]:
+        """``(api_role, begin, end)`` of the message's role (kept per role once resolved)."""
+        role = message.get("role")
+        spec = self._api_roles.get(role) if isinstance(role, str) else None
+        if spec is None:
+            cfg = self._role_config(message)
+            begin, end = cfg.get("begin", ""), cfg.get("end", "")
+            spec = (
+                cfg.get("api_role", cfg["role"]),
+                begin if isinstance(begin, str) else "",
+                end if isinstance(end, str) else "",
+            )
+            self._api_roles[str(role)] = spec
+        return spec
