@@ -67,6 +67,7 @@ def stacks() -> list[StackSpec]:
     main = Path(sys.executable)
     return [
         StackSpec("raw", "raw aiohttp loop (the floor)", "raw.py", main),
+        StackSpec("raw-lean", "the same loop on plait's HTTP/1.1 client", "raw_lean.py", main),
         StackSpec("plait-a", "plait A: AsyncFunctionCallingAgent, native calls", "plait_native.py", main),
         StackSpec("plait-b", "plait B: AsyncAgent + executor, InternLM text calls", "internlm_text.py", main),
         StackSpec(
