@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import types
-import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, Final, TypeVar, cast
@@ -64,22 +63,19 @@ def _is_final(chunk: object) -> bool:
     return getattr(chunk, "stream_state", _END) == _END
 
 
-_ASYNC_FUNCTIONS: weakref.WeakKeyDictionary[types.FunctionType, bool] = weakref.WeakKeyDictionary()
+_ASYNC_FLAGS: Final = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def _is_async_callable(fn: Callable[..., object]) -> bool:
     """Whether `fn` is an ``async def`` (or async generator) function, method or callable object.
 
-    Asked for every offloadable call, so for plain functions and bound methods the answer
-    is kept per function (weakly: a lambda made per call does not pile up). Other callables
-    (partials, objects) are asked each time.
+    Asked for every offloadable call: plain functions and bound methods are answered from
+    their code's flags (as `inspect.iscoroutinefunction` does); other callables (partials,
+    objects, functions marked with `inspect.markcoroutinefunction`) are asked in full.
     """
-    function = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if isinstance(function, types.FunctionType):
-        known = _ASYNC_FUNCTIONS.get(function)
-        if known is None:
-            known = _ASYNC_FUNCTIONS[function] = _asks_async(fn)
-        return known
+    function = fn.__func__ if type(fn) is types.MethodType else fn
+    if type(function) is types.FunctionType and "_is_coroutine_marker" not in function.__dict__:
+        return bool(function.__code__.co_flags & _ASYNC_FLAGS)
     return _asks_async(fn)
 
 
@@ -162,8 +158,10 @@ async def _gather(gather: Gather[Any], is_async: bool, interceptors: Sequence[In
 
 
 async def _value(run: AsyncGenerator[object, None]) -> object:
-    async with aclosing(run):
+    try:
         return await run.__anext__()
+    finally:
+        await run.aclose()
 
 
 async def _drive(  # noqa: C901 - the one loop; its branches are the effect kinds

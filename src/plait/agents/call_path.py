@@ -168,7 +168,8 @@ def _guarded(
             response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
             if response.stream_state != AgentStatusCode.INTERRUPTED:
                 response = yield from agent.output_flow(response, session_id, kwargs)  # typed: valid or raise
-                yield from _guard(agent, "output", [response])  # a refused reply rolls the turn back
+                if getattr(agent, "output_guardrails", None):
+                    yield from _guard(agent, "output", [response])  # a refused reply rolls the turn back
         except BaseException as error:
             if memory is not None:
                 memory.truncate(session_id, mark)
@@ -180,7 +181,7 @@ def _guarded(
             raise
         yield from _keep(agent, response, session_id, mark, turn)
         output = shallow_copy(response)  # hooks and callers may reassign fields without touching memory
-        for hook in list(agent._hooks.values()):
+        for hook in list(agent._hooks.values()) if agent._hooks else ():
             replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
             if replaced is not None:
                 output = replaced
@@ -238,11 +239,12 @@ def _opening(
             paused.waiting,
         )
     inputs = normalize_inputs(messages)
-    for hook in list(agent._hooks.values()):
+    for hook in list(agent._hooks.values()) if agent._hooks else ():
         replaced = yield HookCall(hook.before_agent, (agent, inputs, session_id))
         if replaced is not None:
             inputs = _replacement(replaced)
-    yield from _guard(agent, "input", inputs)
+    if getattr(agent, "input_guardrails", None):
+        yield from _guard(agent, "input", inputs)
     return inputs, memory.length(session_id) if memory is not None else 0
 
 

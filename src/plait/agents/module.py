@@ -123,9 +123,19 @@ class AgentModule(metaclass=ABCMeta):
             yield from child.named_agents(f"{prefix}.{name}" if prefix else name, memo)
 
     def agents(self) -> Iterator[AgentModule]:
-        """This agent and every sub-agent."""
-        for _, agent in self.named_agents():
+        """This agent and every sub-agent, each once, in `named_agents`' order (its paths are not built)."""
+        if not self._agents:  # a leaf: most agents
+            yield self
+            return
+        seen: set[int] = set()
+        stack: list[AgentModule] = [self]
+        while stack:
+            agent = stack.pop()
+            if id(agent) in seen:
+                continue
+            seen.add(id(agent))
             yield agent
+            stack.extend(reversed([child for _, child in agent.named_children()]))
 
     def get_agent(self, path: str) -> AgentModule:
         """The sub-agent at dotted `path` (``'writer'``, ``'team.0.critic'``)."""

@@ -345,7 +345,7 @@ def _pinned(memory: Memory | None) -> frozenset[str]:
 
 
 def _is_chat(messages: object) -> bool:
-    return isinstance(messages, list) and all(isinstance(m, Mapping) for m in messages)
+    return isinstance(messages, list) and all(type(m) is dict or isinstance(m, Mapping) for m in messages)
 
 
 def _model_counter(llm: object) -> Counter | None:

@@ -46,6 +46,8 @@ __all__ = ["MAX_JSON_BYTES", "STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing
 STREAM_DEADLINE_FACTOR = 4.0
 """A streaming attempt's default deadline, in multiples of its (per-read) `timeout`."""
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # `json.dumps` with options builds one per call
+
 MAX_JSON_BYTES = 16 * 1024 * 1024
 """The longest body `ChatTransport.get_json` reads (a ``/models`` listing takes kilobytes)."""
 
@@ -249,7 +251,7 @@ class ChatTransport:
             await self.before_send()
         # Text is cleaned where it enters plait; "replace" is the last guard (a lone surrogate in a
         # caller's own generation parameter becomes "?" instead of failing before the request).
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8", "replace")
+        body = _ENCODER.encode(payload).encode("utf-8", "replace")
         return body, self.timeout if timeout is None else timeout, _Tries()
 
     def _next_try(self, tries: _Tries) -> tuple[str | None, str | None]:

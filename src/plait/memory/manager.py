@@ -67,7 +67,8 @@ class MemoryManager:
             memory.journal.summarise(memory.summary)
 
     def _new(self, session_id: Hashable) -> Memory:
-        memory: Memory = create_object(self.cfg)
+        kind = self.cfg.get("type")
+        memory: Memory = kind() if len(self.cfg) == 1 and isinstance(kind, type) else create_object(self.cfg)
         if self.store is not None:
             memory.journal = self.store.journal(self.keypath, session_id)
         self.memory_map[session_id] = memory

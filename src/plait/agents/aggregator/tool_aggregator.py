@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...prompts.parsers import ToolStatusCode
 from ...schema import AgentMessage
 from .default_aggregator import DefaultAggregator, content_to_text
 
@@ -79,8 +80,6 @@ class InternLMToolAggregator(DefaultAggregator):
 
     @staticmethod
     def _own_text(content: Any, formatted: Any, parser: Any) -> str:
-        from ...prompts.parsers import ToolStatusCode
-
         if (
             parser is None
             or not isinstance(formatted, dict)
@@ -91,8 +90,6 @@ class InternLMToolAggregator(DefaultAggregator):
         return str(parser.format_response(formatted))
 
     def _few_shot_turns(self, dialogue: list[dict[str, object]], parser: Any) -> list[dict[str, object]]:
-        from ...prompts.parsers import ToolStatusCode
-
         turns: list[dict[str, object]] = []
         pending_thought: str | None = None
         for item in dialogue:
