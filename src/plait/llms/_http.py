@@ -79,7 +79,7 @@ class LeanClient:
             target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
             if len(self._targets) < 64:  # the chat URL and the models listing, in practice
                 self._targets[url] = target
-        connections = await self.pool.get()
+        connections = self.pool.current() or await self.pool.get()
         return await connections.request(method, target, body, headers, limits)
 
     async def aclose(self) -> None:

@@ -393,7 +393,7 @@ class Connections:
         head = self._head(method, target, body, headers)
         deadline = None if limits.total is None else self.loop.time() + limits.total
         while True:
-            conn = await self._acquire(limits, deadline)
+            conn = self._idle_connection() or await self._acquire(limits, deadline)
             try:
                 return await self._exchange(conn, head, body, limits, deadline)
             except _StaleConnection:
@@ -439,15 +439,25 @@ class Connections:
                 read_timer.cancel()
         return response
 
-    async def _acquire(self, limits: Limits, deadline: float | None) -> _Connection:
+    def _idle_connection(self) -> _Connection | None:
+        """A kept-alive connection ready for reuse (the stale ones closed), if there is one."""
         if self.closed:
             raise ConnectionError("the client's connections were closed")
+        if not self._idle:
+            return None
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed and now - conn.idle_since < IDLE_SECONDS:
                 return conn
             conn.close()
+        return None
+
+    async def _acquire(self, limits: Limits, deadline: float | None) -> _Connection:
+        """A connection: an idle one, else a new one once the limit allows (waiting for a turn)."""
+        conn = self._idle_connection()
+        if conn is not None:
+            return conn
         while self.max_connections and len(self._open) >= self.max_connections:
             waiter = self.loop.create_future()
             self._waiters.append(waiter)

@@ -279,6 +279,7 @@ class ChatTransport:
         return await self.http.request("POST", self.url, body, build_headers(key, org), limits)
 
     async def _raise_for_status(self, resp: HTTPResponse) -> None:
+        """Raise the plait error of an HTTP error status (call it when ``resp.status >= 400``)."""
         if resp.status >= 400:
             text = (await resp.read()).decode("utf-8", errors="replace")
             retry_after = parse_retry_after(resp.headers)
@@ -287,11 +288,13 @@ class ChatTransport:
     async def complete(self, payload: Payload, timeout: float | None = None) -> ModelResponse:
         """One chat completion (non-streaming), retried per the policy."""
         body, seconds, tries = await self._begin(payload, timeout)
+        limits = Limits(seconds)
         while True:
             key, org = self._next_try(tries)
             try:
-                async with await self._post(body, key, org, seconds, stream=False) as resp:
-                    await self._raise_for_status(resp)
+                async with await self.http.request("POST", self.url, body, build_headers(key, org), limits) as resp:
+                    if resp.status >= 400:
+                        await self._raise_for_status(resp)
                     raw = await resp.read()
                 response = parse_completion(loads(raw))
             except Exception as exc:  # classified in _after_failure
@@ -320,7 +323,8 @@ class ChatTransport:
                 await self.before_send()
             key, org = self.keys.pick()
             async with await self.http.request("GET", url, b"", build_headers(key, org), Limits(self.timeout)) as resp:
-                await self._raise_for_status(resp)
+                if resp.status >= 400:
+                    await self._raise_for_status(resp)
                 body = bytearray()
                 async for chunk in resp.chunks():
                     body += chunk
@@ -403,7 +407,8 @@ class ChatTransport:
         started = loop.time()
         try:
             async with await self._post(body, key, org, timeout, True, deadline) as resp:
-                await self._raise_for_status(resp)
+                if resp.status >= 400:
+                    await self._raise_for_status(resp)
                 async for chunk in resp.chunks():
                     for data in decoder.feed(chunk):
                         if acc.feed_data(data):

@@ -77,11 +77,12 @@ class PerLoop(Generic[R]):
 
     async def get(self) -> R:
         """The resource of the running loop (made on first use)."""
-        loop = asyncio.get_running_loop()
-        entry = self._sessions.get(loop)
-        if entry is not None and not entry[0].closed:
-            return entry[0]
-        return await self._create(loop)
+        return self.current() or await self._create(asyncio.get_running_loop())
+
+    def current(self) -> R | None:
+        """The running loop's resource if it has one, open (None: `get` makes one)."""
+        entry = self._sessions.get(asyncio.get_running_loop())
+        return entry[0] if entry is not None and not entry[0].closed else None
 
     async def _create(self, loop: asyncio.AbstractEventLoop) -> R:
         resource = self._factory()
