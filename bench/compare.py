@@ -191,7 +191,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round, 100 sequential runs, 1 run per session")
     parser.add_argument("--rounds", type=int, default=3, help="each cell is the median over rounds")
     parser.add_argument("--runs", type=int, default=400, help="sequential runs per round")
-    parser.add_argument("--per-session", type=int, default=4, help="runs per concurrent session")
+    parser.add_argument("--per-session", type=int, default=8, help="runs per concurrent session")
     parser.add_argument("--stacks", default="", help="comma-separated keys (default: all with a venv)")
     parser.add_argument("--wait-load", type=float, default=0.0, help="wait (20 min at most) for a lower load")
     args = parser.parse_args()
