@@ -1,6 +1,8 @@
 """Clients for any OpenAI-compatible chat-completions server (OpenAI, vLLM, LMDeploy, Ollama, llama.cpp).
 
-`AsyncGPTAPI` runs on the caller's event loop over one pooled aiohttp session per loop.
+`AsyncGPTAPI` runs on the caller's event loop over one connection pool per loop (plait's
+HTTP/1.1 client for plain ``http://`` servers, aiohttp for ``https://`` and proxies; see
+`plait.llms._http`).
 `GPTAPI` is the same code run on a private event-loop thread the client owns, so both
 share one IO path (`ChatTransport`) and every wire decision (`_openai_protocol`).
 
