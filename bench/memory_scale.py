@@ -6,8 +6,11 @@
 * **Leak check**: 100,000 sequential runs of an `AsyncFunctionCallingAgent` with a tool on an
   in-process model (no network), each in a new session that is reset afterwards, as a server
   does; RSS and Python's traced allocations after 10k, 50k and 100k runs.
+* **Leak check over HTTP**: the same agent on `AsyncGPTAPI` against the fake server of
+  `agent_overhead.py` (its own process, so its request log is not counted), 20,000 runs: the
+  connection pool and the request path keep nothing per request.
 
-    PYTHONPATH=src .venv/bin/python bench/memory_scale.py [--sessions 10000] [--runs 100000]
+    PYTHONPATH=src .venv/bin/python bench/memory_scale.py [--sessions 10000] [--runs 100000] [--http-runs 20000]
 """
 
 from __future__ import annotations
@@ -88,11 +91,37 @@ async def leak_check(runs: int) -> None:
     tracemalloc.stop()
 
 
+async def http_leak_check(runs: int, base_url: str) -> None:
+    """`leak_check` with the model behind HTTP: the agent of `agent_overhead.py` on `AsyncGPTAPI`."""
+    from agent_overhead import QUESTION, make_agent
+
+    agent = make_agent(base_url)
+    try:
+        for session in range(500):
+            await agent(QUESTION, session_id=session)
+            agent.reset(session)
+        gc.collect()
+        tracemalloc.start()
+        base_rss, base_traced = rss_kib(), tracemalloc.get_traced_memory()[0]
+        marks = {runs // 4, runs // 2, runs}
+        for run in range(1, runs + 1):
+            await agent(QUESTION, session_id=run)
+            agent.reset(run)
+            if run in marks:
+                gc.collect()
+                traced = tracemalloc.get_traced_memory()[0] - base_traced
+                print(f"| after {run:,} runs | RSS {rss_kib() - base_rss:+,} KiB | traced {traced / 1024:+,.1f} KiB |")
+        tracemalloc.stop()
+    finally:
+        await agent.llm.aclose()
+
+
 def main() -> None:
-    """Both measurements, in this process."""
+    """The three measurements (the fake server of the last in its own process)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--http-runs", type=int, default=20_000)
     args = parser.parse_args()
     print("| measurement | RSS | messages as JSON | above the JSON |")
     print("|---|---|---|---|")
@@ -101,6 +130,17 @@ def main() -> None:
     print("| leak check | RSS growth | Python allocations still held |")
     print("|---|---|---|")
     asyncio.run(leak_check(args.runs))
+    if args.http_runs:
+        from agent_overhead import Server
+
+        print()
+        print("| leak check over HTTP | RSS growth | Python allocations still held |")
+        print("|---|---|---|")
+        server = Server(latency=0.0)
+        try:
+            asyncio.run(http_leak_check(args.http_runs, server.base_url))
+        finally:
+            server.close()
 
 
 if __name__ == "__main__":
