@@ -71,18 +71,16 @@ class _Model:
         return ModelResponse("The answer is 3367.")
 
 
-async def leak_check(runs: int) -> None:
-    """RSS and traced memory while running `runs` sessions one after another."""
-    agent = AsyncFunctionCallingAgent(_Model(), [Calculator()])
-    for session in range(1000):  # warm-up: caches, first-use imports
-        await agent("What is 37 * 91?", session_id=session)
+async def _runs(agent: Any, question: str, runs: int, warm_up: int, marks: set[int]) -> None:
+    """RSS and traced memory while `agent` runs `runs` sessions one after another (each reset after)."""
+    for session in range(warm_up):  # caches, first-use imports
+        await agent(question, session_id=session)
         agent.reset(session)
     gc.collect()
     tracemalloc.start()
     base_rss, base_traced = rss_kib(), tracemalloc.get_traced_memory()[0]
-    marks = {runs // 10, runs // 2, runs}
     for run in range(1, runs + 1):
-        await agent("What is 37 * 91?", session_id=run)
+        await agent(question, session_id=run)
         agent.reset(run)
         if run in marks:
             gc.collect()
@@ -91,27 +89,19 @@ async def leak_check(runs: int) -> None:
     tracemalloc.stop()
 
 
+async def leak_check(runs: int) -> None:
+    """`_runs` of the agent on an in-process model."""
+    agent = AsyncFunctionCallingAgent(_Model(), [Calculator()])
+    await _runs(agent, "What is 37 * 91?", runs, 1000, {runs // 10, runs // 2, runs})
+
+
 async def http_leak_check(runs: int, base_url: str) -> None:
-    """`leak_check` with the model behind HTTP: the agent of `agent_overhead.py` on `AsyncGPTAPI`."""
+    """`_runs` with the model behind HTTP: the agent of `agent_overhead.py` on `AsyncGPTAPI`."""
     from agent_overhead import QUESTION, make_agent
 
     agent = make_agent(base_url)
     try:
-        for session in range(500):
-            await agent(QUESTION, session_id=session)
-            agent.reset(session)
-        gc.collect()
-        tracemalloc.start()
-        base_rss, base_traced = rss_kib(), tracemalloc.get_traced_memory()[0]
-        marks = {runs // 4, runs // 2, runs}
-        for run in range(1, runs + 1):
-            await agent(QUESTION, session_id=run)
-            agent.reset(run)
-            if run in marks:
-                gc.collect()
-                traced = tracemalloc.get_traced_memory()[0] - base_traced
-                print(f"| after {run:,} runs | RSS {rss_kib() - base_rss:+,} KiB | traced {traced / 1024:+,.1f} KiB |")
-        tracemalloc.stop()
+        await _runs(agent, QUESTION, runs, 500, {runs // 4, runs // 2, runs})
     finally:
         await agent.llm.aclose()
 
