@@ -1044,6 +1044,7 @@ def test_the_request_carries_the_expected_headers(raw_server: Callable[[Handler]
     assert request.headers["host"] == f"127.0.0.1:{server.port}"
     assert request.headers["content-type"] == "application/json"
     assert request.headers["content-length"] == str(len(request.body))
+    assert request.headers["accept-encoding"] == "identity"  # nothing here would decompress a reply
     assert json.loads(request.body)["messages"] == [{"role": "user", "content": "héllo ✓"}]
     if key is None:
         assert "authorization" not in request.headers

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ParseError, UserError
-from ..untrusted import clean
+from ..untrusted import clean, clean_text
 
 if TYPE_CHECKING:
     from .base_action import BaseAction
@@ -60,6 +60,8 @@ def to_result_items(outputs: object) -> list[dict[str, object]]:
       ``file``), e.g. ``{'text': out}`` or ``{'image': path}`` -> one item per key.
     * anything else -> one text item holding its JSON (non-ASCII kept) or ``str()``.
     """
+    if type(outputs) is str:  # the common case: one text item, nothing to walk
+        return [{"type": "text", "content": clean_text(outputs)}]
     try:
         return clean(_result_items(outputs))
     except ParseError:  # data nested too deep to keep

@@ -377,7 +377,11 @@ class Connections:
         self._open: set[_Connection] = set()
         self._used: set[_Connection] = set()  # connections that carried a complete exchange
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._fixed = f"\r\nHost: {self.authority}\r\nUser-Agent: plait/{__version__}\r\nAccept: */*\r\n"
+        # identity: a reply is read as sent (nothing here decompresses; aiohttp asks for gzip and does)
+        self._fixed = (
+            f"\r\nHost: {self.authority}\r\nUser-Agent: plait/{__version__}\r\nAccept: */*\r\n"
+            "Accept-Encoding: identity\r\n"
+        )
 
     def reused(self, conn: _Connection) -> bool:
         return conn in self._used
