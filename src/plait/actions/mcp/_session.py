@@ -156,6 +156,8 @@ class ClientSession:
             raise MCPError(f"the MCP server did not answer {method} within {limit} s") from None
         finally:
             self._pending.pop(request_id, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed by a lost link while the send failed too: seen, not "never retrieved"
 
     async def notify(self, method: str, params: Mapping[str, JSONValue] | None = None) -> None:
         """Send a notification (no answer expected)."""

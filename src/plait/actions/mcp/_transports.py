@@ -135,7 +135,12 @@ class StdioTransport:
             process.stdin.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
             await process.stdin.drain()
         except (ConnectionError, OSError) as exc:
-            raise MCPError(f"the MCP server {self.command!r} stopped reading its input: {exc}") from exc
+            try:  # most often it exited (a bad script): say so, with its stderr, rather than "broken pipe"
+                code = await asyncio.wait_for(process.wait(), 1.0)
+            except asyncio.TimeoutError:
+                raise MCPError(f"the MCP server {self.command!r} stopped reading its input: {exc}") from exc
+            await asyncio.sleep(0)  # let the stderr reader catch up
+            raise MCPError(self.describe_exit(code)) from exc
 
     async def close(self) -> None:
         """Close stdin, then terminate (and finally kill) the process if it does not exit."""
