@@ -306,13 +306,19 @@ class ActionCall(Composite["ActionReturn"]):
 
     def flow(self) -> Flow[ActionReturn]:
         """The tool call's steps (`plait.actions.base_action.action_flow`)."""
-        from .actions.base_action import action_flow
-
-        return action_flow(self.action, self.inputs, self.api, self.session_id)
+        return _action_flow()(self.action, self.inputs, self.api, self.session_id)
 
     def call(self) -> Call[ActionReturn]:  # pragma: no cover - always inline
         """Not used: tool calls always run in place."""
         return Call(self.action, (self.inputs, self.api), {"session_id": self.session_id})
+
+
+@functools.cache
+def _action_flow() -> Callable[..., Flow[ActionReturn]]:
+    """`plait.actions.base_action.action_flow`, imported once (effects are below the actions package)."""
+    from .actions.base_action import action_flow
+
+    return action_flow
 
 
 @dataclass(frozen=True, slots=True, eq=False)

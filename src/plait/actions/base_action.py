@@ -566,6 +566,12 @@ class AsyncActionMixin(_MixinBase):
 _STANDARD_CALLS = (BaseAction.__call__, AsyncActionMixin.__call__)
 
 
+@functools.lru_cache(maxsize=1024)
+def _own_call(cls: type) -> Any:
+    """The ``__call__`` a tool class defines or inherits (looked up once per class)."""
+    return next((klass.__dict__["__call__"] for klass in cls.__mro__ if "__call__" in klass.__dict__), None)
+
+
 def action_flow(action: ActionCore, inputs: object, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
     """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
 
@@ -573,7 +579,7 @@ def action_flow(action: ActionCore, inputs: object, api: str, session_id: Hashab
     ``__call__`` is called as ``action(inputs, api[, session_id=...])`` and what it returns
     is wrapped the same way (an exception becomes an ``API_ERROR`` return).
     """
-    call = next((klass.__dict__["__call__"] for klass in type(action).__mro__ if "__call__" in klass.__dict__), None)
+    call = _own_call(type(action))
     if call is None or call in _STANDARD_CALLS:
         return (yield from action.call_flow(inputs, api, session_id))
     fn: Callable[..., object] = call.__get__(action, type(action))  # bound, as ``action.__call__``
