@@ -114,28 +114,27 @@ class AgentModule(metaclass=ABCMeta):
 
     def named_agents(self, prefix: str = "", memo: set[int] | None = None) -> Iterator[tuple[str, AgentModule]]:
         """This agent (name ``prefix``) and every sub-agent below it with dotted paths, each once."""
-        memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
-        yield prefix, self
-        for name, child in self.named_children():
-            yield from child.named_agents(f"{prefix}.{name}" if prefix else name, memo)
+        return self._walk(prefix, set() if memo is None else memo, named=True)
 
     def agents(self) -> Iterator[AgentModule]:
-        """This agent and every sub-agent, each once, in `named_agents`' order (its paths are not built)."""
+        """This agent and every sub-agent, each once, in `named_agents`' order."""
         if not self._agents:  # a leaf: most agents
-            yield self
-            return
-        seen: set[int] = set()
-        stack: list[AgentModule] = [self]
+            return iter((self,))
+        return (agent for _, agent in self._walk("", set(), named=False))
+
+    def _walk(self, prefix: str, memo: set[int], *, named: bool) -> Iterator[tuple[str, AgentModule]]:
+        """The tree depth first, registration order, each agent once; paths built only when `named`."""
+        stack: list[tuple[str, AgentModule]] = [(prefix, self)]
         while stack:
-            agent = stack.pop()
-            if id(agent) in seen:
+            path, agent = stack.pop()
+            if id(agent) in memo:
                 continue
-            seen.add(id(agent))
-            yield agent
-            stack.extend(reversed([child for _, child in agent.named_children()]))
+            memo.add(id(agent))
+            yield path, agent
+            children = [
+                ((f"{path}.{name}" if path else name) if named else "", child) for name, child in agent.named_children()
+            ]
+            stack.extend(reversed(children))
 
     def get_agent(self, path: str) -> AgentModule:
         """The sub-agent at dotted `path` (``'writer'``, ``'team.0.critic'``)."""

@@ -22,6 +22,7 @@ import sys
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..exceptions import (
     LLMConnectionError,
@@ -261,7 +262,7 @@ class ChatTransport:
         tries.sent += 1
         return key, org
 
-    async def _post(
+    def _post(
         self,
         body: bytes,
         key: str | None,
@@ -269,30 +270,29 @@ class ChatTransport:
         timeout: float | None,
         stream: bool,
         deadline: float | None = None,
-    ) -> HTTPResponse:
+    ) -> Awaitable[HTTPResponse]:
         """Send `body`: `timeout` for the whole exchange, or for a stream per read and `deadline` in all.
 
         The deadline covers reading the body too, so a stream kept open by keep-alive
-        comments still ends at it.
+        comments still ends at it. (The client's request itself is returned, to be awaited:
+        no coroutine of its own on the hot path.)
         """
         limits = Limits(deadline, timeout, timeout) if stream else Limits(timeout)
-        return await self.http.request("POST", self.url, body, build_headers(key, org), limits)
+        return self.http.request("POST", self.url, body, build_headers(key, org), limits)
 
-    async def _raise_for_status(self, resp: HTTPResponse) -> None:
-        """Raise the plait error of an HTTP error status (call it when ``resp.status >= 400``)."""
-        if resp.status >= 400:
-            text = (await resp.read()).decode("utf-8", errors="replace")
-            retry_after = parse_retry_after(resp.headers)
-            raise error_for_status(resp.status, text, retry_after=retry_after, secrets=self._secrets())
+    async def _raise_for_status(self, resp: HTTPResponse) -> NoReturn:
+        """Raise the plait error of an HTTP error status (callers check ``resp.status >= 400`` first)."""
+        text = (await resp.read()).decode("utf-8", errors="replace")
+        retry_after = parse_retry_after(resp.headers)
+        raise error_for_status(resp.status, text, retry_after=retry_after, secrets=self._secrets())
 
     async def complete(self, payload: Payload, timeout: float | None = None) -> ModelResponse:
         """One chat completion (non-streaming), retried per the policy."""
         body, seconds, tries = await self._begin(payload, timeout)
-        limits = Limits(seconds)
         while True:
             key, org = self._next_try(tries)
             try:
-                async with await self.http.request("POST", self.url, body, build_headers(key, org), limits) as resp:
+                async with await self._post(body, key, org, seconds, stream=False) as resp:
                     if resp.status >= 400:
                         await self._raise_for_status(resp)
                     raw = await resp.read()
