@@ -1,18 +1,21 @@
 """The drive loop: performs a flow's effects (`plait.effects`) in the caller's mode, written once.
 
-One loop (`_drive`) owns the mode. It is an async generator parameterised by two flags:
+One loop (`_drive`) owns the mode. It is a coroutine parameterised by two flags:
 
 * ``is_async``: the *async performer* awaits coroutines and runs synchronous calls (and the
   ``next()`` of synchronous streams) in worker threads, so the event loop never blocks; the
   *sync performer* calls functions directly and rejects awaitables with `ModeError`;
 * ``stream``: streaming drivers pass the non-final chunks of stream effects and every
-  `Emit` to their caller, then the flow's result last; the others only return the result.
+  `Emit` to their caller (each awaited as a `_Chunk`, which suspends the loop up to the
+  entry point), then return the flow's result; the others only return the result.
   A streaming driver performs each leaf as `Leaf.streamed` says, so a model call that
   follows the driver (`ModelCall.follow`) streams exactly when the run does.
 
-The sync entry points step that async generator by hand: with the sync performer it never
-suspends, so ``send(None)`` runs it to its next value. The four entry points
-(`run_sync`, `run_async`, `run_stream`, `run_astream`) are thin adapters over the one loop.
+The entry points are thin adapters over the one loop: `run_async` awaits it; `run_sync`
+steps it by hand (with the sync performer it never suspends, so ``send(None)`` runs it to
+its end); `run_stream` and `run_astream` step it and hand each `_Chunk` it suspends on to
+their caller (`run_astream` passes every other suspension, the event loop's futures, on to
+its task, as ``await`` would).
 
 The loop is a trampoline over a stack of frames: the flow, the flows of *composite* effects
 (a sub-agent's call path, an executor call, a tool API), and the `around` flows of
@@ -32,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import types
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Generator, Iterator, Sequence
 from contextlib import aclosing
 from typing import Any, Final, TypeVar, cast
 
@@ -151,23 +154,28 @@ async def _chunks(source: Any, is_async: bool, offload: bool, fn: Callable[..., 
 
 
 async def _gather(gather: Gather[Any], is_async: bool, interceptors: Sequence[Interceptor]) -> list[Any]:
-    runs = [_value(_drive(_single(effect), is_async, False, interceptors)) for effect in gather.effects]
+    runs = [_drive(_single(effect), is_async, False, interceptors) for effect in gather.effects]
     if is_async and len(runs) > 1:
         return list(await asyncio.gather(*runs))
     return [await run for run in runs]
 
 
-async def _value(run: AsyncGenerator[object, None]) -> object:
-    try:
-        return await run.__anext__()
-    finally:
-        await run.aclose()
+class _Chunk:
+    """A streamed chunk on its way out: awaiting it suspends the loop up to the streaming entry point."""
+
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk: object) -> None:
+        self.chunk = chunk
+
+    def __await__(self) -> Generator[_Chunk, None, None]:
+        yield self
 
 
 async def _drive(  # noqa: C901 - the one loop; its branches are the effect kinds
     flow: Flow[Any], is_async: bool, stream: bool, interceptors: Sequence[Interceptor] = ()
-) -> AsyncGenerator[Any, None]:
-    """Run `flow` to its end; yields streamed chunks (when `stream`) and the flow's result last."""
+) -> Any:
+    """Run `flow` to its end and return its result; a streaming loop awaits each chunk as a `_Chunk` first."""
     stack: list[tuple[Generator[Any, Any, Any], int]] = [(flow, 0)]
     count = len(interceptors)
     value: Any = None
@@ -201,7 +209,7 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
             try:
                 if isinstance(effect, Emit):
                     if stream:
-                        yield effect.chunk
+                        await _Chunk(effect.chunk)
                     continue
                 if isinstance(effect, Gather):
                     if len(effect.effects) == 1:  # nothing to overlap: run it in place, no nested drive
@@ -220,13 +228,13 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
                     async for chunk in chunks:
                         last = call.each(chunk) if call.each is not None else chunk
                         if stream and not _is_final(last):
-                            yield last
+                            await _Chunk(last)
                 value = last
             except (GeneratorExit, ModeError):
                 raise
             except BaseException as exc:
                 value, error = None, exc
-        yield value
+        return value
     finally:
         while stack:
             stack.pop()[0].close()
@@ -237,14 +245,19 @@ def _with_global(interceptors: Sequence[Interceptor]) -> tuple[Interceptor, ...]
     return (*interceptors, *GLOBAL_INTERCEPTORS.values())
 
 
-def _step(awaitable: Awaitable[R]) -> R:
-    """Run an awaitable that never suspends (the sync performer's) to its result."""
-    coroutine = awaitable.__await__()
+def _step(run: Coroutine[Any, None, Any]) -> tuple[bool, Any]:
+    """One step of a loop under the sync performer: ``(True, result)`` at its end, else ``(False, chunk)``.
+
+    Raises:
+        RuntimeError: The loop suspended on something other than a chunk (an async
+            effect reached the sync performer).
+    """
     try:
-        coroutine.send(None)
+        suspended = run.send(None)
     except StopIteration as stop:
-        return cast(R, stop.value)
-    coroutine.close()
+        return True, stop.value
+    if type(suspended) is _Chunk:
+        return False, suspended.chunk
     raise RuntimeError("a synchronous flow suspended: an async effect reached the sync driver")
 
 
@@ -252,16 +265,14 @@ def run_sync(flow: Flow[R], interceptors: Sequence[Interceptor] = ()) -> R:
     """Run `flow` in the calling thread; stream effects are drained to their last chunk."""
     run = _drive(flow, False, False, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
     try:
-        return cast(R, _step(run.__anext__()))
+        return cast(R, _step(run)[1])  # a loop that does not stream never suspends on a chunk
     finally:
-        _step(run.aclose())
+        run.close()
 
 
 async def run_async(flow: Flow[R], interceptors: Sequence[Interceptor] = ()) -> R:
     """Run `flow` on the running event loop (sync work in worker threads)."""
-    return cast(
-        R, await _value(_drive(flow, True, False, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors))
-    )
+    return cast(R, await _drive(flow, True, False, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors))
 
 
 def run_stream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> Generator[Any, None, None]:
@@ -269,19 +280,68 @@ def run_stream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> Gen
     run = _drive(flow, False, True, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
     try:
         while True:
-            try:
-                item = _step(run.__anext__())
-            except StopAsyncIteration:
+            done, item = _step(run)
+            yield item
+            if done:
                 return
-            yield item
     finally:
-        _step(run.aclose())
+        run.close()
 
 
-async def run_astream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> AsyncIterator[Any]:
+class _Pump:
+    """Awaits a streaming loop up to its next chunk: ``(False, chunk)``, or ``(True, result)`` at its end.
+
+    The loop's other suspensions (the event loop's futures) pass through to the awaiting
+    task, and what the task sends or throws back (a cancellation) goes into the loop, as a
+    plain ``await`` would do. `over` turns true once the loop has returned or raised.
+    """
+
+    __slots__ = ("over", "run", "throw")
+
+    def __init__(self, run: Coroutine[Any, Any, Any]) -> None:
+        self.run = run
+        self.over = False
+        self.throw: BaseException | None = None  # thrown into the loop first on the next await (its closing)
+
+    def __await__(self) -> Generator[Any, Any, tuple[bool, Any]]:
+        sent: Any = None
+        error, self.throw = self.throw, None
+        while True:
+            try:
+                suspended = self.run.send(sent) if error is None else self.run.throw(error)
+            except StopIteration as stop:
+                self.over = True
+                return True, stop.value
+            except BaseException:
+                self.over = True
+                raise
+            if type(suspended) is _Chunk:
+                return False, suspended.chunk
+            try:
+                sent, error = (yield suspended), None
+            except BaseException as exc:  # whatever the task throws goes into the loop
+                sent, error = None, exc
+
+
+async def run_astream(flow: Flow[Any], interceptors: Sequence[Interceptor] = ()) -> AsyncGenerator[Any, None]:
     """Async twin of `run_stream`."""
-    async with aclosing(
-        _drive(flow, True, True, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors)
-    ) as run:
-        async for item in run:
+    pump = _Pump(_drive(flow, True, True, _with_global(interceptors) if GLOBAL_INTERCEPTORS else interceptors))
+    try:
+        while True:
+            done, item = await pump
             yield item
+            if done:
+                return
+    finally:
+        if not pump.over:  # stopped at a chunk: its consumer left early, or was cancelled
+            await _close(pump)
+
+
+async def _close(pump: _Pump) -> None:
+    """Close a loop stopped at a chunk, letting its cleanup await (as an async generator's ``aclose`` does)."""
+    pump.throw = GeneratorExit()
+    try:
+        await pump
+    except GeneratorExit:
+        return
+    raise RuntimeError("a streaming flow went on after it was closed")

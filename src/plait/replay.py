@@ -43,6 +43,7 @@ from .exceptions import ReplayMismatchError, UserError
 from .interceptors import Interceptor, intercept
 from .llms.response import ModelResponse, ToolCall, Usage
 from .schema import ActionReturn, AgentStatusCode, ModelStatusCode
+from .utils._aio import closing_stream
 from .utils._json import json_default
 
 __all__ = ["LOG_FORMAT", "LOG_VERSION", "RunLog", "record", "replay"]
@@ -256,9 +257,10 @@ class _AsyncModel(_ModelStandIn):
                 yield item
             return
         items = []
-        async for item in self._inner.stream_chat(inputs, session_ids=session_ids, **kwargs):
-            items.append(item)
-            yield item
+        async with closing_stream(self._inner.stream_chat(inputs, session_ids=session_ids, **kwargs)) as stream:
+            async for item in stream:
+                items.append(item)
+                yield item
         self._record_items(key, items)
 
 

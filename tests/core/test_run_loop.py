@@ -23,6 +23,7 @@ from plait.agents import (
     Agent,
     AsyncAgent,
     AsyncSequential,
+    AsyncStreamingAgent,
     AsyncStreamingFunctionCallingAgent,
     AsyncStreamingSequential,
     FunctionCallingAgent,
@@ -122,6 +123,83 @@ def test_an_abandoned_stream_rolls_memory_back() -> None:
     assert first.stream_state == AgentStatusCode.STREAM_ING
     stream.close()
     assert agent.memory is not None and agent.memory.get_memory(0) == []
+
+
+class SlowStreamingLLM(AsyncBaseLLM):
+    """Streams two chunks, then waits `delay` seconds before the last; its cleanup awaits (and is recorded)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(path="slow-stream")
+        self.delay = delay
+        self.closed: list[str] = []
+
+    async def stream_chat(self, inputs: Any, **gen_params: Any) -> Any:
+        try:
+            yield AgentStatusCode.STREAM_ING, "one", None
+            yield AgentStatusCode.STREAM_ING, "one two", None
+            await asyncio.sleep(self.delay)
+            yield AgentStatusCode.END, "one two three", None
+        finally:
+            await asyncio.sleep(0)  # cleanup that suspends: only a closing that lets it await gets past here
+            self.closed.append("closed")
+
+
+def test_an_abandoned_async_stream_closes_the_model_stream_and_rolls_memory_back() -> None:
+    llm = SlowStreamingLLM(delay=30)
+    agent = AsyncStreamingAgent(llm, name="s")
+
+    async def main() -> None:
+        stream = agent("hi", session_id="s")
+        first = await anext(stream)
+        assert first.content == "one" and first.stream_state == AgentStatusCode.STREAM_ING
+        await stream.aclose()
+
+    asyncio.run(main())
+    assert llm.closed == ["closed"]
+    assert agent.memory.get_memory("s") == []
+    assert agent._calls == {}  # the session is free again
+
+
+def test_a_task_cancelled_while_it_reads_an_async_stream_closes_it_and_rolls_memory_back() -> None:
+    llm = SlowStreamingLLM(delay=30)
+    agent = AsyncStreamingAgent(llm, name="s")
+    seen: list[str] = []
+    two = asyncio.Event()
+
+    async def read() -> None:
+        async for chunk in agent("hi", session_id="s"):
+            seen.append(chunk.content)
+            if len(seen) == 2:
+                two.set()
+
+    async def main() -> None:
+        task = asyncio.create_task(read())
+        await two.wait()  # the run now waits for the model's last chunk
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert seen == ["one", "one two"] and llm.closed == ["closed"]
+    assert agent.memory.get_memory("s") == []
+    assert agent._calls == {}
+
+
+def test_a_finished_async_stream_ends_with_its_final_message() -> None:
+    llm = SlowStreamingLLM(delay=0)
+    agent = AsyncStreamingAgent(llm, name="s")
+
+    async def main() -> list[AgentMessage]:
+        return [chunk async for chunk in agent("hi", session_id="s")]
+
+    chunks = asyncio.run(main())
+    assert [(c.content, c.stream_state) for c in chunks] == [
+        ("one", AgentStatusCode.STREAM_ING),
+        ("one two", AgentStatusCode.STREAM_ING),
+        ("one two three", AgentStatusCode.END),
+    ]
+    assert llm.closed == ["closed"]
+    assert [m.content for m in agent.memory.get_memory("s")] == ["hi", "one two three"]
 
 
 # -- the event loop stays free ------------------------------------------------------------------
@@ -280,6 +358,45 @@ def test_an_interceptor_may_change_the_model_call(mode: str) -> None:
     with intercept(agent, Louder()):
         assert resolve(agent("hi")).content == "QUIET"
     assert llm.calls[0].params["temperature"] == 0
+
+
+def test_the_interceptors_an_agent_runs_with_follow_every_change_of_its_tree() -> None:
+    """`interceptors()` is kept between calls: each way of changing a tree must show in the next call."""
+    from plait.agents import AgentDict, AgentList
+    from plait.context import ContextPolicy
+    from plait.interceptors import register_interceptor
+
+    inner = Agent(ScriptedLLM(["x"]), name="inner", context_policy=None)
+    outer = Sequential(inner)
+    outer.context_policy = None
+    assert outer.interceptors() == ()
+    policy = ContextPolicy("trim")
+    inner.context_policy = policy  # a sub-agent's attribute
+    assert outer.interceptors() == (policy,)
+    del inner.context_policy
+    assert outer.interceptors() == ()
+    inner.context_policy = policy
+    log = Log()
+    handle = register_interceptor(outer, log)  # the registries of the tree
+    assert outer.interceptors() == (log, policy) and inner.interceptors() == (log, policy)
+    handle.remove()
+    assert outer.interceptors() == (policy,) and inner.interceptors() == (policy,)
+    late, late_policy = Agent(ScriptedLLM(["y"]), name="late", context_policy=None), ContextPolicy("error")
+    late.context_policy = late_policy
+    members = AgentList([inner])  # containers that change their members in place
+    members.context_policy = None
+    assert members.interceptors() == (policy,)
+    members.append(late)
+    assert members.interceptors() == (policy, late_policy)
+    members.pop(0)
+    assert members.interceptors() == (late_policy,)
+    table = AgentDict({"a": inner})
+    table.context_policy = None
+    assert table.interceptors() == (policy,)
+    table["b"] = late
+    assert table.interceptors() == (policy, late_policy)
+    del table["a"]
+    assert table.interceptors() == (late_policy,)
 
 
 # -- fault injection ----------------------------------------------------------------------------

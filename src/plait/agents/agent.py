@@ -15,6 +15,7 @@ Calling an agent runs the call path of `plait.agents.call_path` through the clas
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from types import MappingProxyType
 from typing import Any, ClassVar, Literal, TypeVar, Union, cast
 
@@ -417,23 +418,30 @@ class AsyncStreamingAgent(AgentCore):
         self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object
     ) -> AsyncIterator[AgentMessage]:
         """Run the call path on the event loop, yielding chunks and then the final END message."""
-        async for chunk in run_astream(agent_call_flow(self, message, session_id, kwargs), self.interceptors()):
-            yield chunk
+        async with aclosing(
+            run_astream(agent_call_flow(self, message, session_id, kwargs), self.interceptors())
+        ) as run:
+            async for chunk in run:  # left early: the run (its model stream, its memory) is closed now, not at GC
+                yield chunk
 
     @flow_forward
     async def forward(
         self, *message: AgentMessage, session_id: Hashable = 0, **kwargs: object
     ) -> AsyncIterator[AgentMessage]:
         """Stream `forward_flow` on the event loop."""
-        async for chunk in run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors()):
-            yield chunk
+        async with aclosing(run_astream(self.forward_flow(message, session_id, kwargs), self.interceptors())) as run:
+            async for chunk in run:
+                yield chunk
 
     async def resume(
         self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
     ) -> AsyncIterator[AgentMessage]:
         """`Agent.resume`, streamed on the event loop."""
-        async for chunk in run_astream(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors()):
-            yield chunk
+        async with aclosing(
+            run_astream(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
+        ) as run:
+            async for chunk in run:
+                yield chunk
 
 
 for _sibling in (AsyncAgent, StreamingAgent, AsyncStreamingAgent):

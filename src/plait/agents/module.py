@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from abc import ABCMeta
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 
 from ..exceptions import StateDictError, UserError
 from ..interceptors import Interceptor
@@ -29,6 +30,62 @@ __all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "
 
 STATE_FORMAT = "plait.state"
 STATE_VERSION = 1
+
+
+_changes = 0  # how often any agent tree changed shape (children, interceptors, attributes): keys `interceptors`' caches
+_changes_lock = threading.Lock()
+
+
+def _changed() -> None:
+    """Note that some agent tree changed (after the change, so a cache built meanwhile is not kept)."""
+    global _changes
+    with _changes_lock:  # serialised: the count only grows, and no change is lost between threads
+        _changes += 1
+
+
+class _Registry(dict[Any, Any]):
+    """A dict of sub-agents or interceptors whose every change is noted (`interceptors` caches what it finds)."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        _changed()
+
+    def __delitem__(self, key: Any) -> None:
+        super().__delitem__(key)
+        _changed()
+
+    def pop(self, *args: Any) -> Any:
+        """`dict.pop`, noted."""
+        try:
+            return super().pop(*args)
+        finally:
+            _changed()
+
+    def popitem(self) -> tuple[Any, Any]:
+        """`dict.popitem`, noted."""
+        try:
+            return super().popitem()
+        finally:
+            _changed()
+
+    def clear(self) -> None:
+        """`dict.clear`, noted."""
+        super().clear()
+        _changed()
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        """`dict.update`, noted."""
+        super().update(*args, **kwargs)
+        _changed()
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        """`dict.setdefault`, noted."""
+        try:
+            return super().setdefault(key, default)
+        finally:
+            _changed()
 
 
 class IncompatibleKeys(NamedTuple):
@@ -55,9 +112,9 @@ class AgentModule(metaclass=ABCMeta):
     _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        object.__setattr__(self, "_agents", {})
+        object.__setattr__(self, "_agents", _Registry())
         object.__setattr__(self, "_hooks", {})
-        object.__setattr__(self, "_interceptors", {})
+        object.__setattr__(self, "_interceptors", _Registry())
         object.__setattr__(self, "_runs", {})
         object.__setattr__(self, "_calls", {})  # session -> token of the call running on it
 
@@ -65,14 +122,22 @@ class AgentModule(metaclass=ABCMeta):
         """The interceptors around this agent's effects, outermost first (see `plait.interceptors`).
 
         Those registered on it, then the context policies of the agents in its tree (each
-        shapes its own agent's requests, wherever that agent runs).
+        shapes its own agent's requests, wherever that agent runs). Asked once per call: the
+        answer is kept until an agent tree changes (a sub-agent, an interceptor or an
+        attribute set or removed anywhere).
         """
+        changes = _changes
+        cached = self.__dict__.get("_interceptors_found")
+        if cached is not None and cached[0] == changes:
+            return cast("tuple[Interceptor, ...]", cached[1])
         found = list(self._interceptors.values()) if self._interceptors else []
         for agent in self.agents() if self._agents else (self,):
             policy = getattr(agent, "context_policy", None)
             if isinstance(policy, Interceptor) and policy not in found:
                 found.append(policy)
-        return tuple(found)
+        answer = tuple(found)
+        object.__setattr__(self, "_interceptors_found", (changes, answer))
+        return answer
 
     # -- registration --
 
@@ -88,12 +153,14 @@ class AgentModule(metaclass=ABCMeta):
         elif agents is not None:
             agents.pop(name, None)
         object.__setattr__(self, name, value)
+        _changed()  # a context policy, or anything a subclass derives one from
 
     def __delattr__(self, name: str) -> None:
         agents: dict[str, AgentModule] | None = self.__dict__.get("_agents")
         if agents is not None:
             agents.pop(name, None)
         object.__delattr__(self, name)
+        _changed()
 
     def add_agent(self, name: str, agent: AgentModule) -> None:
         """Register `agent` under `name` (for names chosen at run time)."""

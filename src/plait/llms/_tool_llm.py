@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Se
 from dataclasses import dataclass
 
 from ..types import SessionIds
+from ..utils._aio import closing_stream
 from ._openai_protocol import ToolChoice, ToolSpec
 from .base_llm import AsyncBaseLLM, BaseLLM, ChatInput, StreamItem
 from .response import ModelResponse
@@ -132,8 +133,9 @@ class AsyncToolStreaming(AsyncBaseLLM):
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
         """The items of `stream_chat`; here the plain `AsyncBaseLLM.stream_chat` of the conversation (no tools)."""
-        async for item in AsyncBaseLLM.stream_chat(self, call.inputs, session_ids, **call.overrides):
-            yield item
+        async with closing_stream(AsyncBaseLLM.stream_chat(self, call.inputs, session_ids, **call.overrides)) as items:
+            async for item in items:
+                yield item
 
 
 class AsyncToolLLM(AsyncToolCalling, AsyncToolStreaming):

@@ -37,6 +37,7 @@ from typing_extensions import TypedDict, TypeIs
 from ..exceptions import UserError
 from ..schema import ModelStatusCode
 from ..types import ChatInput, SessionIds
+from ..utils._aio import closing_stream
 from .response import ModelResponse
 from .templates import LMTemplateParser, MetaTemplate, TemplateParserClass
 
@@ -370,8 +371,9 @@ class AsyncBaseLLM(LLMCore):
     ) -> AsyncIterator[StreamItem]:
         """Stream a reply as ``(status, text_so_far, extra)``; the last item is `END`."""
         prompt, params = self._prepare(inputs, gen_params)
-        async for status, text, extra in self.stream_generate(prompt, session_ids, **params):
-            yield status, self._finish(text, params), extra
+        async with closing_stream(self.stream_generate(prompt, session_ids, **params)) as items:
+            async for status, text, extra in items:  # left early: the engine's stream is closed now
+                yield status, self._finish(text, params), extra
 
 
 BaseLLM.register(AsyncBaseLLM)

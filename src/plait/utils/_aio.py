@@ -3,6 +3,9 @@
 * `PerLoop`: one resource (a connection pool) per event loop, created lazily and closed
   with its loop (`plait.utils._session_pool.SessionPool` is the one of aiohttp sessions).
 * `close_with_loop`: close any async resource when the loop it lives on shuts down.
+* `closing_stream`: an async stream read in a block, closed when the block ends (a reader
+  that leaves early, or is cancelled, frees the stream's connection now, not when it is
+  collected).
 * `LoopThread`: a private event loop on a daemon thread. Sync clients run the async code
   there: one IO path for both, and sync calls work even inside a running event loop.
 """
@@ -12,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager
 from typing import Generic, Protocol, TypeVar
 
 from ..exceptions import UserError
 
-__all__ = ["AsyncClosable", "LoopResource", "LoopThread", "PerLoop", "close_with_loop"]
+__all__ = ["AsyncClosable", "LoopResource", "LoopThread", "PerLoop", "close_with_loop", "closing_stream"]
 
 T = TypeVar("T")
 
@@ -46,6 +50,21 @@ async def close_with_loop(resource: AsyncClosable) -> AsyncGenerator[None, None]
     keeper = _close_with_loop(resource)
     await keeper.__anext__()  # registers it with the loop's async-generator finalizer
     return keeper
+
+
+@asynccontextmanager
+async def closing_stream(stream: AsyncIterator[T]) -> AsyncGenerator[AsyncIterator[T], None]:
+    """`stream` for an ``async for``, closed (its ``aclose()``, where it has one) when the block ends.
+
+    An ``async for`` that stops early leaves an async generator open until it is garbage
+    collected; a stream read through this is closed at once, its cleanup awaited.
+    """
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class LoopResource(AsyncClosable, Protocol):
