@@ -94,14 +94,19 @@ def _name(fn: Callable[..., object]) -> str:
 
 
 def _is_awaitable(value: object) -> bool:
-    """`inspect.isawaitable`, answered at once for the plain values most calls return."""
+    """`inspect.isawaitable`, answered once per type (it depends on the type alone, but for generators)."""
     kind = type(value)
-    if kind is types.CoroutineType:
-        return True
-    return kind not in _PLAIN and inspect.isawaitable(value)
+    known = _AWAITABLE.get(kind)
+    if known is not None:
+        return known
+    answer = inspect.isawaitable(value)
+    if kind is not types.GeneratorType and len(_AWAITABLE) < 4096:  # a generator may be a coroutine: ask each
+        _AWAITABLE[kind] = answer
+    return answer
 
 
-_PLAIN: Final = frozenset({str, dict, list, tuple, int, float, bool, type(None)})
+_AWAITABLE: Final[dict[type, bool]] = dict.fromkeys((str, dict, list, tuple, int, float, bool, type(None)), False)
+_AWAITABLE[types.CoroutineType] = True
 
 
 async def _call(call: Call[Any], is_async: bool) -> Any:
@@ -203,22 +208,24 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
             if level < count:
                 stack.append((interceptors[level].around(effect), level + 1))
                 continue
-            if isinstance(effect, Composite) and effect.inline:
+            leaf = isinstance(effect, Leaf)  # most effects: asked first
+            if not leaf and isinstance(effect, Composite) and effect.inline:
                 stack.append((effect.flow(), 0))
                 continue
             try:
-                if isinstance(effect, Emit):
-                    if stream:
-                        await _Chunk(effect.chunk)
-                    continue
-                if isinstance(effect, Gather):
-                    if len(effect.effects) == 1:  # nothing to overlap: run it in place, no nested drive
-                        stack.append((_listed(effect.effects[0]), 0))
-                    else:
-                        value = await _gather(effect, is_async, interceptors)
-                    continue
-                if not isinstance(effect, (Leaf, Composite)):
-                    raise UserError(f"a flow yielded {effect!r}, which is not an effect")
+                if not leaf:
+                    if isinstance(effect, Emit):
+                        if stream:
+                            await _Chunk(effect.chunk)
+                        continue
+                    if isinstance(effect, Gather):
+                        if len(effect.effects) == 1:  # nothing to overlap: run it in place, no nested drive
+                            stack.append((_listed(effect.effects[0]), 0))
+                        else:
+                            value = await _gather(effect, is_async, interceptors)
+                        continue
+                    if not isinstance(effect, Composite):
+                        raise UserError(f"a flow yielded {effect!r}, which is not an effect")
                 call: Call[Any] = effect.call()
                 value = await _call(call, is_async)
                 if not call.stream or not isinstance(value, (Iterator, AsyncIterator)):

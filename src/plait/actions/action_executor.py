@@ -69,7 +69,7 @@ def _extract_call(content: object) -> tuple[str, object, str | None]:
     parameters: object
     if isinstance(content, FunctionCall):
         name, parameters = content.name, content.parameters
-    elif isinstance(content, Mapping) and "name" in content:
+    elif isinstance(content, (dict, Mapping)) and "name" in content:
         name = content["name"]
         parameters = content["parameters"] if "parameters" in content else content.get("arguments")
     else:

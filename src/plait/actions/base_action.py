@@ -441,7 +441,7 @@ class ActionCore(metaclass=abc.ABCMeta):
             return _error(fallback, self._name, str(exc), ActionStatusCode.API_ERROR)
         try:
             args = self._parser.parse_inputs(inputs, api)
-            if not isinstance(args, Mapping):
+            if not isinstance(args, (dict, Mapping)):
                 raise ParseError(f"the parser returned {type(args).__name__}, not a dict of arguments")
         except ParseError as exc:
             return _error(fallback, label, exc.err_msg, ActionStatusCode.ARGS_ERROR)
@@ -473,7 +473,12 @@ class ActionCore(metaclass=abc.ABCMeta):
             if not result.type:
                 result.type = label
             return _utf8_safe(result)
-        if isinstance(result, Mapping) and "error" in result and result and all(k in _RESULT_KEYS for k in result):
+        if (
+            isinstance(result, (dict, Mapping))
+            and "error" in result
+            and result
+            and all(k in _RESULT_KEYS for k in result)
+        ):
             error = result["error"]
             if error not in (None, "", False):
                 return _error(args, label, error if isinstance(error, str) else str(error), ActionStatusCode.API_ERROR)

@@ -208,7 +208,7 @@ class JsonParser(BaseParser):
         self.parameters(name)
         if inputs is None:
             args: object = {}
-        elif isinstance(inputs, Mapping):
+        elif isinstance(inputs, (dict, Mapping)):
             args = dict(inputs)
         elif isinstance(inputs, (str, bytes, bytearray)):
             text = inputs if isinstance(inputs, str) else bytes(inputs).decode("utf-8", errors="replace")

@@ -161,7 +161,10 @@ def _guarded(
     try:
         inputs, mark = yield from _opening(agent, session_id, messages, decisions)
         # a crash mid-call drops what the call added (a resume: what it adds to the paused turn, which stays)
-        turn = memory.open_turn(session_id, memory.length(session_id)) if memory is not None else None
+        if memory is not None:  # a call's mark is the length now; a resume's, where its paused call began
+            turn = memory.open_turn(session_id, mark if decisions is None else memory.length(session_id))
+        else:
+            turn = None
         agent.update_memory(inputs, session_id)
         try:
             raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)

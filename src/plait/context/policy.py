@@ -273,7 +273,7 @@ class ContextPolicy(Interceptor):
         gen = getattr(effect.llm, "gen_params", None)
         for value in (
             effect.params.get("max_new_tokens"),
-            gen.get("max_new_tokens") if isinstance(gen, Mapping) else None,
+            gen.get("max_new_tokens") if isinstance(gen, (dict, Mapping)) else None,
         ):
             if isinstance(value, int) and value > 0:
                 return value
@@ -345,7 +345,12 @@ def _pinned(memory: Memory | None) -> frozenset[str]:
 
 
 def _is_chat(messages: object) -> bool:
-    return isinstance(messages, list) and all(type(m) is dict or isinstance(m, Mapping) for m in messages)
+    if not isinstance(messages, list):
+        return False
+    for message in messages:  # noqa: SIM110 - a loop, not all(generator): asked before every model call
+        if not isinstance(message, (dict, Mapping)):
+            return False
+    return True
 
 
 def _model_counter(llm: object) -> Counter | None:

@@ -32,7 +32,7 @@ def _as_call(value: object) -> dict[str, object] | None:
             value = json.loads(value)
         except (ValueError, RecursionError):
             return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (dict, Mapping)):
         return None
     if "name" in value:
         parameters = value["parameters"] if "parameters" in value else value.get("arguments", {})
@@ -115,7 +115,7 @@ class InternLMActionProcessor(ActionPreprocessor):
         self, executor: ActionExecutorCore, message: object, session_id: SessionId
     ) -> AgentMessage | None:
         """Turn interpreter code into a call of the interpreter, then defer to `ActionPreprocessor`."""
-        if not isinstance(message, AgentMessage) or not isinstance(message.formatted, Mapping):
+        if not isinstance(message, AgentMessage) or not isinstance(message.formatted, (dict, Mapping)):
             return super().before_action(executor, message, session_id)
         formatted = dict(message.formatted)
         action = formatted.get("action")

@@ -193,7 +193,7 @@ def build_payload(
 
 def parse_usage(data: object) -> Usage | None:
     """`Usage` from a response's ``usage`` object (None when absent)."""
-    if not isinstance(data, Mapping):
+    if not isinstance(data, (dict, Mapping)):
         return None
     try:
         prompt = int(data.get("prompt_tokens") or 0)
@@ -231,10 +231,10 @@ def parse_completion(body: object) -> ModelResponse:
     Raises:
         LLMResponseError: The body has no ``choices`` (or carries an ``error`` object).
     """
-    if not isinstance(body, Mapping):
+    if not isinstance(body, (dict, Mapping)):
         raise LLMResponseError(f"expected a JSON object from the server, got: {_snippet(body)}")
     choices = body.get("choices")
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], Mapping):
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], (dict, Mapping)):
         if "error" in body:
             raise LLMResponseError(f"the server returned an error: {_snippet(body['error'])}")
         raise LLMResponseError(f"the response has no 'choices': {_snippet(body)}")

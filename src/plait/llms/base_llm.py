@@ -260,7 +260,7 @@ class LLMCore(metaclass=abc.ABCMeta):  # noqa: B024 (ABCMeta for BaseLLM.registe
 
     def _prepare(self, inputs: ChatInput, overrides: Mapping[str, object]) -> tuple[Prompt, GenParams]:
         """Render `inputs` with the template parser and merge `overrides` into the parameters."""
-        if not isinstance(inputs, Sequence):
+        if not isinstance(inputs, (list, Sequence)):
             raise UserError(f"chat() takes a list of message dicts or a str, not {type(inputs).__name__}")
         params = self.update_gen_params(**overrides)
         instructions = self._schema_instructions(params)

@@ -158,7 +158,7 @@ class LMTemplateParser(_TemplateParser):
         """The prompt for `dialog` (a str is returned unchanged)."""
         if isinstance(dialog, str):
             return dialog
-        if not isinstance(dialog, Sequence):
+        if not isinstance(dialog, (list, Sequence)):
             raise UserError(f"expected a list of messages or a str, not {type(dialog).__name__}")
         if not self.roles:
             return "\n".join(
@@ -216,7 +216,7 @@ class APITemplateParser(_TemplateParser):
         """The API messages for `dialog`."""
         if isinstance(dialog, str):
             return [{"role": "user", "content": dialog}]
-        if not isinstance(dialog, Sequence):
+        if not isinstance(dialog, (list, Sequence)):
             raise UserError(f"expected a list of messages or a str, not {type(dialog).__name__}")
         out: list[dict[str, object]] = []
         mergeable: list[bool] = []

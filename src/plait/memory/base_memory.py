@@ -136,7 +136,7 @@ class Memory:
         """Append a message, a str (as a user message), a dict, or a list/tuple of those; None adds nothing."""
         if memories is None:
             return
-        if isinstance(memories, (AgentMessage, str, Mapping)):
+        if isinstance(memories, (AgentMessage, str, dict, Mapping)):  # concrete classes first: no ABC check
             new = [to_message(memories)]
         elif isinstance(memories, (list, tuple)):
             new = [to_message(m) for m in memories]

@@ -143,7 +143,7 @@ class ToolParser(StrParser):
         Raises:
             UserError: `parsed` is not a parsed reply of this parser's tool type.
         """
-        if not isinstance(parsed, Mapping):
+        if not isinstance(parsed, (dict, Mapping)):
             raise UserError(f"{type(self).__name__}.format_response expects a dict, not {type(parsed).__name__}")
         thought = parsed.get("thought") or ""
         action = parsed.get("action")
@@ -298,7 +298,7 @@ class MixedToolParser(StrParser):
         Raises:
             UserError: The reply's tool type has no sub-parser.
         """
-        if not isinstance(parsed, Mapping):
+        if not isinstance(parsed, (dict, Mapping)):
             raise UserError(f"MixedToolParser.format_response expects a dict, not {type(parsed).__name__}")
         tool_type = parsed.get("tool_type")
         if tool_type is None or parsed.get("action") is None or parsed.get("status") == ToolStatusCode.NO_TOOL:
