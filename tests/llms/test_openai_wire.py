@@ -145,6 +145,22 @@ def test_payload_prefers_max_completion_tokens_and_explicit_response_format() ->
     assert payload["response_format"] == {"type": "text"}
 
 
+def test_request_bodies_are_compact_utf8_json_and_what_orjson_refuses_still_goes() -> None:
+    from plait.llms._openai_core import encode_body
+
+    payload = {"model": "m", "messages": [{"role": "user", "content": "héllo \u4e16\u754c"}], "temperature": 0.5}
+    body = encode_body(payload)
+    assert body == json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert json.loads(body) == payload
+    # refused by orjson, sent by the standard encoder as before
+    assert json.loads(encode_body({"seed": 2**70})) == {"seed": 2**70}  # beyond 64 bits: kept exact
+    assert json.loads(encode_body({"logit_bias": {50256: -100}})) == {"logit_bias": {"50256": -100}}
+    assert json.loads(encode_body({"user": "a\ud800b"})) == {"user": "a?b"}  # a lone surrogate: replaced
+    assert json.loads(encode_body({"temperature": float("nan")})) == {"temperature": None}  # not JSON: null
+    with pytest.raises(TypeError):  # an object neither encoder knows is a bug, not a request
+        encode_body({"model": object()})
+
+
 def test_client_builds_requests_from_gen_params_without_a_network() -> None:
     llm = GPTAPI("any-model-name/v2", key=None, api_base="http://127.0.0.1:1/v1", max_new_tokens=8192, stop_words="X")
     llm.gen_params["stop_words"].append("\n```\n")

@@ -24,6 +24,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from dataclasses import dataclass
 from typing import NoReturn
 
+import orjson
+
 from ..exceptions import (
     LLMConnectionError,
     LLMError,
@@ -48,6 +50,23 @@ STREAM_DEADLINE_FACTOR = 4.0
 """A streaming attempt's default deadline, in multiples of its (per-read) `timeout`."""
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False)  # `json.dumps` with options builds one per call
+
+
+def encode_body(payload: Payload) -> bytes:
+    """A request's body as compact UTF-8 JSON (orjson: 5-10x the standard encoder on chat requests).
+
+    What orjson refuses (keys that are not strings, a lone surrogate, an integer beyond 64
+    bits, a type it does not know) goes through the standard encoder instead, as before:
+    keys become strings, any integer is sent, and a lone surrogate in a caller's own
+    generation parameter becomes "?" (text is cleaned where it enters plait; this is the
+    last guard) rather than failing before the request. NaN and infinities, which JSON
+    cannot hold, are sent as null.
+    """
+    try:
+        return orjson.dumps(payload)
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return _ENCODER.encode(payload).encode("utf-8", "replace")
+
 
 MAX_JSON_BYTES = 16 * 1024 * 1024
 """The longest body `ChatTransport.get_json` reads (a ``/models`` listing takes kilobytes)."""
@@ -250,9 +269,7 @@ class ChatTransport:
         """The encoded body, the per-attempt timeout and a fresh try count (after `before_send`)."""
         if self.before_send is not None:
             await self.before_send()
-        # Text is cleaned where it enters plait; "replace" is the last guard (a lone surrogate in a
-        # caller's own generation parameter becomes "?" instead of failing before the request).
-        body = _ENCODER.encode(payload).encode("utf-8", "replace")
+        body = encode_body(payload)
         return body, self.timeout if timeout is None else timeout, _Tries()
 
     def _next_try(self, tries: _Tries) -> tuple[str | None, str | None]:
