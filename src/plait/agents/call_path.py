@@ -89,8 +89,9 @@ def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
             message = to_message(item)
         else:
             raise UserError(f"agents take AgentMessage, str or dict inputs, not {type(item).__name__}")
-        if isinstance(message.content, str):
-            message.content = clean_text(message.content)
+        content = message.content
+        if isinstance(content, str) and clean_text(content) is not content:  # assigned only when it changes
+            message.content = clean_text(content)
         result.append(message)
     return result
 

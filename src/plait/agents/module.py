@@ -337,8 +337,9 @@ class AgentModule(metaclass=ABCMeta):
         """Forget a session: this agent's memory, the sub-agent at `keypath`, or (`recursive`) the whole subtree."""
         target = self.get_agent(keypath) if keypath else self
         for agent in target.agents() if recursive else [target]:
-            if getattr(agent, "memory", None) is not None:
-                agent.memory.reset(session_id)
+            memory = getattr(agent, "memory", None)
+            if memory is not None:
+                memory.reset(session_id)
             agent._runs.pop(session_id, None)
         for interceptor in target.interceptors():  # what they keep per session (a context policy's cut)
             interceptor.reset(session_id)

@@ -75,5 +75,4 @@ class Calibration:
 
     def forget(self, session_id: Hashable) -> None:
         """Drop what was reported for a session."""
-        with self._lock:
-            self._reported.pop(session_id, None)
+        self._reported.pop(session_id, None)  # atomic

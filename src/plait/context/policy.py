@@ -120,9 +120,8 @@ class ContextPolicy(Interceptor):
 
     def reset(self, session_id: Hashable) -> None:
         """Forget a session: its cut, statistics and calibration."""
-        with self._lock:
-            for table in (self.trimmed, self.summarised, self.last, self.sent, self._cuts):
-                table.pop(session_id, None)
+        for table in (self.trimmed, self.summarised, self.last, self.sent, self._cuts):
+            table.pop(session_id, None)  # each pop is atomic; the lock guards the read-modify-writes elsewhere
         self.calibration.forget(session_id)
 
     # -- the interceptor -------------------------------------------------------------------
