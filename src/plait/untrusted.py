@@ -31,6 +31,8 @@ import re
 from collections.abc import Mapping
 from typing import TypeVar, cast
 
+import orjson
+
 from .exceptions import ParseError
 
 __all__ = ["MAX_DEPTH", "as_text", "clean", "clean_text", "decode_arguments", "loads"]
@@ -124,10 +126,26 @@ def _rebuild(value: object) -> object:
 def loads(text: str | bytes) -> object:
     """Decode untrusted JSON; strings in the result are clean.
 
+    Well-formed UTF-8 JSON without long digit runs is read by orjson (4-5x the standard
+    decoder on model replies): such text holds no lone surrogate (orjson refuses them) and
+    no integer orjson would read as a float (it reads those beyond 64 bits so). Everything
+    else, and whatever orjson refuses (NaN, 1e400, deep nesting, invalid UTF-8), goes
+    through `json.loads`, which reads it as before or says what is wrong.
+
     Raises:
         ParseError: The text is not JSON, is nested deeper than `MAX_DEPTH`, or holds a
             number Python will not convert (more than 4,300 digits).
     """
+    raw = bytes(text) if isinstance(text, (bytes, bytearray)) else _utf8(text)
+    if raw is not None and not _long_digit_run(raw):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the standard decoder reads it or says why not
+        else:
+            if raw.count(b"[") + raw.count(b"{") < MAX_DEPTH:
+                return value
+            return clean(value)  # refuses what is nested too deep
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
     try:
@@ -138,6 +156,21 @@ def loads(text: str | bytes) -> object:
     if brackets < MAX_DEPTH and _ESCAPED_SURROGATE.search(text) is None and clean_text(text) is text:
         return value  # the common case, decided on the text: nothing deep, no surrogate to clean
     return clean(value)
+
+
+def _utf8(text: str) -> bytes | None:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: the standard path cleans it
+        return None
+
+
+_NON_DIGITS_TO_SPACE = bytes(byte if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+
+
+def _long_digit_run(raw: bytes) -> bool:
+    """Whether `raw` has 19 digits in a row somewhere (in a number or a string: either way, asked safely)."""
+    return max(map(len, raw.translate(_NON_DIGITS_TO_SPACE).split()), default=0) >= 19
 
 
 def decode_arguments(raw: object) -> dict[str, object] | str:

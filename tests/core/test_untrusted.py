@@ -83,6 +83,70 @@ _json_values = st.recursive(
 _surrogate_text = st.text(alphabet=st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010), max_size=12)
 
 
+def _reference_loads(text: str | bytes) -> object:
+    """What `loads` answered before it read through orjson: `json.loads`, then `clean` (or a ParseError)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    try:
+        return clean(json.loads(text))
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(str(exc), raw=None) from None
+
+
+def _same_as_reference(text: str | bytes) -> None:
+    try:
+        expected = _reference_loads(text)
+    except ParseError:
+        with pytest.raises(ParseError):
+            loads(text)
+        return
+    got = loads(text)
+    assert got == expected or json.dumps(got) == json.dumps(expected)  # NaN is never equal to itself
+    assert json.dumps(got) == json.dumps(expected)  # ints stay ints, floats stay floats
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"seed": 123456789012345678901234567890}',  # beyond 64 bits: orjson would read a float
+        b'{"a": 18446744073709551615, "b": -9223372036854775808, "c": 9223372036854775807}',
+        b'{"text": "digits 12345678901234567890 in a string"}',
+        b"[NaN, Infinity, -Infinity, 1e400, -0, -0.0, 1E5, 0.1]",
+        b'{"a": 1, "a": 2}',
+        rb'"\ud83d\ude00 \ud800"',
+        b'"\xff raw"',
+        b"\xef\xbb\xbf{}",  # a byte-order mark
+        rb'{"a": "\u0000", "b": "tab\there"}',
+        b'"raw\ttab"',
+        b"[" * (MAX_DEPTH - 1) + b"]" * (MAX_DEPTH - 1),
+        b"[" * MAX_DEPTH + b"]" * MAX_DEPTH,
+        b"[" * 2000 + b"]" * 2000,
+        b" [1, 2] ",
+        b"[1,]",
+        b"",
+    ],
+)
+def test_loads_reads_through_orjson_exactly_what_the_standard_decoder_reads(text: bytes) -> None:
+    _same_as_reference(text)
+    _same_as_reference(text.decode("utf-8", "replace"))
+
+
+@settings(max_examples=FUZZ // 4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(
+        _json_values.map(json.dumps),
+        _json_values.map(lambda v: json.dumps(v, ensure_ascii=False)),
+        st.integers(min_value=-(2**80), max_value=2**80).map(str),
+        st.binary(max_size=40),
+        st.text(max_size=40),
+    )
+)
+def test_fuzz_loads_matches_the_standard_decoder(text: str | bytes) -> None:
+    _same_as_reference(text)
+    if isinstance(text, str):
+        _same_as_reference(text.encode("utf-8", "surrogatepass"))
+
+
 @settings(max_examples=FUZZ // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(st.text(), _surrogate_text, _json_values.map(json.dumps), st.binary().map(lambda b: b.decode("latin-1")))
