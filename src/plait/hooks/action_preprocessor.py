@@ -117,13 +117,12 @@ class InternLMActionProcessor(ActionPreprocessor):
         """Turn interpreter code into a call of the interpreter, then defer to `ActionPreprocessor`."""
         if not isinstance(message, AgentMessage) or not isinstance(message.formatted, (dict, Mapping)):
             return super().before_action(executor, message, session_id)
-        formatted = dict(message.formatted)
-        action = formatted.get("action")
-        is_plugin = "plugin" in str(formatted.get("tool_type") or "")
+        action = message.formatted.get("action")
+        is_plugin = "plugin" in str(message.formatted.get("tool_type") or "")
         if isinstance(action, str) and action.strip() and not is_plugin and _as_call(action) is None:
             name = self._interpreter_name(executor)
             if name is None:
                 return None
-            formatted["action"] = {"name": name, "parameters": {self.code_parameter: action}}
+            formatted = {**message.formatted, "action": {"name": name, "parameters": {self.code_parameter: action}}}
             message = replaced(message, formatted=formatted)
         return super().before_action(executor, message, session_id)
