@@ -473,12 +473,7 @@ class ActionCore(metaclass=abc.ABCMeta):
             if not result.type:
                 result.type = label
             return _utf8_safe(result)
-        if (
-            isinstance(result, (dict, Mapping))
-            and "error" in result
-            and result
-            and all(k in _RESULT_KEYS for k in result)
-        ):
+        if isinstance(result, (dict, Mapping)) and "error" in result and all(k in _RESULT_KEYS for k in result):
             error = result["error"]
             if error not in (None, "", False):
                 return _error(args, label, error if isinstance(error, str) else str(error), ActionStatusCode.API_ERROR)
