@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import math
 import sys
 import threading
@@ -36,6 +35,7 @@ from ..exceptions import (
     UserError,
 )
 from ..untrusted import loads
+from ..utils._json import text_json
 from ..utils.redact import is_clean, redact, redact_url, url_secrets
 from ._http import HTTPResponse, Limits, client_for
 from ._http1 import IncompleteResponse, ResponseTooLong
@@ -48,8 +48,6 @@ __all__ = ["MAX_JSON_BYTES", "STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing
 
 STREAM_DEADLINE_FACTOR = 4.0
 """A streaming attempt's default deadline, in multiples of its (per-read) `timeout`."""
-
-_ENCODER = json.JSONEncoder(ensure_ascii=False)  # `json.dumps` with options builds one per call
 
 
 def encode_body(payload: Payload) -> bytes:
@@ -65,7 +63,7 @@ def encode_body(payload: Payload) -> bytes:
     try:
         return orjson.dumps(payload)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return _ENCODER.encode(payload).encode("utf-8", "replace")
+        return text_json(payload).encode("utf-8", "replace")
 
 
 MAX_JSON_BYTES = 16 * 1024 * 1024

@@ -1,8 +1,13 @@
-"""JSON encoding of state: messages whose content holds pydantic models or dataclasses (private)."""
+"""JSON encoding helpers (private): state whose messages hold pydantic models or dataclasses; text for models."""
 
 from __future__ import annotations
 
-__all__ = ["json_default"]
+import json
+
+__all__ = ["json_default", "text_json"]
+
+text_json = json.JSONEncoder(ensure_ascii=False).encode
+"""``json.dumps(value, ensure_ascii=False)``, without building an encoder per call (as ``dumps`` with options does)."""
 
 
 def json_default(value: object) -> object:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 
 from ...exceptions import ParseError, UserError
+from ...utils._json import text_json
 from ...utils.config import create_object, load_class_from_string
 from .str_parser import StrParser
 
@@ -152,7 +153,7 @@ class ToolParser(StrParser):
         tool_type = parsed.get("tool_type")
         if tool_type is not None and tool_type != self.tool_type:
             raise UserError(f"{type(self).__name__}({self.tool_type!r}) cannot format a {tool_type!r} call")
-        text = json.dumps(action, ensure_ascii=False) if isinstance(action, (dict, list)) else str(action)
+        text = text_json(action) if isinstance(action, (dict, list)) else str(action)
         return f"{thought}{self.begin}{text}{self.end}"
 
 
