@@ -803,15 +803,21 @@ def big_reply(framing: str) -> bytes:
     return http_reply(BIG, headers="")
 
 
-@pytest.mark.parametrize("framing", ["content-length", "chunked"])
-def test_a_streamed_body_far_over_the_pause_threshold_arrives_intact(
-    raw_server: Callable[[Handler], RawServer], pauses: list[str], framing: str
-) -> None:
+def big_body_server(raw_server: Callable[[Handler], RawServer], framing: str) -> RawServer:
+    """A server that answers every request with the 1 MiB `BIG` body, sent in 64 KiB writes."""
+
     async def handle(request: Received, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         await send(writer, big_reply(framing), step=65536)
         return True
 
-    server = raw_server(handle)
+    return raw_server(handle)
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_streamed_body_far_over_the_pause_threshold_arrives_intact(
+    raw_server: Callable[[Handler], RawServer], pauses: list[str], framing: str
+) -> None:
+    server = big_body_server(raw_server, framing)
 
     async def run() -> tuple[bytes, int, bytes]:
         pool = Connections(server.origin)
@@ -836,11 +842,7 @@ def test_a_streamed_body_far_over_the_pause_threshold_arrives_intact(
 def test_a_body_read_whole_may_exceed_the_pause_threshold(
     raw_server: Callable[[Handler], RawServer], pauses: list[str], framing: str
 ) -> None:
-    async def handle(request: Received, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        await send(writer, big_reply(framing), step=65536)
-        return True
-
-    server = raw_server(handle)
+    server = big_body_server(raw_server, framing)
 
     async def run() -> list[tuple[int, bytes]]:
         pool = Connections(server.origin)

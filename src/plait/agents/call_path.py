@@ -89,9 +89,10 @@ def normalize_inputs(messages: Iterable[Any]) -> list[AgentMessage]:
             message = to_message(item)
         else:
             raise UserError(f"agents take AgentMessage, str or dict inputs, not {type(item).__name__}")
-        content = message.content
-        if isinstance(content, str) and clean_text(content) is not content:  # assigned only when it changes
-            message.content = clean_text(content)
+        if isinstance(message.content, str):
+            cleaned = clean_text(message.content)
+            if cleaned is not message.content:  # assigned only when it changes (an assignment is validated)
+                message.content = cleaned
         result.append(message)
     return result
 
