@@ -52,6 +52,7 @@ class Transfer(BaseAction):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.calls = 0
+        self.paid: list[str] = []
 
     @tool_api
     def run(self, to: str, amount: int) -> str:
@@ -62,6 +63,7 @@ class Transfer(BaseAction):
             amount (int): how much
         """
         self.calls += 1
+        self.paid.append(to)
         return f"sent {amount} to {to}"
 
 
@@ -449,4 +451,52 @@ def test_the_openai_route_reports_a_pause_as_tool_calls_the_client_answers(mode:
             status, error = _post(url, {"model": "m", "messages": [question]}, None)  # no session: no pause to answer
             assert status == 409 and "X-Session-Id" in error["error"]["message"] and transfer.calls == 1
         finally:
+            server.stop()
+
+
+def _twins(body: dict[str, Any]) -> Reply:
+    """A model that gives two payments of one turn the same call id ``X`` (issue 33)."""
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        return Reply("done: " + " | ".join(m["content"] for m in messages if m["role"] == "tool"))
+    calls = [
+        {"id": "X", "name": "Transfer", "arguments": {"to": "bob", "amount": 1}},
+        {"id": "X", "name": "Transfer", "arguments": {"to": "mallory", "amount": 999}},
+    ]
+    return Reply("", tool_calls=calls)
+
+
+def test_one_decision_runs_one_call_when_the_model_repeats_a_call_id(mode: str) -> None:
+    with FakeOpenAIServer(handler=_twins) as server:
+        transfer = Transfer(requires_approval=True)
+        agent = _agent(mode, server, transfer)
+        bob, mallory = resolve(agent("pay", session_id="s")).content
+        assert (bob.id, bob.arguments["to"]) == ("X", "bob")  # the first holder keeps the model's id
+        assert mallory.id != "X" and mallory.arguments["to"] == "mallory"
+        still = resolve(agent.resume({"X": True}, session_id="s"))
+        assert still.stream_state == AgentStatusCode.INTERRUPTED and [c.id for c in still.content] == [mallory.id]
+        assert transfer.paid == ["bob"]
+        reply = resolve(agent.resume({mallory.id: False}, session_id="s"))
+        assert reply.stream_state == AgentStatusCode.END and transfer.paid == ["bob"]
+        # the model saw each call and its result under one id of its own
+        sent = server.requests[-1]["messages"]
+        assert [c["id"] for c in sent[-3]["tool_calls"]] == ["X", mallory.id]
+        assert [m["tool_call_id"] for m in sent[-2:]] == ["X", mallory.id]
+
+
+def test_one_decision_over_http_resume_runs_one_call_when_ids_repeat() -> None:
+    from plait.distributed.http_serve import AgentAPIServer, HTTPAgentClient
+
+    with FakeOpenAIServer(handler=_twins) as upstream:
+        transfer = Transfer(requires_approval=True)
+        server = AgentAPIServer(_agent("sync", upstream, transfer), port=0).start()
+        client = HTTPAgentClient(port=server.port)
+        try:
+            bob, mallory = client("pay", session_id="s").content
+            assert bob.id != mallory.id
+            still = client.resume({"X": True}, session_id="s")
+            assert still.stream_state == AgentStatusCode.INTERRUPTED and transfer.paid == ["bob"]
+            assert [c.arguments["to"] for c in still.content] == ["mallory"]
+        finally:
+            client.close()
             server.stop()

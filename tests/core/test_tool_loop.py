@@ -248,3 +248,17 @@ def test_reset_forgets_an_unfinished_run() -> None:
     agent.set_run_state(RunState("react"), 0)
     agent.reset(0)
     assert agent.run_state(0) is None
+
+
+def test_a_turn_s_call_ids_are_made_unique_before_anything_waits_or_runs() -> None:
+    from plait.agents.tool_loop import _one_id_per_call
+    from plait.llms.response import unique_call_ids
+
+    assert unique_call_ids(["X", "X", "", "X_1", "call_2"]) == ["X", "X_2", "call_2_1", "X_1", "call_2"]
+    assert unique_call_ids(["a", "b"]) == ["a", "b"]
+    calls = [{"name": "t", "arguments": "{}", "id": "call-1"}, {"name": "t", "arguments": "{}"}]
+    assert [c.get("id") for c in _one_id_per_call(calls)] == ["call-1", "call-1_1"]  # an id-less call is named by place
+    plain = [{"name": "t", "arguments": "{}"}, {"name": "t", "arguments": "{}"}]
+    assert _one_id_per_call(plain) == plain  # nothing to re-issue: text protocols keep id-less calls
+    response = ModelResponse(tool_calls=[ModelToolCall("X", "t", "{}"), ModelToolCall("X", "t", "{}")])
+    assert [c.id for c in response.tool_calls] == ["X", "X_1"]

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol,
 
 from ..effects import Call, Effect, Emit, Flow, Gather
 from ..exceptions import ResumeError, UserError
+from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..untrusted import decode_arguments
 from .run_state import PlannedCall, RunState, decode_result, encode_result
@@ -224,6 +225,27 @@ def run_tool_loop(
             agent.set_run_state(None, session_id)
 
 
+def _one_id_per_call(calls: Sequence[PlannedCall]) -> list[PlannedCall]:
+    """A new turn's calls, each named by an id of its own before anything runs, waits or is stored.
+
+    Native calls arrive with unique ids (`ModelResponse` re-issues duplicates); a protocol
+    that writes its own ids could still repeat one (or write ``call-1``, the name of an
+    id-less call by its place), and a decision on ``X`` must never name two calls. Then the
+    calls get ids by `unique_call_ids`; otherwise they are kept as they are.
+    """
+    keys = [call_id(call, i) for i, call in enumerate(calls)]
+    if len(set(keys)) == len(keys):
+        return list(calls)
+    given = [call.get("id") or "" for call in calls]
+    unique: list[PlannedCall] = []
+    for call, old, new in zip(calls, given, unique_call_ids(given, blank="call-{}"), strict=True):
+        if new != old:
+            call = call.copy()
+            call["id"] = new
+        unique.append(call)
+    return unique
+
+
 def call_id(call: PlannedCall, index: int) -> str:
     """The id a pending call is decided by: the model's, else its place in the turn."""
     return call.get("id") or f"call-{index}"
@@ -273,7 +295,7 @@ def _loop(
             return decision.message
         if isinstance(decision, Act):
             if decision.calls is not state.pending:  # a new turn's calls (a resumed run goes on with its own)
-                state.pending, state.outcomes = list(decision.calls), []
+                state.pending, state.outcomes = _one_id_per_call(decision.calls), []
             results = yield from _run_calls(protocol, state, session_id)
             if state.waiting:
                 return _interrupted(protocol, state)

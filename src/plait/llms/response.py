@@ -3,12 +3,51 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..types import JSONValue, ToolCallRecord
 from ..untrusted import as_text
 
-__all__ = ["ModelResponse", "ToolCall", "Usage"]
+__all__ = ["ModelResponse", "ToolCall", "Usage", "unique_call_ids"]
+
+
+def unique_call_ids(ids: Sequence[str | None], blank: str = "call_{}") -> list[str]:
+    """The ids of one turn's tool calls, made unique: what a decision, a result and the model name.
+
+    A model (or a server) may give two calls of a turn the same id, or none. Those calls
+    could not be told apart afterwards: a person approving ``X`` would approve both, a
+    result for ``X`` would answer both. So, before a turn is stored or paused, an empty id
+    becomes `blank` formatted with the call's place in the turn (``call_0``), and an id
+    already taken gets the first free ``_<n>`` suffix (``X``, ``X_1``); the first holder of
+    an id keeps it. The new ids are what the turn records, so the model sees its calls
+    and their results under the same ids.
+
+    Args:
+        ids: The ids as given, in call order.
+        blank: The pattern for a missing id (``{}``: the call's index).
+
+    Returns:
+        The ids to use, in the same order (the given list's values where they were fine).
+    """
+    given = [call_id or "" for call_id in ids]
+    if "" not in given and len(set(given)) == len(given):
+        return given
+    taken = {call_id for call_id in given if call_id}
+    kept: set[str] = set()
+    unique: list[str] = []
+    for index, call_id in enumerate(given):
+        if call_id and call_id not in kept:
+            kept.add(call_id)
+            unique.append(call_id)
+            continue
+        base = call_id or blank.format(index)
+        candidate, n = base, 1
+        while candidate in taken or candidate in kept:
+            candidate, n = f"{base}_{n}", n + 1
+        kept.add(candidate)
+        unique.append(candidate)
+    return unique
 
 
 @dataclass
@@ -75,3 +114,11 @@ class ModelResponse:
 
     def __post_init__(self) -> None:
         self.content = as_text(self.content)  # what reaches memory is clean text, whatever the server sent
+        if self.tool_calls:  # one id names one call: a duplicate or missing id is re-issued
+            given = [call.id for call in self.tool_calls]
+            ids = unique_call_ids(given)
+            if ids != given:
+                self.tool_calls = [
+                    call if call.id == call_id else ToolCall(call_id, call.name, call.arguments)
+                    for call, call_id in zip(self.tool_calls, ids, strict=True)
+                ]
