@@ -129,18 +129,19 @@ def test_iteration_limit_force(mode: str) -> None:
 def test_iteration_limit_generate(mode: str) -> None:
     loop = blob("Search", "again")
     agent = conversational(
-        mode, [loop, blob("Final Answer", "best guess")], max_iterations=2, early_stopping_method="generate"
+        mode, [loop, loop, blob("Final Answer", "best guess")], max_iterations=2, early_stopping_method="generate"
     )
     reply = resolve(agent("loop"))
     assert reply.content == "best guess" and reply.extra_info["stopped"] == "generate"
-    last = agent.llm.calls[1].messages
+    assert len(reply.extra_info["intermediate_steps"]) == 2  # two tool steps, then the call for the answer
+    last = agent.llm.calls[2].messages
     assert last[-1]["content"] == conversational_prompts.CONVERSATIONAL_GENERATE
     assert last[-2]["content"].startswith("TOOL RESPONSE:")
 
 
 def test_generate_falls_back_to_the_raw_text(mode: str) -> None:
     agent = conversational(
-        mode, [blob("Search", "x"), "plain answer"], max_iterations=2, early_stopping_method="generate"
+        mode, [blob("Search", "x"), "plain answer"], max_iterations=1, early_stopping_method="generate"
     )
     assert resolve(agent("?")).content == "plain answer"
 
@@ -159,3 +160,12 @@ def test_construction_errors() -> None:
         ConversationalAgent(None, [Search], human_template="{question}")
     agent = ConversationalAgent(None, [Search], max_iterations=3)
     assert agent.max_iterations == 3
+
+
+def test_max_iterations_counts_tool_steps_before_the_generated_answer_as_langchain_does(mode: str) -> None:
+    """Seed 004: two searches, then the answer, with ``max_iterations=2`` and ``'generate'``."""
+    script = [blob("Search", "TMT 前景"), blob("Search", "清洁 服务"), blob("Final Answer", "TMT")]
+    agent = conversational(mode, script, max_iterations=2, early_stopping_method="generate")
+    reply = resolve(agent("Which sector?"))
+    assert [step["tool_input"] for step in reply.extra_info["intermediate_steps"]] == ["TMT 前景", "清洁 服务"]
+    assert reply.content == "TMT" and len(agent.llm.calls) == 3

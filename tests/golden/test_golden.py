@@ -485,7 +485,7 @@ def conversational_tool_then_answer(run: Run) -> Any:
 
 
 def conversational_limit_force(run: Run) -> Any:
-    """max_iterations=2 (model calls) with early_stopping_method='force'."""
+    """max_iterations=2 (tool steps) with early_stopping_method='force'."""
     loop = blob("weather", "Oslo")
     agent = run.pick(CONVERSATIONAL)(run.llm([loop, loop]), run.tools("weather"), max_iterations=2, name="chat")
     run.call(agent, "Weather in Oslo?")
@@ -493,8 +493,8 @@ def conversational_limit_force(run: Run) -> Any:
 
 
 def conversational_limit_generate(run: Run) -> Any:
-    """max_iterations=2 (model calls) with early_stopping_method='generate': the second asks for the answer."""
-    script = [blob("weather", {"city": "Oslo"}), blob("Final Answer", "best guess: sunny")]
+    """max_iterations=2 (tool steps) with early_stopping_method='generate': a third call asks for the answer."""
+    script = [blob("weather", {"city": "Oslo"}), blob("weather", "Bergen"), blob("Final Answer", "best guess: sunny")]
     agent = run.pick(CONVERSATIONAL)(
         run.llm(script), run.tools("weather"), max_iterations=2, early_stopping_method="generate", name="chat"
     )

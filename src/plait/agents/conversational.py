@@ -15,9 +15,9 @@ The model answers with a JSON blob ``{"action": ..., "action_input": ...}``, usu
 as the reply. An unknown tool gets an observation naming the valid ones. A reply that
 does not parse is sent back once with the parse error (a fix-up retry); if the retry fails
 too, the error is recorded as a ``_Exception`` step and the loop goes on. `max_iterations`
-is the number of model calls a run may make (fix-up retries included; `plait.agents.tool_loop`).
-When they are spent, ``early_stopping_method='force'`` returns a fixed stop message;
-``'generate'`` keeps the last call to ask the model for a final answer.
+counts steps as LangChain's AgentExecutor does: each model call that does not answer (a tool
+step, a fix-up retry) is one. When they are spent, ``early_stopping_method='force'`` returns
+a fixed stop message; ``'generate'`` makes one more call that asks the model for a final answer.
 
 The reply's ``extra_info['intermediate_steps']`` lists the steps as
 ``{'tool', 'tool_input', 'log', 'observation'}`` dicts (``log`` is the raw model reply).
@@ -68,7 +68,9 @@ class ConversationalCore(ToolProtocolAgent):
         template: The system prompt (may use ``{tools}``, ``{tool_names}``, ``{action_info}``).
         human_template: The human message (``{tools}``, ``{tool_names}``, ``{input}``).
         tool_response_template: How a tool's result is shown (``{observation}``).
-        max_iterations: Model calls per run (fix-up retries and the ``'generate'`` call included).
+        max_iterations: Steps per run, counted as LangChain's AgentExecutor counts them: each
+            model call that does not answer (a tool step, a fix-up retry) is one. When they
+            are spent, ``'force'`` stops; ``'generate'`` makes one more call for the answer.
         early_stopping_method: ``'force'`` (return a fixed stop message) or
             ``'generate'`` (ask the model once more for a final answer).
         output_format: The reply parser; default a lenient `JSONParser` for
@@ -122,8 +124,12 @@ class ConversationalCore(ToolProtocolAgent):
 
     @property
     def max_iterations(self) -> int:
-        """Model calls per run (the same as `max_turn`)."""
+        """Steps per run (the same as `max_turn`)."""
         return self.max_turn
+
+    def loop_budget(self) -> int:
+        """`max_iterations` steps, and with ``'generate'`` the call that asks for the final answer."""
+        return self.max_turn + (1 if self.early_stopping_method == "generate" else 0)
 
     @max_iterations.setter
     def max_iterations(self, value: int) -> None:

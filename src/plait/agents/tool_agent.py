@@ -23,6 +23,10 @@ class ToolLoopCore(AgentCore):
 
     max_turn: int
 
+    def loop_budget(self) -> int:
+        """Model calls a run may make: ``max_turn`` (a paradigm may count its budget otherwise)."""
+        return self.max_turn
+
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> LoopProtocol[Any]:
         """This agent's paradigm on the tool loop, for a new run (`inputs`) or a paused one."""
         raise NotImplementedError(f"{type(self).__name__} names no loop protocol")
@@ -30,10 +34,10 @@ class ToolLoopCore(AgentCore):
     def forward_flow(
         self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
     ) -> Flow[AgentMessage]:
-        """Model calls and tool calls until the paradigm answers, within ``max_turn`` model calls."""
-        return (yield from run_tool_loop(self.loop_protocol(inputs), self.max_turn, session_id, kwargs))
+        """Model calls and tool calls until the paradigm answers, within `loop_budget` model calls."""
+        return (yield from run_tool_loop(self.loop_protocol(inputs), self.loop_budget(), session_id, kwargs))
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
         """The session's paused run, going on where it stopped."""
         state = self.run_state(session_id)
-        return (yield from run_tool_loop(self.loop_protocol(()), self.max_turn, session_id, kwargs, state=state))
+        return (yield from run_tool_loop(self.loop_protocol(()), self.loop_budget(), session_id, kwargs, state=state))
