@@ -127,13 +127,13 @@ class ConversationalCore(ToolProtocolAgent):
         """Steps per run (the same as `max_turn`)."""
         return self.max_turn
 
-    def loop_budget(self) -> int:
-        """`max_iterations` steps, and with ``'generate'`` the call that asks for the final answer."""
-        return self.max_turn + (1 if self.early_stopping_method == "generate" else 0)
-
     @max_iterations.setter
     def max_iterations(self, value: int) -> None:
         self.max_turn = check_budget(value, "max_iterations")
+
+    def loop_budget(self) -> int:
+        """`max_iterations` steps, and with ``'generate'`` the call that asks for the final answer."""
+        return self.max_turn + (1 if self.early_stopping_method == "generate" else 0)
 
     def template_values(self) -> dict[str, Any]:
         """Adds ``{tools}``: one ``> name: description (arguments)`` line per tool."""
