@@ -53,7 +53,7 @@ def fake_server() -> Iterator[Callable[..., FakeOpenAIServer]]:
 
 _BEFORE = pytest.StashKey[dict[int, str]]()
 # Every process a run starts inherits this tag (xdist workers inherit the controller's), so a run
-# never stops the servers of another test run on the same machine; untagged servers count as ours.
+# never stops the servers of another test run, or a `plait` run by hand, on the same machine.
 _RUN_TAG_VAR = "PLAIT_TEST_RUN"
 os.environ.setdefault(_RUN_TAG_VAR, f"{os.getpid()}-{time.time_ns()}")
 _RUN_TAG = f"{_RUN_TAG_VAR}={os.environ[_RUN_TAG_VAR]}".encode()
@@ -61,13 +61,33 @@ _SERVER_MARKERS = (b"streamlit run", b"demo_server.py", b"plait.distributed.http
 
 
 def _started_by_this_run(pid: str) -> bool:
+    """Whether `pid` is this run's: it carries its tag, or (a child that cleared its environment) descends from us.
+
+    A `plait` someone runs by hand beside the suite carries no tag and is nobody's child here: it is left alone.
+    """
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             environ = fh.read().split(b"\0")
     except OSError:
-        return True
+        return False
     tags = [item for item in environ if item.startswith(_RUN_TAG_VAR.encode() + b"=")]
-    return not tags or _RUN_TAG in tags
+    return _RUN_TAG in tags if tags else _descends_from_us(pid)
+
+
+def _descends_from_us(pid: str) -> bool:
+    ours = os.getpid()
+    for _ in range(64):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                parent = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if parent == ours:
+            return True
+        if parent <= 1:
+            return False
+        pid = str(parent)
+    return False
 
 
 def _servers() -> dict[int, str]:

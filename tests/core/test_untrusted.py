@@ -204,11 +204,14 @@ def test_a_surrogate_from_the_server_does_not_poison_the_session(mode: str, tmp_
 
 
 def test_native_tool_call_fields_of_any_type_are_data(mode: str) -> None:
-    """Issue 15, item 1: non-string ids, names and arguments in a tool call are turned into clean text."""
+    """Issue 15, item 1: non-string ids, names and arguments in a tool call are turned into clean text.
+
+    A missing id is re-issued by the call's place in the turn (issue 33: one id names one call).
+    """
     odd = ModelResponse(tool_calls=[ToolCall(7, {"n": 1}, {"x": 21}), ToolCall(None, "Doubler\ud800", 12)])
     assert [(c.id, c.name, c.arguments) for c in odd.tool_calls] == [
         ("7", '{"n": 1}', '{"x": 21}'),
-        ("", "Doubler\ufffd", "12"),
+        ("call_1", "Doubler\ufffd", "12"),
     ]
     llm = ScriptedLLM([odd, "done"])
     cls = FunctionCallingAgent if mode == "sync" else AsyncFunctionCallingAgent

@@ -415,10 +415,10 @@ def react_tool_then_answer(run: Run) -> Any:
 
 
 def react_turn_budget(run: Run) -> Any:
-    """max_turn=3 (model calls): the third asks for the final answer explicitly."""
+    """max_turn=3 (model calls): the third asks for the final answer explicitly (repeats run, to count)."""
     loop = "Thought: again\nAction: weather\nAction Input: Oslo"
     script = [loop, loop, "Thought: enough\nFinal Answer: Oslo is sunny."]
-    agent = run.pick(REACT)(run.llm(script), run.tools("weather"), max_turn=3, name="react")
+    agent = run.pick(REACT)(run.llm(script), run.tools("weather"), max_turn=3, name="react", repeat_calls="run")
     run.call(agent, "Weather in Oslo?")
     return agent
 
@@ -487,7 +487,9 @@ def conversational_tool_then_answer(run: Run) -> Any:
 def conversational_limit_force(run: Run) -> Any:
     """max_iterations=2 (tool steps) with early_stopping_method='force'."""
     loop = blob("weather", "Oslo")
-    agent = run.pick(CONVERSATIONAL)(run.llm([loop, loop]), run.tools("weather"), max_iterations=2, name="chat")
+    agent = run.pick(CONVERSATIONAL)(
+        run.llm([loop, loop]), run.tools("weather"), max_iterations=2, name="chat", repeat_calls="run"
+    )
     run.call(agent, "Weather in Oslo?")
     return agent
 
@@ -550,7 +552,11 @@ def internlm_turn_budget(run: Run) -> Any:
     """max_turn=2: the last call still runs; the reply is flagged max_turn_reached."""
     call = plugin_call("weather", {"city": "Oslo"})
     agent = run.pick(INTERNLM)(
-        run.llm([call, call, "never asked"]), plugins=run.tools("weather"), max_turn=2, name="internlm"
+        run.llm([call, call, "never asked"]),
+        plugins=run.tools("weather"),
+        max_turn=2,
+        name="internlm",
+        repeat_calls="run",
     )
     run.call(agent, "Weather in Oslo?")
     return agent
@@ -576,7 +582,9 @@ def mathcoder_code_then_answer(run: Run) -> Any:
 def mathcoder_turn_budget(run: Run) -> Any:
     """max_turn=2."""
     loop = code_call("1 + 1", "Again.")
-    agent = run.pick(MATHCODER)(run.llm([loop, loop]), interpreter=run.python(), max_turn=2, name="coder")
+    agent = run.pick(MATHCODER)(
+        run.llm([loop, loop]), interpreter=run.python(), max_turn=2, name="coder", repeat_calls="run"
+    )
     run.call(agent, "1 + 1?")
     return agent
 
@@ -600,7 +608,7 @@ def internlm2_plugin_and_code(run: Run) -> Any:
 def internlm2_turn_budget(run: Run) -> Any:
     """max_turn=2 with interpreter calls only."""
     loop = code_call("1 + 1", "Try.")
-    agent = Internlm2Agent(run.llm([loop, loop]), interpreter_executor=[run.python()], max_turn=2)
+    agent = Internlm2Agent(run.llm([loop, loop]), interpreter_executor=[run.python()], max_turn=2, repeat_calls="run")
     run.call(agent, "1 + 1?")
     return agent
 

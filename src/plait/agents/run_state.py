@@ -22,8 +22,10 @@ from typing_extensions import NotRequired, TypedDict
 
 from ..exceptions import StateDictError
 from ..schema import ActionReturn, AgentMessage, dataclass2dict
+from ..untrusted import decode_arguments
+from ..utils._json import key_json
 
-__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState", "decode_result", "encode_result"]
+__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState", "call_key", "decode_result", "encode_result"]
 
 RUN_STATE_VERSION = 1
 
@@ -65,6 +67,8 @@ class RunState:
         messages: Named message lists the paradigm keeps between turns (the next input,
             the last reply).
         scratch: Other JSON values the paradigm keeps (a scratchpad, a plan, evidence).
+        ran: The results of the calls this run made, by `call_key` (what an identical call
+            made again is answered with, under ``repeat_calls='reuse'``).
     """
 
     protocol: str
@@ -77,6 +81,7 @@ class RunState:
     turn_start: int | None = None
     messages: dict[str, list[AgentMessage]] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)
+    ran: dict[str, object] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (messages as `AgentMessage.model_dump()` dicts)."""
@@ -92,6 +97,7 @@ class RunState:
             "turn_start": self.turn_start,
             "messages": {name: [m.model_dump() for m in items] for name, items in self.messages.items()},
             "scratch": dict(self.scratch),
+            **({"ran": {key: encode_result(result) for key, result in self.ran.items()}} if self.ran else {}),
         }
 
     @classmethod
@@ -120,9 +126,21 @@ class RunState:
                 turn_start=None if data.get("turn_start") is None else int(data["turn_start"]),
                 messages=messages,
                 scratch=dict(data.get("scratch") or {}),
+                ran={str(key): decode_result(result) for key, result in dict(data.get("ran") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StateDictError(f"malformed run state: {exc}", [], []) from None
+
+
+def call_key(call: PlannedCall) -> str:
+    """What makes two calls the same call: the tool and its arguments (JSON objects compared by value)."""
+    arguments = decode_arguments(call.get("arguments"))
+    if isinstance(arguments, dict):
+        try:
+            return f"{call['name']}\n{key_json(arguments)}"
+        except (TypeError, ValueError):
+            pass
+    return f"{call['name']}\n{arguments}"
 
 
 def _planned(call: Mapping[str, Any]) -> PlannedCall:

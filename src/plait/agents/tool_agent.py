@@ -6,9 +6,10 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from ..effects import Flow
+from ..exceptions import UserError
 from ..schema import AgentMessage
 from .agent import AgentCore
-from .tool_loop import LoopProtocol, run_tool_loop
+from .tool_loop import REPEAT_CALLS, LoopProtocol, RepeatCalls, run_tool_loop
 
 __all__ = ["ToolLoopCore"]
 
@@ -22,6 +23,26 @@ class ToolLoopCore(AgentCore):
     """
 
     max_turn: int
+    repeat_calls: RepeatCalls
+
+    def __init__(self, *args: Any, repeat_calls: RepeatCalls = "reuse", **kwargs: Any) -> None:
+        """Takes the loop's own setting; the rest goes to the agent (`AgentCore`).
+
+        Args:
+            *args: The agent's arguments.
+            repeat_calls: A call identical to one this run already made (same tool, same
+                arguments): ``'reuse'`` answers it with the earlier result and a note, without
+                running it (and when a reply only repeats calls, the final answer is asked
+                for next); ``'error'`` answers it with an error saying so; ``'run'`` runs it again.
+            **kwargs: The agent's keyword arguments.
+
+        Raises:
+            UserError: `repeat_calls` is none of these.
+        """
+        if repeat_calls not in REPEAT_CALLS:
+            raise UserError(f"repeat_calls must be one of {list(REPEAT_CALLS)}, got {repeat_calls!r}")
+        super().__init__(*args, **kwargs)
+        self.repeat_calls = repeat_calls
 
     def loop_budget(self) -> int:
         """Model calls a run may make: ``max_turn`` (a paradigm may count its budget otherwise)."""

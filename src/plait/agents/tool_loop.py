@@ -29,6 +29,7 @@ The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (th
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
@@ -38,12 +39,15 @@ from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..untrusted import decode_arguments
-from .run_state import PlannedCall, RunState, decode_result, encode_result
+from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
     "FINAL",
     "LOST",
     "REFUSED",
+    "REPEATED",
+    "REPEAT_CALLS",
+    "REUSED",
     "Act",
     "Ask",
     "Decision",
@@ -51,6 +55,7 @@ __all__ = [
     "LoopAgent",
     "LoopProtocol",
     "OutOfBudget",
+    "RepeatCalls",
     "build_executor",
     "check_budget",
     "decide",
@@ -62,6 +67,15 @@ REFUSED = "A person refused this call: it did not run."
 
 LOST = "This call was started before the agent restarted and its result was lost; it was not run again."
 """What the model is told about an approved call whose run a restart cut off (it runs at most once)."""
+
+REUSED = "(This call was already made in this run with the same arguments: it did not run again; this is its result.)"
+"""What the model is told beside a repeated call's earlier result (``repeat_calls='reuse'``)."""
+
+REPEATED = "This call was already made in this run with the same arguments: it did not run again."
+"""What the model is told instead of a repeated call's result (``repeat_calls='error'``)."""
+
+RepeatCalls = Literal["reuse", "run", "error"]
+REPEAT_CALLS: Final = ("reuse", "run", "error")
 
 OutOfBudget = Literal["force", "stop", "last"]
 
@@ -296,12 +310,14 @@ def _loop(
         if isinstance(decision, Act):
             if decision.calls is not state.pending:  # a new turn's calls (a resumed run goes on with its own)
                 state.pending, state.outcomes = _one_id_per_call(decision.calls), []
-            results = yield from _run_calls(protocol, state, session_id)
+            results, repeats = yield from _run_calls(protocol, state, session_id)
             if state.waiting:
                 return _interrupted(protocol, state)
             calls = state.pending
             state.pending, state.outcomes = [], []
             decision = protocol.on_results(state, calls, results, session_id)
+            if decision is None and repeats == len(calls) and protocol.out_of_budget == "force":
+                decision = FINAL  # the model only repeats itself: ask for the answer now
             yield from _flush(protocol)
             continue
         if isinstance(decision, Ask):
@@ -315,12 +331,40 @@ def _loop(
         raise TypeError(f"{type(protocol).__name__} returned {decision!r}, not a decision")  # a protocol bug
 
 
-def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashable) -> Flow[list[Any]]:
+def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashable) -> Flow[tuple[list[Any], int]]:
     """Run the pending calls that may run; their results (refusals included) in call order.
 
     A new turn's calls are sorted first: those that need a person's approval wait
     (`RunState.waiting`). While any wait, what ran is kept in the state and never runs again.
+    A call identical to one this run already made (`call_key`) is answered as the agent's
+    ``repeat_calls`` says, without running; the second value returned counts those.
     """
+    calls = state.pending
+    results, ready = _settled(protocol, state)
+    mode = getattr(protocol.agent, "repeat_calls", "run")
+    keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
+    ready = [i for i in ready if i not in repeats] if repeats else ready
+    if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
+        for i in ready:
+            state.outcomes[i] = {"started": True}
+        yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
+    if ready:
+        ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
+        for i, result in zip(ready, ran, strict=True):
+            results[i] = result
+            if keys:
+                state.ran[keys[i]] = result
+    for i in repeats:
+        earlier = state.ran[keys[i]]
+        results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
+    if state.waiting or state.turn_start is not None:
+        for i in (*ready, *repeats):
+            state.outcomes[i] = {"result": encode_result(results[i])}
+    return results, len(repeats)
+
+
+def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], list[int]]:
+    """The results the pending calls already have (ran, refused, lost), and the calls ready to run."""
     calls = state.pending
     if len(state.outcomes) != len(calls):
         state.outcomes = [None] * len(calls)
@@ -337,17 +381,35 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
             results[i] = decode_result(outcome["result"])
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
-    if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
-        for i in ready:
-            state.outcomes[i] = {"started": True}
-        yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
-    if ready:
-        ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
-        for i, result in zip(ready, ran, strict=True):
-            results[i] = result
-            if state.waiting or state.turn_start is not None:
-                state.outcomes[i] = {"result": encode_result(result)}
-    return results
+    return results, ready
+
+
+def _repeats(state: RunState, ready: Sequence[int]) -> tuple[dict[int, str], list[int]]:
+    """The `call_key` of each ready call, and those made before in this run (or earlier in this reply)."""
+    keys = {i: call_key(state.pending[i]) for i in ready}
+    seen: set[str] = set()
+    repeats: list[int] = []
+    for i in ready:
+        if keys[i] in state.ran or keys[i] in seen:
+            repeats.append(i)
+        seen.add(keys[i])
+    return keys, repeats
+
+
+def _repeated(result: Any) -> Any:
+    """An earlier call's result given again, with `REUSED` said beside it."""
+    content = result.content if isinstance(result, AgentMessage) else result
+    if isinstance(content, ActionReturn):
+        if content.errmsg is not None:
+            content = dataclasses.replace(content, errmsg=f"{content.errmsg}\n{REUSED}")
+        else:
+            note = {"type": "text", "content": REUSED}
+            content = dataclasses.replace(content, result=[*(content.result or []), note])
+    elif isinstance(content, str):
+        content = f"{content}\n{REUSED}"
+    else:
+        return result
+    return result.model_copy(update={"content": content}) if isinstance(result, AgentMessage) else content
 
 
 def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:

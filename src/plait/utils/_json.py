@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["json_default", "text_json"]
+__all__ = ["json_default", "key_json", "text_json"]
 
 text_json = json.JSONEncoder(ensure_ascii=False).encode
 """``json.dumps(value, ensure_ascii=False)``, without building an encoder per call (as ``dumps`` with options does)."""
+
+key_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+"""``json.dumps(value, ensure_ascii=False, sort_keys=True)``: equal JSON objects give equal text."""
 
 
 def json_default(value: object) -> object:
