@@ -8,10 +8,11 @@
 * `HTTPEndpoint`: ``POST /mcp`` (each message; the answer is one JSON body),
   ``DELETE /mcp`` (end the session), ``GET /mcp`` 405 (this server never sends
   unprompted messages). ``initialize`` opens a session whose id the ``Mcp-Session-Id``
-  header carries; other requests without a known one get 400/404. Bearer tokens, JSON
-  error bodies and the loopback default come from `plait.distributed.http_serve.access`,
-  as for ``plait serve``; browsers' cross-site requests (an ``Origin`` of another host)
-  get 403, bodies over the limit 413.
+  header carries; other requests without a known one get 400/404, and a message whose id
+  an answer cannot carry gets its JSON-RPC error with 400. Bearer tokens, JSON error
+  bodies and the loopback default come from `plait.distributed.http_serve.access`, as for
+  ``plait serve``; browsers' cross-site requests (an ``Origin`` of another host) get 403,
+  bodies over the limit 413.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ...distributed.http_serve.access import AccessControl, listen
 from ...exceptions import ParseError
 from ...types import JSONValue
 from ...untrusted import clean, loads
-from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, error_message
+from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, answerable_id, error_message
 from .server import MCPServer, ServerSession
 
 __all__ = ["HTTPEndpoint", "serve_forever", "serve_stdio"]
@@ -55,11 +56,6 @@ def dumps(message: Mapping[str, JSONValue]) -> str:
     except (ParseError, TypeError, ValueError) as exc:  # a result nested absurdly deep, or not JSON
         failed = error_message(message.get("id"), -32603, f"the answer could not be encoded: {exc}")
         return json.dumps(failed, ensure_ascii=True)
-
-
-def _request_id(message: object) -> JSONValue:
-    request_id = message.get("id") if isinstance(message, Mapping) else None
-    return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None
 
 
 # -- stdio ---------------------------------------------------------------------------------------
@@ -247,25 +243,26 @@ class HTTPEndpoint:
             text = (
                 f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks {', '.join(PROTOCOL_VERSIONS)}"
             )
-            return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 400)
+            return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 400)
         fresh = "Mcp-Session-Id" not in request.headers
         if fresh:
             if not (isinstance(message, Mapping) and message.get("method") == "initialize"):
                 text = "no Mcp-Session-Id header: open a session with initialize first"
-                return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 400)
+                return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 400)
             session = self.server.open_session(str(AccessControl.scope(request, "")).rstrip("/"))
         else:
             found = self._session(request)
             if found is None:
                 text = "unknown or ended MCP session: initialize a new one"
-                return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 404)
+                return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 404)
             session = found
         reply = await self.server.handle(message, session)
         if fresh and reply is not None and "result" in reply:
             await self._keep(session)
         if reply is None:
             return web.Response(status=202)
-        return _rpc(reply, session_id=session.id if "result" in reply or not fresh else None)
+        status = 400 if reply.get("id") is None else 200  # a message no answer can be matched to
+        return _rpc(reply, status, session_id=session.id if "result" in reply or not fresh else None)
 
     async def _keep(self, session: ServerSession) -> None:
         self.sessions[session.id] = session
