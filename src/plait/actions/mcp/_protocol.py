@@ -28,6 +28,7 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "PROTOCOL_VERSIONS",
+    "SERVER_BUSY",
     "answerable_id",
     "content_items",
     "error_message",
@@ -45,6 +46,8 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+SERVER_BUSY: Final = -32000
+"""A server error of JSON-RPC's implementation-defined range: no room for another MCP session."""
 
 MAX_MEDIA_BYTES: Final = 20 * 1024 * 1024
 """The largest file a server sends inline as image/audio content (larger ones are named, not sent)."""

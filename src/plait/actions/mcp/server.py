@@ -24,7 +24,9 @@ Only malformed JSON-RPC gets a protocol error.
 Sessions: each MCP session (one per stdio process, one per ``Mcp-Session-Id`` over HTTP)
 is its own plait ``session_id``, so stateful tools (interpreters, agents' memories) keep
 one state per client; when a session ends, the tools' ``close_session`` and
-``clear_session_state`` forget it.
+``clear_session_state`` forget it. Over HTTP each tenant (named token) has a session cap
+of its own, and ending a session to make room only ever ends the same tenant's
+(`plait.actions.mcp._pool`).
 """
 
 from __future__ import annotations
@@ -305,6 +307,7 @@ class MCPServer:
         max_body_bytes: int = 4 * 1024 * 1024,
         max_sessions: int = 1000,
         max_connections: int = 512,
+        max_sessions_per_tenant: int | None = None,
     ) -> AsyncIterator[str]:
         """Serve Streamable HTTP on the running loop for the duration of an ``async with``; yields the endpoint URL.
 
@@ -320,15 +323,23 @@ class MCPServer:
                 tenant sees only its own sessions).
             insecure: Serve a non-loopback `host` without a token.
             max_body_bytes: The largest request body (larger ones get HTTP 413).
-            max_sessions: Sessions kept at once; beyond it the least recently used one ends.
+            max_sessions: Sessions kept at once, all tenants together.
             max_connections: Open connections at once; more are answered 503 and closed.
+            max_sessions_per_tenant: Sessions one tenant (one named token; every client
+                with one token or none) keeps at once; None: `max_sessions` split evenly
+                between the tenants. A tenant at its cap ends its own least recently used
+                idle session (no request in flight) to open another, never another
+                tenant's; if all of its sessions are busy, ``initialize`` gets HTTP 429.
+                If the caps add up to more than `max_sessions` and it is reached, a new
+                session gets HTTP 503 rather than ending anyone's.
 
         Raises:
-            UserError: A non-loopback `host` without a token (and without ``insecure``).
+            UserError: A non-loopback `host` without a token (and without ``insecure``), a
+                session cap under 1, or `max_sessions_per_tenant` over `max_sessions`.
         """
         from ._serve import HTTPEndpoint
 
-        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections)
+        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections, max_sessions_per_tenant)
         url = await endpoint.start(host, port, insecure)
         try:
             yield url
