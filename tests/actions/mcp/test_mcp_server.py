@@ -295,3 +295,74 @@ def test_connections_beyond_the_cap_are_refused_with_503() -> None:
                 held_writer.close()
 
     asyncio.run(run())
+
+
+MALFORMED: list[tuple[object, tuple[object, int] | None]] = [
+    # (message, (the id of its answer, the error code) or None: no answer at all)
+    ({"jsonrpc": "2.0", "id": 1}, (1, -32600)),  # a request without a method
+    ({"jsonrpc": "2.0", "id": "s", "params": {}}, ("s", -32600)),
+    ({"jsonrpc": "2.0", "id": 2, "method": 5}, (2, -32600)),  # a method that is not a string
+    ({"jsonrpc": "2.0", "id": 3, "method": None}, (3, -32600)),
+    ({"jsonrpc": "2.0", "id": 4, "method": "ping", "params": "x"}, (4, -32600)),  # params neither object nor array
+    ({"jsonrpc": "2.0", "id": 5, "method": "ping", "params": None}, (5, -32600)),
+    ({"jsonrpc": "2.0", "id": 6, "method": "ping", "params": [1]}, (6, -32602)),  # an array: MCP's take objects
+    ({"id": 7, "method": "ping"}, (7, -32600)),  # no "jsonrpc"
+    ({"jsonrpc": "1.0", "id": 8, "method": "ping"}, (8, -32600)),
+    ({"jsonrpc": "2.0", "id": 9, "method": "notifications/initialized"}, (9, -32601)),  # a notification asked
+    ({"jsonrpc": "2.0", "id": 10, "method": "tools/call"}, (10, -32602)),  # no params: no tool name
+    ({"jsonrpc": "2.0", "id": True, "method": "ping"}, (None, -32600)),  # ids that cannot be answered to
+    ({"jsonrpc": "2.0", "id": None, "method": "ping"}, (None, -32600)),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}, (None, -32600)),
+    ({"jsonrpc": "2.0", "id": {"a": 1}}, (None, -32600)),
+    ({"jsonrpc": "2.0", "method": 7}, (None, -32600)),  # an invalid notification
+    ({"jsonrpc": "2.0"}, (None, -32600)),
+    ({"jsonrpc": "2.0", "method": "notifications/x", "params": 3}, (None, -32600)),
+    ([], (None, -32600)),  # batches are not supported: one error for the whole array
+    ([{"jsonrpc": "2.0", "id": 11, "method": "ping"}, [2]], (None, -32600)),
+    (5, (None, -32600)),
+    ("ping", (None, -32600)),
+    (None, (None, -32600)),
+    ({"jsonrpc": "2.0", "method": "notifications/initialized"}, None),  # notifications: no answer
+    ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}, None),
+    ({"jsonrpc": "2.0", "method": "notifications/unknown"}, None),
+    ({"jsonrpc": "2.0", "id": 12, "result": {}}, None),  # responses: this server asked nothing
+    ({"jsonrpc": "2.0", "id": 13, "error": {"code": 1, "message": "x"}}, None),
+]
+FINE = {"jsonrpc": "2.0", "id": "", "method": "ping", "extra": [1]}  # an empty id and an unknown member are fine
+
+
+def test_malformed_messages_get_one_invalid_request_error_each_over_stdio() -> None:
+    import json
+
+    lines = [json.dumps(message).encode() for message, _ in MALFORMED]
+    stdin = io.BytesIO(b"\n".join([*lines, json.dumps(FINE).encode()]) + b"\n")
+    stdout = io.BytesIO()
+    asyncio.run(serve_stdio(MCPServer([Calculator()]), stdin, stdout))
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    got = sorted((repr(a["id"]), a["error"]["code"]) for a in answers if "error" in a)
+    assert got == sorted((repr(e[0]), e[1]) for _, e in MALFORMED if e is not None)
+    assert [a for a in answers if "result" in a] == [{"jsonrpc": "2.0", "id": "", "result": {}}]  # served on
+
+
+def test_malformed_messages_get_one_invalid_request_error_each_over_http() -> None:
+    import json
+
+    async def run() -> None:
+        async with MCPServer([Calculator()]).serve_http(port=0) as url, http_session(url) as (http, sid):
+            headers = {"Mcp-Session-Id": sid, "Content-Type": "application/json"}
+            for message, expected in MALFORMED:
+                async with http.post(url, data=json.dumps(message), headers=headers) as response:
+                    text = await response.text()
+                    if expected is None:
+                        assert (response.status, text) == (202, ""), message
+                    else:
+                        body = json.loads(text)
+                        assert (body["id"], body["error"]["code"]) == expected, message
+                        assert response.status == (400 if expected[0] is None else 200), message
+            async with http.post(url, json=FINE, headers=headers) as ok:
+                assert ok.status == 200 and (await ok.json())["result"] == {}
+            no_session = {"jsonrpc": "2.0", "id": 1}  # the same hole before a session exists
+            async with http.post(url, json=no_session) as response:
+                assert response.status == 400 and (await response.json())["id"] == 1
+
+    asyncio.run(run())

@@ -4,8 +4,8 @@ The client (`plait.actions.mcp._session`) and the server (`plait.actions.mcp.ser
 share these, so the two sides never disagree on a code or a shape:
 
 * `PROTOCOL_VERSIONS`: the revisions plait speaks, newest first;
-* the JSON-RPC 2.0 error codes and message builders (`request_message`, `notification_message`,
-  `result_message`, `error_message`);
+* the JSON-RPC 2.0 error codes, message builders (`request_message`, `notification_message`,
+  `result_message`, `error_message`) and `answerable_id` (the id an answer can carry);
 * `result_items` (an MCP ``tools/call`` result -> plait result items, for the client) and
   `content_items` (plait result items -> MCP content, for the server).
 """
@@ -28,6 +28,8 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "PROTOCOL_VERSIONS",
+    "SERVER_BUSY",
+    "answerable_id",
     "content_items",
     "error_message",
     "notification_message",
@@ -44,6 +46,8 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+SERVER_BUSY: Final = -32000
+"""A server error of JSON-RPC's implementation-defined range: no room for another MCP session."""
 
 MAX_MEDIA_BYTES: Final = 20 * 1024 * 1024
 """The largest file a server sends inline as image/audio content (larger ones are named, not sent)."""
@@ -70,6 +74,12 @@ def notification_message(method: str, params: Mapping[str, JSONValue] | None = N
 def result_message(request_id: JSONValue, result: JSONValue) -> dict[str, JSONValue]:
     """A JSON-RPC success response."""
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def answerable_id(message: object) -> int | str | None:
+    """The id of `message` if an answer can carry it (a string or an integer, as MCP allows), else None."""
+    found = message.get("id") if isinstance(message, Mapping) else None
+    return found if isinstance(found, (int, str)) and not isinstance(found, bool) else None
 
 
 def error_message(request_id: JSONValue, code: int, message: str, data: JSONValue = None) -> dict[str, JSONValue]:

@@ -8,10 +8,14 @@
 * `HTTPEndpoint`: ``POST /mcp`` (each message; the answer is one JSON body),
   ``DELETE /mcp`` (end the session), ``GET /mcp`` 405 (this server never sends
   unprompted messages). ``initialize`` opens a session whose id the ``Mcp-Session-Id``
-  header carries; other requests without a known one get 400/404. Bearer tokens, JSON
-  error bodies and the loopback default come from `plait.distributed.http_serve.access`,
-  as for ``plait serve``; browsers' cross-site requests (an ``Origin`` of another host)
-  get 403, bodies over the limit 413.
+  header carries; other requests without a known one get 400/404, and a message whose id
+  an answer cannot carry gets its JSON-RPC error with 400. Sessions are capped per tenant
+  (one per named token) under an overall ceiling (`plait.actions.mcp._pool`): a tenant at
+  its cap ends its own least recently used idle session, never another's; with no room,
+  ``initialize`` gets 429 (the tenant's sessions are all busy) or 503 (the server is
+  full). Bearer tokens, JSON error bodies and the loopback default come from
+  `plait.distributed.http_serve.access`, as for ``plait serve``; browsers' cross-site
+  requests (an ``Origin`` of another host) get 403, bodies over the limit 413.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import os
 import signal
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Final
 from urllib.parse import urlsplit
@@ -35,7 +38,8 @@ from ...distributed.http_serve.access import AccessControl, listen
 from ...exceptions import ParseError
 from ...types import JSONValue
 from ...untrusted import clean, loads
-from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, error_message
+from ._pool import NoRoom, SessionPool
+from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, SERVER_BUSY, answerable_id, error_message
 from .server import MCPServer, ServerSession
 
 __all__ = ["HTTPEndpoint", "serve_forever", "serve_stdio"]
@@ -55,11 +59,6 @@ def dumps(message: Mapping[str, JSONValue]) -> str:
     except (ParseError, TypeError, ValueError) as exc:  # a result nested absurdly deep, or not JSON
         failed = error_message(message.get("id"), -32603, f"the answer could not be encoded: {exc}")
         return json.dumps(failed, ensure_ascii=True)
-
-
-def _request_id(message: object) -> JSONValue:
-    request_id = message.get("id") if isinstance(message, Mapping) else None
-    return request_id if isinstance(request_id, (int, str)) and not isinstance(request_id, bool) else None
 
 
 # -- stdio ---------------------------------------------------------------------------------------
@@ -149,8 +148,12 @@ async def serve_stdio(
 # -- Streamable HTTP -----------------------------------------------------------------------------
 
 
-def _rpc(body: Mapping[str, JSONValue], status: int = 200, session_id: str | None = None) -> web.Response:
-    headers = {"Mcp-Session-Id": session_id} if session_id else None
+def _rpc(
+    body: Mapping[str, JSONValue], status: int = 200, session_id: str | None = None, retry: bool = False
+) -> web.Response:
+    headers = {"Mcp-Session-Id": session_id} if session_id else {}
+    if retry:
+        headers["Retry-After"] = "1"
     return web.Response(status=status, text=dumps(body), content_type="application/json", headers=headers)
 
 
@@ -161,8 +164,13 @@ class HTTPEndpoint:
         server: The server whose tools to serve.
         token: None, one bearer token, or ``{tenant: token}``.
         max_body_bytes: The largest request body.
-        max_sessions: Sessions kept; the least recently used one ends beyond it.
+        max_sessions: Sessions kept at once, all tenants together.
         max_connections: Open connections at once; more are answered 503 and closed.
+        max_sessions_per_tenant: Sessions one tenant keeps at once (None: `max_sessions`
+            split evenly between the tenants).
+
+    Raises:
+        UserError: A cap under 1, or a tenant's over `max_sessions`.
     """
 
     def __init__(
@@ -172,12 +180,13 @@ class HTTPEndpoint:
         max_body_bytes: int,
         max_sessions: int,
         max_connections: int = 512,
+        max_sessions_per_tenant: int | None = None,
     ) -> None:
         self.server = server
         self.access = AccessControl(token)
-        self.max_sessions = max_sessions
         self.max_connections = max_connections
-        self.sessions: OrderedDict[str, ServerSession] = OrderedDict()
+        fair = max(1, max_sessions // len(self.access.tenants))
+        self.sessions = SessionPool(max_sessions, fair if max_sessions_per_tenant is None else max_sessions_per_tenant)
         self.app = web.Application(client_max_size=max_body_bytes, middlewares=[self.access.middleware()])
         self.app.add_routes([web.post("/mcp", self.post), web.delete("/mcp", self.delete), web.get("/mcp", self.get)])
         self._runner: web.AppRunner | None = None
@@ -205,9 +214,7 @@ class HTTPEndpoint:
 
     async def stop(self) -> None:
         """End every session and stop listening."""
-        sessions = list(self.sessions.values())
-        self.sessions.clear()
-        for session in sessions:
+        for session in self.sessions.drain():
             await self.server.close_session(session)
         if self._listener is not None:
             self._listener.close()
@@ -227,13 +234,14 @@ class HTTPEndpoint:
         if host not in _LOOPBACK_NAMES and host != request.url.host:
             raise web.HTTPForbidden(reason=f"requests from the origin {origin[:100]!r} are not allowed")
 
+    @staticmethod
+    def _tenant(request: web.Request) -> str:
+        """The caller's tenant (``''`` with one token or none)."""
+        return str(AccessControl.scope(request, "")).rstrip("/")
+
     def _session(self, request: web.Request) -> ServerSession | None:
         """The caller's session named by ``Mcp-Session-Id`` (None: unknown, ended, or another tenant's)."""
-        session = self.sessions.get(request.headers.get("Mcp-Session-Id", ""))
-        if session is None or session.owner != str(AccessControl.scope(request, "")).rstrip("/"):
-            return None
-        self.sessions.move_to_end(session.id)
-        return session
+        return self.sessions.get(self._tenant(request), request.headers.get("Mcp-Session-Id", ""))
 
     async def post(self, request: web.Request) -> web.Response:
         """One JSON-RPC message; its answer as JSON (202 when there is none)."""
@@ -247,31 +255,31 @@ class HTTPEndpoint:
             text = (
                 f"unsupported MCP-Protocol-Version {version[:40]!r}; this server speaks {', '.join(PROTOCOL_VERSIONS)}"
             )
-            return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 400)
+            return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 400)
         fresh = "Mcp-Session-Id" not in request.headers
         if fresh:
             if not (isinstance(message, Mapping) and message.get("method") == "initialize"):
                 text = "no Mcp-Session-Id header: open a session with initialize first"
-                return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 400)
-            session = self.server.open_session(str(AccessControl.scope(request, "")).rstrip("/"))
+                return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 400)
+            session = self.server.open_session(self._tenant(request))
         else:
             found = self._session(request)
             if found is None:
                 text = "unknown or ended MCP session: initialize a new one"
-                return _rpc(error_message(_request_id(message), INVALID_REQUEST, text), 404)
+                return _rpc(error_message(answerable_id(message), INVALID_REQUEST, text), 404)
             session = found
         reply = await self.server.handle(message, session)
-        if fresh and reply is not None and "result" in reply:
-            await self._keep(session)
         if reply is None:
             return web.Response(status=202)
-        return _rpc(reply, session_id=session.id if "result" in reply or not fresh else None)
-
-    async def _keep(self, session: ServerSession) -> None:
-        self.sessions[session.id] = session
-        while len(self.sessions) > self.max_sessions:
-            _, oldest = self.sessions.popitem(last=False)
-            await self.server.close_session(oldest)
+        if fresh and "result" in reply:
+            try:
+                evicted = self.sessions.admit(session)
+            except NoRoom as full:
+                return _rpc(error_message(reply["id"], SERVER_BUSY, str(full)), full.status, retry=True)
+            if evicted is not None:
+                await self.server.close_session(evicted)
+        status = 400 if reply.get("id") is None else 200  # a message no answer can be matched to
+        return _rpc(reply, status, session_id=session.id if "result" in reply or not fresh else None)
 
     async def delete(self, request: web.Request) -> web.Response:
         """End the caller's session (its tools forget it)."""
@@ -279,7 +287,7 @@ class HTTPEndpoint:
         session = self._session(request)
         if session is None:
             return _rpc(error_message(None, INVALID_REQUEST, "unknown or ended MCP session"), 404)
-        del self.sessions[session.id]
+        self.sessions.remove(session)
         await self.server.close_session(session)
         return web.Response(status=204)
 

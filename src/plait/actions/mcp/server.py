@@ -24,7 +24,9 @@ Only malformed JSON-RPC gets a protocol error.
 Sessions: each MCP session (one per stdio process, one per ``Mcp-Session-Id`` over HTTP)
 is its own plait ``session_id``, so stateful tools (interpreters, agents' memories) keep
 one state per client; when a session ends, the tools' ``close_session`` and
-``clear_session_state`` forget it.
+``clear_session_state`` forget it. Over HTTP each tenant (named token) has a session cap
+of its own, and ending a session to make room only ever ends the same tenant's
+(`plait.actions.mcp._pool`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from ._protocol import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSIONS,
+    answerable_id,
     content_items,
     error_message,
     result_message,
@@ -78,6 +81,19 @@ class ServerSession:
     owner: str = ""
     protocol_version: str = PROTOCOL_VERSIONS[0]
     calls: dict[int | str, asyncio.Task[Any]] = field(default_factory=dict)
+
+
+def _malformed(message: Mapping[str, JSONValue], request_id: int | str | None) -> str | None:
+    """Why `message` (not a response) is no valid JSON-RPC 2.0 request or notification (None: it is one)."""
+    if message.get("jsonrpc") != "2.0":
+        return 'the message is not JSON-RPC 2.0 (it needs "jsonrpc": "2.0")'
+    if "id" in message and request_id is None:
+        return "a request's id must be a string or an integer"
+    if not isinstance(message.get("method"), str):
+        return "a request needs its method as a string" if "method" in message else "the message has no method"
+    if not isinstance(message.get("params", {}), (Mapping, list)):
+        return "params must be an object or an array"
+    return None
 
 
 class _Refusal(Exception):
@@ -137,23 +153,23 @@ class MCPServer:
     async def handle(self, message: object, session: ServerSession) -> dict[str, JSONValue] | None:
         """The answer to one JSON-RPC message from a client (None for notifications and responses).
 
-        Never raises for what the client sent: malformed messages get JSON-RPC errors.
+        Never raises for what the client sent: every request with an id gets exactly one
+        answer, a notification none; a malformed message gets an invalid-request error
+        (with its id when it has one an answer can carry).
         """
-        if not isinstance(message, Mapping) or message.get("jsonrpc") != "2.0":
-            what = (
-                "a JSON array (batches are not supported)" if isinstance(message, list) else "not a JSON-RPC 2.0 object"
-            )
+        if not isinstance(message, Mapping):
+            what = "a JSON array (batches are not supported)" if isinstance(message, list) else "not a JSON object"
             return error_message(None, INVALID_REQUEST, f"the message is {what}")
-        method = message.get("method")
-        request_id = message.get("id")
-        if method is None:
+        if "method" not in message and ("result" in message or "error" in message):
             return None  # a response to a request of ours: this server sends none
-        if "id" not in message:
-            self._notified(method, message.get("params"), session)
+        request_id = answerable_id(message)
+        problem = _malformed(message, request_id)
+        if problem is not None:
+            return error_message(request_id, INVALID_REQUEST, problem)
+        method, params = str(message["method"]), message.get("params", {})  # a string: _malformed checked it
+        if request_id is None:  # no id at all (a bad one was refused above): a notification
+            self._notified(method, params, session)
             return None
-        if not isinstance(request_id, (int, str)) or isinstance(request_id, bool) or not isinstance(method, str):
-            return error_message(None, INVALID_REQUEST, "a request needs a string method and a string or integer id")
-        params = message.get("params", {})
         task = asyncio.current_task()
         if task is not None:
             session.calls[request_id] = task
@@ -291,6 +307,7 @@ class MCPServer:
         max_body_bytes: int = 4 * 1024 * 1024,
         max_sessions: int = 1000,
         max_connections: int = 512,
+        max_sessions_per_tenant: int | None = None,
     ) -> AsyncIterator[str]:
         """Serve Streamable HTTP on the running loop for the duration of an ``async with``; yields the endpoint URL.
 
@@ -306,15 +323,23 @@ class MCPServer:
                 tenant sees only its own sessions).
             insecure: Serve a non-loopback `host` without a token.
             max_body_bytes: The largest request body (larger ones get HTTP 413).
-            max_sessions: Sessions kept at once; beyond it the least recently used one ends.
+            max_sessions: Sessions kept at once, all tenants together.
             max_connections: Open connections at once; more are answered 503 and closed.
+            max_sessions_per_tenant: Sessions one tenant (one named token; every client
+                with one token or none) keeps at once; None: `max_sessions` split evenly
+                between the tenants. A tenant at its cap ends its own least recently used
+                idle session (no request in flight) to open another, never another
+                tenant's; if all of its sessions are busy, ``initialize`` gets HTTP 429.
+                If the caps add up to more than `max_sessions` and it is reached, a new
+                session gets HTTP 503 rather than ending anyone's.
 
         Raises:
-            UserError: A non-loopback `host` without a token (and without ``insecure``).
+            UserError: A non-loopback `host` without a token (and without ``insecure``), a
+                session cap under 1, or `max_sessions_per_tenant` over `max_sessions`.
         """
         from ._serve import HTTPEndpoint
 
-        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections)
+        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections, max_sessions_per_tenant)
         url = await endpoint.start(host, port, insecure)
         try:
             yield url

@@ -99,6 +99,11 @@ class AccessControl:
         """Whether requests need a token."""
         return bool(self._digests)
 
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        """The tenants' names (``('',)``: one tenant, with one token or none)."""
+        return tuple(sorted(self._digests)) or ("",)
+
     def __repr__(self) -> str:
         return f"AccessControl(tenants={sorted(self._digests)!r})"
 
