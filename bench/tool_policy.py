@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from plait.actions import get_tool
-from plait.cli import build_agent, tool_choice_for
+from plait.agents.routing import ToolRouter
+from plait.cli import build_agent
 from plait.hooks import ToolLog
 from plait.interceptors import register_interceptor
 from plait.llms import LlamaCppModel
@@ -59,7 +60,7 @@ CANDIDATES: dict[str, tuple[str, Any]] = {
         "auto",
     ),
     "no system prompt, auto": ("", "auto"),
-    "current prompt, routed (plait.cli.tool_choice_for; the CLI default)": (CURRENT, "routed"),
+    "current prompt, routed (plait.agents.routing.ToolRouter; every app's default)": (CURRENT, "routed"),
     "current prompt, routed, then tool_choice none after the tool": (CURRENT, "routed:none"),
     "current prompt, routed, tool forced until the last round": (CURRENT, "routed:None"),
 }
@@ -73,7 +74,7 @@ def ask(llm: Any, system: str, tool_choice: Any, question: str) -> tuple[str, li
         agent.reset_tool_choice = None if reset == "None" else reset
     log = ToolLog()
     register_interceptor(agent, log)
-    choice = tool_choice_for(question, ["Calculator"]) if tool_choice == "routed" else tool_choice
+    choice = ToolRouter()(question, ["Calculator"]) if tool_choice == "routed" else tool_choice
     reply = list(agent(question, tool_choice=choice))[-1]
     return str(reply.content), log.take(0)
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
@@ -82,29 +81,6 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
     return LlamaCppModel(path=model or None, **gen)
 
 
-_ARITHMETIC = re.compile(
-    r"\d\s*(?:[-+*/x×÷^%]|\*\*|times|plus|minus|divided|mod\b)\s*\(?\s*\d"
-    r"|\b(?:calculate|compute|multiply|divide|add|subtract|sum|product|square root)\b[^\n]*\d",
-    re.IGNORECASE,
-)
-
-
-def tool_choice_for(question: str, tool_names: Sequence[str]) -> str:
-    """The ``routed`` tool choice for `question`, given the offered tools' names.
-
-    ``'required'`` for arithmetic when a Calculator is offered; else ``'none'`` when the
-    Calculator is the only tool (small talk needs none); else ``'auto'``. Measured on the
-    embedded model with bench/tool_policy.py (bench/README.md): a 135M model left to
-    ``'auto'`` calls the calculator for greetings and skips it for sums.
-    """
-    calculator = any(name.split(".")[0] == "Calculator" for name in tool_names)
-    if calculator and _ARITHMETIC.search(question):
-        return "required"
-    if calculator and all(name.split(".")[0] == "Calculator" for name in tool_names):
-        return "none"
-    return "auto"
-
-
 def cli_tools() -> dict[str, type[BaseAction]]:
     """The tools ``--tools`` offers (`plait.actions._registry.user_tools`)."""
     from .actions import calculator  # noqa: F401  (registers the default tool)
@@ -143,14 +119,21 @@ def build_agent(
     max_turn: int,
     mcp: Sequence[str] = (),
     context_policy: PolicyName | ContextPolicy | None = "trim",
+    tool_choice: str = "routed",
 ) -> StreamingFunctionCallingAgent:
-    """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers."""
+    """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers.
+
+    Its tool choice is ``'routed'`` by default (`plait.agents.routing`): the Calculator for
+    arithmetic, no tool for small talk, decided per question.
+    """
     from .actions.mcp import MCPToolkit
     from .agents.function_calling import StreamingFunctionCallingAgent
 
     chosen = [_tool(tool) if isinstance(tool, str) else tool for tool in tools]
     actions = [*chosen, *(MCPToolkit.from_spec(server) for server in mcp)]
-    return StreamingFunctionCallingAgent(llm, actions, system, max_turn=max_turn, context_policy=context_policy)
+    return StreamingFunctionCallingAgent(
+        llm, actions, system, max_turn=max_turn, tool_choice=tool_choice, context_policy=context_policy
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -311,7 +294,7 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     from .context import app_policy
 
     policy = app_policy(args.context, embedded=args.api_base is None)
-    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy)
+    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy, args.tool_choice)
     agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
     meter = UsageMeter()
     register_interceptor(agent, meter)
@@ -379,14 +362,11 @@ def _run(
 ) -> None:
     from .repl import approval_prompt, ask
 
-    choice = args.tool_choice
-    if choice == "routed":
-        choice = tool_choice_for(question, list(agent.executor.keys()))
     policy = agent.context_policy
     before = (policy.trimmed.get(0, 0), policy.summarised.get(0, 0)) if policy is not None else (0, 0)
     try:
         approve = approval_prompt(stdin, printer)
-        ask(agent, question, printer, meter, args.max_new_tokens, approve, tool_choice=choice)
+        ask(agent, question, printer, meter, args.max_new_tokens, approve)
         if policy is not None and policy.summarised.get(0, 0) > before[1]:
             printer.notice("(older turns were folded into a summary to fit the model's context; /context)")
         elif policy is not None and policy.trimmed.get(0, 0) > before[0]:

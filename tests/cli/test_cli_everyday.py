@@ -179,7 +179,9 @@ def test_a_model_from_the_hub_is_downloaded_once_and_runs(tmp_path: Path) -> Non
 
 
 def test_routed_tool_choice() -> None:
-    from plait.cli import tool_choice_for
+    from plait.agents.routing import ToolRouter
+
+    tool_choice_for = ToolRouter()
 
     calculator = ["Calculator"]
     for question in ("What is 1234 + 5678?", "Compute 144 / 12.", "What is 17 times 23?", "Calculate 2 ** 10."):

@@ -168,6 +168,7 @@ def test_streaming_llm_streams_native_tool_rounds_from_a_server(fake_model: Any)
 def test_run_tool_agent_reports_calls_results_and_answer() -> None:
     llm = ScriptedLLM([ModelResponse(tool_calls=[LLMToolCall("1", "Calculator", '{"expression": "2*21"}')]), "42."])
     agent, problems = build_agent(Settings(agent="function_calling", system_prompt="sys"), llm, "/tmp")
+    assert agent.tool_choice == "routed"  # the Calculator for arithmetic, no tool for a poem (issue 34)
     events: list[Any] = []
     run_tool_agent(agent, "q", "s1", events.append)
     assert problems == []

@@ -24,6 +24,7 @@ from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from ..untrusted import decode_arguments
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
+from .routing import ROUTED, ToolRouter
 from .run_state import PlannedCall, RunState
 from .tool_agent import ToolLoopCore
 from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget
@@ -50,7 +51,8 @@ class FunctionCallingCore(ToolLoopCore):
         max_turn: Model calls per run; the last one is made with ``tool_choice='none'``
             so a final answer always arrives.
         tool_choice: Passed to the model on tool rounds (``'auto'``, ``'required'``...); a call's
-            ``tool_choice=`` keyword overrides it.
+            ``tool_choice=`` keyword overrides it. ``'routed'`` (or a `ToolRouter`) decides per
+            question (`plait.agents.routing`): the Calculator for arithmetic, no tool for small talk.
         reset_tool_choice: What a forcing choice (``'required'``, one function) becomes once a
             tool has run, so the model can answer: ``'auto'`` (default), ``'none'`` (answer
             now), or None to keep forcing.
@@ -84,8 +86,8 @@ class FunctionCallingCore(ToolLoopCore):
         self.reset_tool_choice = reset_tool_choice
 
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
-        """This agent's paradigm on the tool loop (for a new run, or a paused one to resume)."""
-        return FunctionCallingProtocol(self)
+        """This agent's paradigm on the tool loop (for a new run on `inputs`, or a paused one to resume)."""
+        return FunctionCallingProtocol(self, inputs)
 
     def _turn(
         self, session_id: Hashable, params: Mapping[str, object], prompt: list[dict[str, object]] | None = None
@@ -125,9 +127,17 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
 
     name = "function_calling"
 
-    def __init__(self, agent: FunctionCallingCore) -> None:
+    def __init__(self, agent: FunctionCallingCore, inputs: Sequence[AgentMessage] = ()) -> None:
         super().__init__(agent)
         self._tools: list[dict[str, object]] | None = None
+        self._question = "\n".join(m.content for m in inputs if isinstance(m.content, str))
+
+    def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
+        """A routed tool choice (``'routed'``, a `ToolRouter`) is decided once, from the question, into the state."""
+        choice = kwargs.get("tool_choice", self.agent.tool_choice)
+        if choice == ROUTED or isinstance(choice, ToolRouter):
+            router = choice if isinstance(choice, ToolRouter) else ToolRouter()
+            state.scratch["tool_choice"] = router(self._question, list(self.agent.executor.keys()))
 
     def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
         kwargs = self.agent.answer_params(kwargs)  # a text reply is the answer: ask for the output type
@@ -144,7 +154,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         has run; later rounds ask with the agent's ``reset_tool_choice`` (``'auto'``, as the
         OpenAI Agents SDK does), or the model could never answer.
         """
-        choice = kwargs.get("tool_choice", self.agent.tool_choice)
+        choice = state.scratch.get("tool_choice") or kwargs.get("tool_choice", self.agent.tool_choice)
         reset = self.agent.reset_tool_choice
         if state.turns and reset is not None and (choice == "required" or isinstance(choice, Mapping)):
             choice = reset

@@ -231,7 +231,12 @@ def build_agent(
     from ..agents.function_calling import FunctionCallingAgent
 
     calling = FunctionCallingAgent(
-        StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn, context_policy=policy
+        StreamingLLM(llm),
+        tools,
+        template=settings.system_prompt,
+        max_turn=settings.max_turn,
+        tool_choice="routed",  # the Calculator for arithmetic, no tool for a poem (plait.agents.routing)
+        context_policy=policy,
     )
     return calling, problems
 
