@@ -314,6 +314,7 @@ class SessionStore:
             SessionStoreError: A queued write could not be stored (the file is named;
                 `SessionConflictError`: another writer changed its session).
             UserError: A queued write failed (for instance a message that is not JSON-able).
+                Either way its session is read again from the file on its next use.
         """
         self._writer.call(lambda connection: None)
         failure = self._writer.take_failure()
