@@ -1,7 +1,7 @@
 """The agent call path, written once.
 
-``normalise -> before_agent hooks -> memory -> forward -> output type -> memory -> after_agent hooks``
-(on failure: roll memory back -> on_agent_error hooks -> raise)
+``normalise -> before_agent hooks -> memory -> forward -> output type -> memory + commit -> after_agent hooks``
+(on failure, a failed commit included: roll memory back -> on_agent_error hooks -> raise)
 
 `agent_call_flow` is a flow (see `plait.effects`); `Agent.__call__` hands it to its class's
 driver (`plait.driver`), so `Agent`, `AsyncAgent`, `StreamingAgent` and `AsyncStreamingAgent`
@@ -171,10 +171,12 @@ def _guarded(
         try:
             raw = yield from _forward(agent, inputs, session_id, kwargs, resuming=decisions is not None)
             response = raw if isinstance(raw, AgentMessage) else AgentMessage(sender=agent.name, content=raw)
-            if response.stream_state != AgentStatusCode.INTERRUPTED:
+            paused = response.stream_state == AgentStatusCode.INTERRUPTED
+            if not paused:
                 response = yield from agent.output_flow(response, session_id, kwargs)  # typed: valid or raise
                 if getattr(agent, "output_guardrails", None):
                     yield from _guard(agent, "output", [response])  # a refused reply rolls the turn back
+            yield from _keep(agent, response, session_id, mark, turn)  # a turn the store refuses rolls back too
         except BaseException as error:
             if memory is not None:
                 memory.truncate(session_id, mark)
@@ -184,7 +186,8 @@ def _guarded(
             if not isinstance(error, GeneratorExit):  # a closed flow must not yield
                 yield from _tell_error(agent, error, session_id)
             raise
-        yield from _keep(agent, response, session_id, mark, turn)
+        if memory is not None and not paused:
+            memory.cap(session_id)  # an explicit storage cap (max_messages), between whole calls
         output = shallow_copy(response)  # hooks and callers may reassign fields without touching memory
         for hook in list(agent._hooks.values()) if agent._hooks else ():
             replaced = yield HookCall(hook.after_agent, (agent, output, session_id))
@@ -199,9 +202,12 @@ def _guarded(
 def _keep(
     agent: CallPathAgent, response: AgentMessage, session_id: Hashable, mark: int, turn: Turn | None
 ) -> Flow[None]:
-    """Store a finished call's reply (a paused run: its state) and commit the turn; then apply the storage cap."""
-    paused = response.stream_state == AgentStatusCode.INTERRUPTED
-    if paused:
+    """Store a finished call's reply (a paused run: its state) and commit the turn (the call's commit point).
+
+    Raises:
+        SessionStoreError: The store could not keep the turn (the call path rolls it back).
+    """
+    if response.stream_state == AgentStatusCode.INTERRUPTED:
         run = agent.run_state(session_id)
         if run is not None:
             if run.turn_start is None:
@@ -211,8 +217,6 @@ def _keep(
         agent.update_memory(response, session_id)
     if turn is not None:  # the turn is on disk before the call returns
         yield Call(turn.commit)
-    if agent._memory is not None and not paused:
-        agent._memory.cap(session_id)  # an explicit storage cap (max_messages), between whole calls
 
 
 def _opening(

@@ -13,7 +13,8 @@ from ..utils.config import create_object
 from .base_memory import ContextSummary, Memory, MessageLike
 
 if TYPE_CHECKING:
-    from .session_store import SessionStore, Turn
+    from ._session_journal import SessionJournal
+    from .session_store import SessionStore, StoredSession, Turn
 
 __all__ = ["MemoryManager"]
 
@@ -58,19 +59,21 @@ class MemoryManager:
     def bind(self, store: SessionStore, keypath: str) -> None:
         """Keep this manager's sessions in `store` under `keypath` (see `SessionStore.attach`).
 
-        Sessions held now are written to the store; others are read from it on first use.
+        Sessions held now are written to the store (replacing what it holds of them); others
+        are read from it on first use.
         """
         self.store, self.keypath = store, keypath
         for session_id, memory in self.memory_map.items():
-            memory.journal = store.journal(keypath, session_id)
-            memory.journal.rewrite(memory.memory)
-            memory.journal.summarise(memory.summary)
+            journal = store.journal(keypath, session_id)
+            journal.claim(memory.memory)
+            journal.summarise(memory.summary)
+            memory.journal = journal
 
-    def _new(self, session_id: Hashable) -> Memory:
+    def _new(self, session_id: Hashable, journal: SessionJournal | None = None) -> Memory:
         kind = self.cfg.get("type")
         memory: Memory = kind() if len(self.cfg) == 1 and isinstance(kind, type) else create_object(self.cfg)
         if self.store is not None:
-            memory.journal = self.store.journal(self.keypath, session_id)
+            memory.journal = journal if journal is not None else self.store.journal(self.keypath, session_id)
         self.memory_map[session_id] = memory
         return memory
 
@@ -81,25 +84,45 @@ class MemoryManager:
             memory.journal.rewrite([])
         return memory
 
-    def _stored(self, session_id: Hashable) -> Memory | None:
-        """The session's memory: in this process, or read back from the bound store."""
+    def _held(self, session_id: Hashable) -> Memory | None:
+        """The session's memory in this process (None: none, or one the file must be read for again).
+
+        A memory whose store write failed (`SessionJournal.stale`: another writer changed the
+        session, the disk was full...) is dropped once no call is open on it: it is read back,
+        so memory holds what the file holds.
+        """
         memory = self.memory_map.get(session_id)
-        if memory is not None or self.store is None:
-            return memory
-        saved = self.store.read(self.keypath, session_id)
-        if saved is None:
+        if memory is not None and memory.journal is not None and getattr(memory.journal, "stale", False):
+            del self.memory_map[session_id]
             return None
-        memory = self._new(session_id)
-        journal, memory.journal = memory.journal, None
-        memory.load(saved)
-        memory.summary = self.store.read_summary(self.keypath, session_id)
-        memory.paused_run = self.store.read_run(self.keypath, session_id)
-        memory.journal = journal
         return memory
 
+    def _stored(self, session_id: Hashable) -> Memory | None:
+        """The session's memory: in this process, or read back from the bound store (None: it has none)."""
+        memory = self._held(session_id)
+        if memory is not None or self.store is None:
+            return memory
+        stored = self.store.load(self.keypath, session_id)
+        return self._adopt(session_id, stored) if stored.found else None
+
     def _session(self, session_id: Hashable) -> Memory:
-        memory = self._stored(session_id)
-        return memory if memory is not None else self._new(session_id)
+        """The session's memory, created when it has none."""
+        memory = self._held(session_id)
+        if memory is not None:
+            return memory
+        if self.store is None:
+            return self._new(session_id)
+        return self._adopt(session_id, self.store.load(self.keypath, session_id))
+
+    def _adopt(self, session_id: Hashable, stored: StoredSession) -> Memory:
+        """A memory holding what the file holds, written on by the journal that read it."""
+        memory = self._new(session_id, stored.journal)
+        journal, memory.journal = memory.journal, None
+        memory.load(stored.messages)
+        memory.summary = stored.summary
+        memory.paused_run = stored.run
+        memory.journal = journal
+        return memory
 
     def keep_paused_run(self, state: dict[str, JSONValue] | None, session_id: Hashable = 0, wait: bool = False) -> None:
         """Store the state of the session's run paused for approval (None: it is over) in the bound store.
@@ -148,8 +171,8 @@ class MemoryManager:
         """An agent call starts on a session of `mark` messages: the bound store's `Turn`, None without a store.
 
         The call path commits the turn when the call returns (it is then durable) or abandons
-        it after rolling the memory back; a turn still open when the session is read back in
-        a new process is removed.
+        it after rolling the memory back (also when the commit failed); a turn still open when
+        the session is read back in a new process is removed.
         """
         if self.store is None:
             return None

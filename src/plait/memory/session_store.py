@@ -13,7 +13,8 @@ Every message is written as it is added (a failed call's rollback, deletions, lo
 resets too), keyed like `state_dict` (``memory``, ``writer.memory``, ``team.0.memory``)
 and by session id. Writes go through a queue to one writer thread, so adding a message
 never waits for the disk; a session's history is read once per process, when that session
-is first used (reads see every write queued before them). `flush` waits for the queue;
+is first used (and again after a write of it failed; reads see every write queued before
+them). `flush` waits for the queue;
 `close` (or ``with``, or interpreter exit) flushes and closes the file.
 
 **Durability.** An agent call on a stored session is durable when it returns: the call path
@@ -21,43 +22,46 @@ marks the turn open when it starts (`Turn`) and, once the reply is in memory, wa
 the turn is committed (SQLite WAL, ``synchronous=NORMAL``: a committed turn survives the
 process being killed; a power cut may lose the last ones). A process killed in the middle
 of a call leaves the turn open; when the session is read back, the interrupted turn (the
-user message without an answer, an assistant tool call without its result) is removed, so
-a restarted agent never sends a broken conversation.
+user message without an answer, an assistant tool call without its result) is left out (and
+removed from the file by the session's next write), so a restarted agent never sends a broken
+conversation.
+
+**Safety.** One writer per session: every write checks that no other writer (another process,
+another `SessionStore` on the file) changed the session since this one read it, and is refused
+with `SessionConflictError` when one did, so no turn is ever silently overwritten (see
+`plait.memory._session_journal`). A write the file refuses (disk full, I/O error, a corrupted
+file) raises `SessionStoreError`, naming the file; either way the call that made it fails and
+is rolled back from memory too, so memory never holds a turn the file lacks.
 
 Session ids are stored as JSON: use strings or integers (``0`` and ``"0"`` are different
-sessions). One process should write a given session at a time. Agents' extra state
-(`get_extra_state`) is not stored; `save_state` covers it. A memory's running summary
-(`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored with its messages,
-and so is a run paused for approval (its `RunState`), so a paused session survives a restart.
+sessions). Agents' extra state (`get_extra_state`) is not stored; `save_state` covers it. A
+memory's running summary (`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored
+with its messages, and so is a run paused for approval (its `RunState`), so a paused session
+survives a restart.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import json
 import logging
 import os
-import queue
 import sqlite3
-import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from ..exceptions import UserError
-from ..schema import AgentMessage
+from ..exceptions import SessionStoreError, UserError
 from ..types import JSONValue
-from ..utils._json import json_default
+from ._session_journal import SESSION_TABLES, SessionJournal, Turn
+from ._store_writer import StoreWriter
 from .base_memory import ContextSummary
 
-__all__ = ["SessionStore", "Turn"]
+__all__ = ["SessionStore", "StoredSession", "Turn"]
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -72,6 +76,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     session TEXT NOT NULL,
     updated REAL NOT NULL,
     open_from INTEGER,
+    generation INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (keypath, session)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS runs (
@@ -88,19 +93,20 @@ CREATE TABLE IF NOT EXISTS summaries (
 ) WITHOUT ROWID;
 """
 # open_from: the memory length when a call that has not finished began (NULL: no call open)
+# generation: replaced by every write of the session, checked by the next (see _session_journal)
+_UPGRADES = {  # columns files written by earlier versions lack (added in place when such a file is opened)
+    "open_from": "ALTER TABLE sessions ADD COLUMN open_from INTEGER",
+    "generation": "ALTER TABLE sessions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
+}
 
-Job = Callable[[sqlite3.Connection], "Callable[[], None]"]
-"""Runs in the writer's transaction; returns what to do once it is committed (hand a result over)."""
 
-
-class _Waiter(Protocol):
-    """The part of a job's `concurrent.futures.Future` the writer thread uses (its result is set by the job)."""
-
-    def set_exception(self, exception: BaseException | None) -> None:
-        """Hand `exception` to the waiting caller."""
-
-    def done(self) -> bool:
-        """Whether the caller already has its answer."""
+def _prepare(connection: sqlite3.Connection) -> None:
+    """Create the tables of a new file; add the columns an older file lacks."""
+    connection.executescript(_SCHEMA)
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
+    for column, statement in _UPGRADES.items():
+        if column not in columns:
+            connection.execute(statement)
 
 
 class _AgentTree(Protocol):
@@ -111,25 +117,6 @@ class _AgentTree(Protocol):
 
 
 AgentT = TypeVar("AgentT", bound=_AgentTree)
-Pending = tuple[Job, "_Waiter | None"]
-_TOUCH = (
-    "INSERT INTO sessions (keypath, session, updated) VALUES (?, ?, ?) "
-    "ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated"
-)
-_OPEN = (
-    "INSERT INTO sessions (keypath, session, updated, open_from) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated, open_from = excluded.open_from"
-)
-_CLOSE = "UPDATE sessions SET open_from = NULL WHERE keypath = ? AND session = ?"
-_FORGET = "DELETE FROM sessions WHERE keypath = ? AND session = ?"
-_SESSION_TABLES = ("messages", "sessions", "summaries", "runs")
-
-
-def _nothing() -> None:
-    pass
-
-
-_NOTHING = _nothing
 
 
 def _session_key(session_id: Hashable) -> str:
@@ -139,198 +126,61 @@ def _session_key(session_id: Hashable) -> str:
         raise UserError(f"a SessionStore keeps sessions with str or int ids, not {type(session_id).__name__}") from None
 
 
-def _encode(message: AgentMessage) -> str:
-    return json.dumps(message.model_dump(), ensure_ascii=False, default=json_default)
+@dataclass
+class _Row:
+    """A session as one read transaction found it."""
+
+    messages: list[dict[str, JSONValue]]
+    summary: str | None
+    run: str | None
+    generation: int | None
+    interrupted: int | None  # open_from of a call that did not finish
+    removed: int  # how many messages that call left
 
 
-class _Writer:
-    """One thread that owns the SQLite connection and runs every job, in order."""
-
-    def __init__(self, path: str) -> None:
-        self.jobs: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
-        self.failure: BaseException | None = None
-        self.closed = False
-        self.path = path
-        connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.executescript(_SCHEMA)
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(sessions)")}
-        if "open_from" not in columns:  # a file written before turns were tracked
-            connection.execute("ALTER TABLE sessions ADD COLUMN open_from INTEGER")
-        self.thread = threading.Thread(target=self._serve, args=(connection,), name="plait-session-store", daemon=True)
-        self.thread.start()
-
-    def _serve(self, connection: sqlite3.Connection) -> None:
-        try:
-            while True:
-                item = self.jobs.get()
-                batch = [item]
-                while not self.jobs.empty() and item is not None:  # commit a burst of writes together
-                    item = self.jobs.get()
-                    batch.append(item)
-                self._run(connection, [job for job in batch if job is not None])
-                if batch[-1] is None:
-                    return
-        finally:
-            connection.close()
-
-    def _run(self, connection: sqlite3.Connection, batch: list[Pending]) -> None:
-        committed: list[Callable[[], None]] = []  # waited-for jobs' results, handed over once on disk
-        try:
-            connection.execute("BEGIN")
-            for job, future in batch:
-                try:
-                    done = job(connection)
-                    if future is not None:
-                        committed.append(done)
-                except Exception as exc:  # reported to the waiting caller, or kept for the next flush
-                    if future is not None:
-                        future.set_exception(exc)
-                    else:
-                        self.failure = exc
-            connection.execute("COMMIT")
-            for hand_over in committed:
-                hand_over()
-        except sqlite3.Error as exc:  # the transaction itself failed (disk full, file removed...)
-            with contextlib.suppress(sqlite3.Error):
-                connection.execute("ROLLBACK")
-            self.failure = exc
-            for _, future in batch:
-                if future is not None and not future.done():
-                    future.set_exception(UserError(f"the session store {self.path} failed: {exc}"))
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise UserError(f"the SessionStore {self.path} is closed")
-
-    def submit(self, write: Callable[[sqlite3.Connection], object]) -> None:
-        """Queue `write` (not waited for; a failure is kept for the next `flush`)."""
-        self._check_open()
-
-        def run(connection: sqlite3.Connection) -> Callable[[], None]:
-            write(connection)
-            return _NOTHING
-
-        self.jobs.put((run, None))
-
-    def call(self, job: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `job` in the writer's next transaction; its result once that transaction is committed."""
-        self._check_open()
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def run(connection: sqlite3.Connection) -> Callable[[], None]:
-            result = job(connection)
-            return lambda: future.set_result(result)
-
-        self.jobs.put((run, future))
-        return future.result()
-
-    def stop(self) -> None:
-        self.closed = True
-        if self.thread.is_alive():
-            self.jobs.put(None)
-            self.thread.join()
+def _read(connection: sqlite3.Connection, keypath: str, session: str) -> _Row:
+    """The session's committed state: a call that did not finish is left out (its messages stay in the file)."""
+    key = (keypath, session)
+    head = connection.execute(
+        "SELECT open_from, generation FROM sessions WHERE keypath = ? AND session = ?", key
+    ).fetchone()
+    interrupted, generation = (None, None) if head is None else head
+    cut = (*key, interrupted if interrupted is not None else 2**62)
+    rows = connection.execute(
+        "SELECT message FROM messages WHERE keypath = ? AND session = ? AND position < ? ORDER BY position", cut
+    ).fetchall()
+    removed = 0
+    if interrupted is not None:
+        tail = "SELECT COUNT(*) FROM messages WHERE keypath = ? AND session = ? AND position >= ?"
+        removed = connection.execute(tail, cut).fetchone()[0]
+    found = [
+        connection.execute(f"SELECT {column} FROM {table} WHERE keypath = ? AND session = ?", key).fetchone()
+        for table, column in (("summaries", "summary"), ("runs", "state"))
+    ]
+    summary, run = (None if row is None else str(row[0]) for row in found)
+    return _Row([json.loads(row[0]) for row in rows], summary, run, generation, interrupted, removed)
 
 
-class _Journal:
-    """Writes one memory's changes (a `MemoryJournal`) for one key path and session."""
+@dataclass
+class StoredSession:
+    """A session read back from the file, with the journal that goes on writing it.
 
-    def __init__(self, writer: _Writer, keypath: str, session: str) -> None:
-        self.writer = writer
-        self.keypath = keypath
-        self.session = session
+    Attributes:
+        journal: Writes the session's changes from now on (it knows what was read).
+        messages: The messages (dicts), without any call that was interrupted.
+        summary: The memory's running summary, if any.
+        run: The state of a run paused for approval (`RunState.to_dict`), if any.
+    """
 
-    def _touch(self, connection: sqlite3.Connection) -> None:
-        connection.execute(_TOUCH, (self.keypath, self.session, time.time()))
+    journal: SessionJournal
+    messages: list[dict[str, JSONValue]]
+    summary: ContextSummary | None
+    run: dict[str, JSONValue] | None
 
-    def append(self, start: int, messages: Sequence[AgentMessage]) -> None:
-        messages = list(messages)
-
-        def write(connection: sqlite3.Connection) -> None:
-            rows = [(self.keypath, self.session, start + i, _encode(m)) for i, m in enumerate(messages)]
-            connection.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?)", rows)
-            self._touch(connection)
-
-        self.writer.submit(write)
-
-    def truncate(self, length: int) -> None:
-        def write(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= ?",
-                (self.keypath, self.session, length),
-            )
-            self._touch(connection)
-
-        self.writer.submit(write)
-
-    def open_turn(self, mark: int) -> Turn:
-        """A call starts on a memory of `mark` messages (queued, not waited for)."""
-        self.writer.submit(lambda c: c.execute(_OPEN, (self.keypath, self.session, time.time(), mark)))
-        return Turn(self)
-
-    def rewrite(self, messages: Sequence[AgentMessage]) -> None:
-        messages = list(messages)
-
-        def write(connection: sqlite3.Connection) -> None:
-            rows = [(self.keypath, self.session, i, _encode(m)) for i, m in enumerate(messages)]
-            connection.execute("DELETE FROM messages WHERE keypath = ? AND session = ?", (self.keypath, self.session))
-            connection.executemany("INSERT INTO messages VALUES (?, ?, ?, ?)", rows)
-            if rows:
-                self._touch(connection)
-            else:
-                connection.execute(_FORGET, (self.keypath, self.session))
-                for table in ("summaries", "runs"):  # an empty memory has no summary and no paused run
-                    connection.execute(
-                        f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session)
-                    )
-
-        self.writer.submit(write)
-
-    def pause(self, state: dict[str, JSONValue] | None, wait: bool = False) -> None:
-        self._keep("runs", state, wait)
-
-    def summarise(self, summary: ContextSummary | None) -> None:
-        self._keep("summaries", None if summary is None else summary.to_dict())
-
-    def _keep(self, table: str, value: Mapping[str, object] | None, wait: bool = False) -> None:
-        """Store `value` as the session's one row of `table` (``runs``, ``summaries``); None deletes it."""
-        text = None if value is None else json.dumps(value, ensure_ascii=False, default=json_default)
-
-        def write(connection: sqlite3.Connection) -> None:
-            if text is None:
-                connection.execute(
-                    f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session)
-                )
-            else:
-                connection.execute(
-                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)", (self.keypath, self.session, text)
-                )
-
-        if wait:
-            self.writer.call(write)
-        else:
-            self.writer.submit(write)
-
-
-class Turn:
-    """One agent call on a stored session, open until `commit` or `abandon`."""
-
-    __slots__ = ("journal",)
-
-    def __init__(self, journal: _Journal) -> None:
-        self.journal = journal
-
-    def _close(self, connection: sqlite3.Connection) -> None:
-        connection.execute(_CLOSE, (self.journal.keypath, self.journal.session))
-
-    def commit(self) -> None:
-        """The call finished: wait until it (and every change before it) is committed."""
-        self.journal.writer.call(self._close)
-
-    def abandon(self) -> None:
-        """The call failed and its messages were rolled back (queued, not waited for)."""
-        self.journal.writer.submit(self._close)
+    @property
+    def found(self) -> bool:
+        """Whether the file holds the session: messages, or a call that was interrupted (to remove)."""
+        return bool(self.messages) or self.journal.interrupted is not None
 
 
 class SessionStore:
@@ -343,14 +193,15 @@ class SessionStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = _Writer(str(self.path))
+        self._writer = StoreWriter(str(self.path), _prepare)
         self._finalizer = weakref.finalize(self, self._writer.stop)  # also runs at interpreter exit
 
     # -- agents -------------------------------------------------------------------------------
     def attach(self, agent: AgentT) -> AgentT:
         """Persist every memory of `agent`'s tree here; returns `agent`.
 
-        Sessions already in memory are written now; the others are read back on first use.
+        Sessions already in memory are written now (replacing what the file holds of them);
+        the others are read back on first use.
         """
         from .manager import MemoryManager
 
@@ -360,62 +211,60 @@ class SessionStore:
                 memory.bind(self, f"{path}.memory" if path else "memory")
         return agent
 
-    def journal(self, keypath: str, session_id: Hashable) -> _Journal:
-        """The writer of one memory's changes."""
-        return _Journal(self._writer, keypath, _session_key(session_id))
+    def journal(self, keypath: str, session_id: Hashable) -> SessionJournal:
+        """The writer of one memory's changes, for a session not read from the file (see `load`)."""
+        return SessionJournal(self._writer, keypath, _session_key(session_id))
+
+    def load(self, keypath: str, session_id: Hashable) -> StoredSession:
+        """A memory's stored session (no messages: none stored) with the journal that goes on writing it.
+
+        A call that was interrupted (the process died before it finished) is left out, and its
+        messages are removed from the file by the journal's first write.
+
+        Raises:
+            SessionStoreError: The file could not be read (it is named).
+        """
+        session = _session_key(session_id)
+        row = self._writer.call(lambda connection: _read(connection, keypath, session))
+        self._report(row, keypath, session)
+        journal = SessionJournal(self._writer, keypath, session, row.generation, row.interrupted)
+        summary = None if row.summary is None else ContextSummary.from_dict(json.loads(row.summary))
+        run = None if row.run is None else json.loads(row.run)
+        return StoredSession(journal, row.messages, summary, run if isinstance(run, dict) else None)
+
+    @staticmethod
+    def _report(row: _Row, keypath: str, session: str) -> None:
+        if row.interrupted is not None:
+            logger.warning(
+                "session %s (%s): removed %d message(s) of a call interrupted before it finished",
+                session,
+                keypath,
+                row.removed,
+            )
 
     def read(self, keypath: str, session_id: Hashable) -> list[dict[str, JSONValue]] | None:
         """The stored messages of a session (as dicts), or None when it has none.
 
-        A call that was interrupted (the process died before it finished) is removed first:
-        its messages are deleted from the file and not returned.
+        A call that was interrupted (the process died before it finished) is left out (the next
+        write of the session removes it from the file).
         """
         session = _session_key(session_id)
-
-        def read(connection: sqlite3.Connection) -> list[dict[str, JSONValue]] | None:
-            opened = connection.execute(
-                "SELECT open_from FROM sessions WHERE keypath = ? AND session = ?", (keypath, session)
-            ).fetchone()
-            if opened is not None and opened[0] is not None:
-                removed = connection.execute(
-                    "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= ?",
-                    (keypath, session, opened[0]),
-                ).rowcount
-                connection.execute(_CLOSE, (keypath, session))
-                logger.warning(
-                    "session %s (%s): removed %d message(s) of a call interrupted before it finished",
-                    session,
-                    keypath,
-                    removed,
-                )
-            rows = connection.execute(
-                "SELECT message FROM messages WHERE keypath = ? AND session = ? ORDER BY position", (keypath, session)
-            ).fetchall()
-            return [json.loads(row[0]) for row in rows] if rows else None
-
-        return self._writer.call(read)
+        row = self._writer.call(lambda connection: _read(connection, keypath, session))
+        self._report(row, keypath, session)
+        return row.messages or None
 
     def read_run(self, keypath: str, session_id: Hashable) -> dict[str, JSONValue] | None:
         """The stored state of a session's paused run (`RunState.to_dict`), or None."""
-        data = self._read_one("runs", keypath, session_id)
+        session = _session_key(session_id)
+        text = self._writer.call(lambda connection: _read(connection, keypath, session).run)
+        data = None if text is None else json.loads(text)
         return data if isinstance(data, dict) else None
 
     def read_summary(self, keypath: str, session_id: Hashable) -> ContextSummary | None:
         """The stored running summary of a session's memory, or None when it has none."""
-        data = self._read_one("summaries", keypath, session_id)
-        return None if data is None else ContextSummary.from_dict(data)
-
-    def _read_one(self, table: str, keypath: str, session_id: Hashable) -> object:
-        """The JSON value of the session's row of `table` (``runs``, ``summaries``), or None."""
         session = _session_key(session_id)
-
-        def read(connection: sqlite3.Connection) -> str | None:
-            query = f"SELECT * FROM {table} WHERE keypath = ? AND session = ?"
-            row = connection.execute(query, (keypath, session)).fetchone()
-            return None if row is None else str(row[2])
-
-        text = self._writer.call(read)
-        return None if text is None else json.loads(text)
+        text = self._writer.call(lambda connection: _read(connection, keypath, session).summary)
+        return None if text is None else ContextSummary.from_dict(json.loads(text))
 
     # -- sessions -----------------------------------------------------------------------------
     def sessions(self, keypath: str = "memory") -> list[Hashable]:
@@ -432,12 +281,13 @@ class SessionStore:
     def delete(self, session_id: Hashable) -> None:
         """Remove a session from the file (every memory's part of it).
 
-        Agents that already loaded it keep their copy until they `reset` it.
+        An agent that already loaded it is another writer of it: its next write to it raises
+        `SessionConflictError`, and then it reads the session again (gone).
         """
         session = _session_key(session_id)
 
         def write(connection: sqlite3.Connection) -> None:
-            for table in _SESSION_TABLES:
+            for table in SESSION_TABLES:
                 connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
 
         self._writer.call(write)
@@ -450,7 +300,7 @@ class SessionStore:
             query = "SELECT session FROM sessions GROUP BY session HAVING MAX(updated) < ?"
             stale = [row[0] for row in connection.execute(query, (cutoff,))]
             for session in stale:
-                for table in _SESSION_TABLES:
+                for table in SESSION_TABLES:
                     connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
             return [json.loads(session) for session in stale]
 
@@ -461,10 +311,15 @@ class SessionStore:
         """Wait until every change so far is on disk.
 
         Raises:
+            SessionStoreError: A queued write could not be stored (the file is named;
+                `SessionConflictError`: another writer changed its session).
             UserError: A queued write failed (for instance a message that is not JSON-able).
+                Either way its session is read again from the file on its next use.
         """
         self._writer.call(lambda connection: None)
-        failure, self._writer.failure = self._writer.failure, None
+        failure = self._writer.take_failure()
+        if isinstance(failure, SessionStoreError):
+            raise failure
         if failure is not None:
             raise UserError(f"a session write to {self.path} failed: {failure}") from failure
 
