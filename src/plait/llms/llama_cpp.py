@@ -62,6 +62,7 @@ from ._llama_engine import (
 from ._llama_reply import Result, checked, choice_text, finish_reason_of, first_choice, usage_of
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
+from ._repetition import REPETITION, RepetitionGuard
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
@@ -293,13 +294,18 @@ class _LlamaCppCore(LLMCore):
     ) -> Result:
         state = _StreamState()
         errors: list[BaseException] = []
+        guard = RepetitionGuard()
 
         def on_chunk(chunk: object) -> bool:
             if cancel.is_set():
                 return True
             try:
-                if state.feed(chunk) and on_text is not None:
-                    on_text(state.text)
+                if state.feed(chunk):
+                    if guard.looping(state.text):  # a loop: stop now, and say why
+                        state.finish_reason = REPETITION
+                        return True
+                    if on_text is not None:
+                        on_text(state.text)
             except BaseException as exc:  # the engine would swallow it
                 errors.append(exc)
                 return True
@@ -319,10 +325,18 @@ class _LlamaCppCore(LLMCore):
         """A streaming engine call for `iterate_thread`: emits each chunk as the engine makes it."""
 
         def produce(emit: Callable[[object], None], cancel: threading.Event) -> None:
+            guard, text = RepetitionGuard(), [""]
+
             def on_chunk(chunk: object) -> bool:
                 if cancel.is_set():
                     return True  # tells the engine to stop generating
                 emit(chunk)
+                choices = chunk.get("choices") if isinstance(chunk, Mapping) else None
+                if choices and isinstance(choices[0], Mapping):
+                    text[0] += choice_text(choices[0])
+                    if guard.looping(text[0]):  # a loop: stop now, and say why
+                        emit({"choices": [{"index": 0, "delta": {}, "finish_reason": REPETITION}]})
+                        return True
                 return False
 
             try:
