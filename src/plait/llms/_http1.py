@@ -6,7 +6,8 @@ a millisecond, so what the client itself spends per request shows: aiohttp spend
 It does only what the chat transport needs: one origin, ``POST``/``GET`` with a body held
 in memory, replies read whole or as they arrive (SSE), keep-alive connections pooled per
 event loop up to a limit, and three time limits. The responses are parsed by llhttp
-(``httptools``, the parser of Node.js and uvicorn).
+(``httptools``, the parser of Node.js and uvicorn). It runs on any asyncio event loop,
+uvloop's included (Ray's workers install it as the default).
 
 What it leaves to aiohttp (`plait.llms._http` picks): ``https://``, proxies (given or from
 the environment) and URLs with credentials in them.
@@ -23,7 +24,7 @@ import collections
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -232,8 +233,8 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol --
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # no isinstance check: uvloop's transports (the loop Ray's workers install) subclass none of asyncio's
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         response = self.response
