@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -29,6 +30,21 @@ for _var in (
 def mode(request: pytest.FixtureRequest) -> str:
     """The mode a test body runs in; build components with `_support.make(mode, ...)`."""
     return str(request.param)
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def event_loop_kind(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The event loop implementation new loops get (``asyncio.run``'s, a sync client's private one).
+
+    uvloop is the one Ray's workers install as the default, and that servers and users install.
+    """
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop", reason="the uvloop cases need uvloop (test extra)")
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    try:
+        yield str(request.param)
+    finally:
+        asyncio.set_event_loop_policy(None)
 
 
 @pytest.fixture

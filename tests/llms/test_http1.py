@@ -421,6 +421,32 @@ def test_a_kept_alive_connection_the_server_closed_is_replaced(
     assert dropped == ([1] if when == "as the next request arrives" else [])
 
 
+def test_a_request_that_meets_a_stale_connection_is_resent_once_on_a_fresh_one(
+    raw_server: Callable[[Handler], RawServer],
+) -> None:
+    stale: list[int] = []  # the connections the next request reached before the server closed them
+
+    async def handle(request: Received, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        await send(writer, http_reply(completion(asked(request))))  # keep-alive: no Connection: close
+        if asked(request).startswith("warm"):
+            if await reader.read(1):  # the next request came: close without reading it
+                stale.append(request.conn)
+            return False
+        return True
+
+    server = raw_server(handle)
+    llm = llm_for(server)
+
+    async def run() -> list[str]:
+        warm = await asyncio.gather(*(llm.chat(f"warm{i}") for i in range(3)))  # three connections kept alive
+        return [*warm, await llm.chat("next")]
+
+    assert asyncio.run(run()) == ["warm0", "warm1", "warm2", "next"]
+    assert len(stale) == 1  # one stale connection tried, not every idle one
+    assert server.accepts == 4 and server.requests[-1].conn == 3  # then a fresh one
+    assert [asked(r) for r in server.requests] == ["warm0", "warm1", "warm2", "next"]
+
+
 def test_a_fresh_connection_closed_without_a_reply_is_not_resent(raw_server: Callable[[Handler], RawServer]) -> None:
     async def hang_up(request: Received, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         return False

@@ -6,7 +6,8 @@ a millisecond, so what the client itself spends per request shows: aiohttp spend
 It does only what the chat transport needs: one origin, ``POST``/``GET`` with a body held
 in memory, replies read whole or as they arrive (SSE), keep-alive connections pooled per
 event loop up to a limit, and three time limits. The responses are parsed by llhttp
-(``httptools``, the parser of Node.js and uvicorn).
+(``httptools``, the parser of Node.js and uvicorn). It runs on any asyncio event loop,
+uvloop's included (Ray's workers install it as the default).
 
 What it leaves to aiohttp (`plait.llms._http` picks): ``https://``, proxies (given or from
 the environment) and URLs with credentials in them.
@@ -23,7 +24,7 @@ import collections
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
-from typing import NamedTuple
+from typing import NamedTuple, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -224,6 +225,7 @@ class _Connection(asyncio.Protocol):
         self.framed = False  # the current reply says where its body ends (length or chunks)
         self.interim = False  # the current message is a 1xx reply
         self.reusable = False
+        self.reused = False  # it carried a whole exchange and went back to the pool: the server may have closed it
         self.closed = False
         self.idle_since = 0.0
         self.reads_paused = False
@@ -232,8 +234,8 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol --
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # no isinstance check: uvloop's transports (the loop Ray's workers install) subclass none of asyncio's
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         response = self.response
@@ -256,7 +258,7 @@ class _Connection(asyncio.Protocol):
         if response is not None and not response._done:
             if exc is None and self.head is None and not self.framed and not self.interim and self.received:
                 response._finish()  # a body that ends where the connection does
-            elif not self.received and self.pool.reused(self):
+            elif not self.received and self.reused:
                 self._fail(_StaleConnection("the server closed a kept-alive connection"))
             else:
                 reason = f": {exc}" if exc is not None else ""
@@ -375,7 +377,6 @@ class Connections:
         self.closed = False
         self._idle: list[_Connection] = []
         self._open: set[_Connection] = set()
-        self._used: set[_Connection] = set()  # connections that carried a complete exchange
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         # identity: a reply is read as sent (nothing here decompresses; aiohttp asks for gzip and does)
         self._fixed = (
@@ -383,25 +384,25 @@ class Connections:
             "Accept-Encoding: identity\r\n"
         )
 
-    def reused(self, conn: _Connection) -> bool:
-        return conn in self._used
-
     async def request(
         self, method: str, target: str, body: bytes, headers: Mapping[str, str], limits: Limits
     ) -> Response:
         """Send one request; returns once the reply's status and headers arrived.
 
-        A reused connection that turns out closed before any byte of the reply is replaced
-        by a fresh one, once (the server closed it while idle; the request was not read).
+        A request whose kept-alive connection turns out closed (reset, or at its end) before
+        any byte of the reply is sent again, once, on a fresh connection: a server closes an
+        idle connection between requests (uvicorn after 5 s), so it read nothing of this one
+        (the reasoning of urllib3 and httpx). A fresh connection's failure is never retried
+        here, and neither is a reply cut short after its first byte.
         """
         head = self._head(method, target, body, headers)
         deadline = None if limits.total is None else self.loop.time() + limits.total
-        while True:
-            conn = self._idle_connection() or await self._acquire(limits, deadline)
-            try:
-                return await self._exchange(conn, head, body, limits, deadline)
-            except _StaleConnection:
-                continue
+        conn = self._idle_connection() or await self._acquire(limits, deadline)
+        try:
+            return await self._exchange(conn, head, body, limits, deadline)
+        except _StaleConnection:
+            pass  # out of the handler: a failure of the second try does not chain this one
+        return await self._exchange(await self._acquire(limits, deadline, fresh=True), head, body, limits, deadline)
 
     def _head(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> bytes:
         lines = [method, " ", target, " HTTP/1.1", self._fixed, "Content-Length: ", str(len(body)), "\r\n"]
@@ -430,7 +431,7 @@ class Connections:
         transport = conn.transport
         try:
             if conn.closed or transport is None:  # lost between being handed out and now
-                if self.reused(conn):
+                if conn.reused:
                     raise _StaleConnection("the connection closed before the request was sent")
                 raise ConnectionResetError("the server closed the connection before the request was sent")
             transport.write(head + body)
@@ -457,12 +458,22 @@ class Connections:
             conn.close()
         return None
 
-    async def _acquire(self, limits: Limits, deadline: float | None) -> _Connection:
-        """A connection: an idle one, else a new one once the limit allows (waiting for a turn)."""
-        conn = self._idle_connection()
-        if conn is not None:
-            return conn
+    async def _acquire(self, limits: Limits, deadline: float | None, fresh: bool = False) -> _Connection:
+        """A connection: an idle one, else a new one once the limit allows (waiting for a turn).
+
+        Args:
+            limits: The exchange's limits (``connect`` bounds opening a new connection).
+            deadline: The exchange's end (loop time; None: none).
+            fresh: A new connection, never an idle one (idle ones are closed to make room).
+        """
+        if not fresh:
+            conn = self._idle_connection()
+            if conn is not None:
+                return conn
         while self.max_connections and len(self._open) >= self.max_connections:
+            if fresh and self._idle:
+                self._idle.pop(0).close()  # the oldest: its room is this connection's
+                continue
             waiter = self.loop.create_future()
             self._waiters.append(waiter)
             timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
@@ -475,7 +486,7 @@ class Connections:
             finally:
                 if not waiter.done():
                     waiter.cancel()
-            if self._idle:
+            if self._idle and not fresh:
                 return await self._acquire(limits, deadline)
         conn = _Connection(self)
         self._open.add(conn)
@@ -496,7 +507,7 @@ class Connections:
         return conn
 
     def put_back(self, conn: _Connection) -> None:
-        self._used.add(conn)
+        conn.reused = True
         if self.closed:
             conn.close()
             return
@@ -506,7 +517,6 @@ class Connections:
     def forget(self, conn: _Connection) -> None:
         if conn in self._open:
             self._open.discard(conn)
-            self._used.discard(conn)
             self._wake_one()
 
     def _wake_one(self) -> None:

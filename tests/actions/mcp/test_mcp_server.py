@@ -281,7 +281,7 @@ def test_a_token_guards_the_endpoint_and_tenants_keep_their_sessions() -> None:
     asyncio.run(run())
 
 
-def test_connections_beyond_the_cap_are_refused_with_503() -> None:
+def test_connections_beyond_the_cap_are_refused_with_503(event_loop_kind: str) -> None:
     async def run() -> None:
         async with MCPServer([Calculator()]).serve_http(port=0, max_connections=2) as url:
             port = int(url.rsplit(":", 1)[1].split("/")[0])

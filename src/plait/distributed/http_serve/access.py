@@ -27,6 +27,7 @@ import os
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -186,7 +187,8 @@ class _Refused(asyncio.Protocol):
     BODY = _error_body("ServiceUnavailable", "too many open connections; retry later").encode()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
+        # no isinstance check: uvloop's transports subclass none of asyncio's (all of them write)
+        transport = cast(asyncio.WriteTransport, transport)
         head = (
             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(self.BODY)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
