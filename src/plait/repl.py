@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 from .exceptions import PlaitError
 from .hooks.usage import UsageMeter
+from .llms._repetition import REPETITION
 from .schema import AgentMessage, AgentStatusCode, PendingCall
 
 __all__ = ["COMMANDS", "Printer", "ToolEcho", "ask", "chat", "history_file"]
@@ -33,6 +34,8 @@ COMMANDS = {
 }
 
 INTERRUPTED = " [interrupted]"
+DISCARDED = " [discarded: the model tried again]"
+"""Ends streamed text that turned out not to be the answer (the model's reply was retried)."""
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +73,9 @@ class Printer:
             self.status_shown = False
 
     def text(self, text: str) -> None:
-        """Show a reply's cumulative `text` (a text that does not extend the last one starts anew)."""
+        """Show a reply's cumulative `text` (one that does not extend the last was retried: see `discard`)."""
         if not text.startswith(self.shown):
-            self.end_line()
-            self.shown = ""
+            self.discard()
         delta = text[len(self.shown) :]
         if delta:
             self._clear_status()
@@ -83,10 +85,12 @@ class Printer:
         self.shown = text
 
     def answer(self, text: str) -> None:
-        """Finish with the answer `text` (written whole unless it was streamed)."""
+        """Finish with the answer `text`: the rest of it when it was streamed, else whole (after `discard`)."""
         self._clear_status()
-        if text != self.shown:
-            self.end_line()
+        if self.shown and text.startswith(self.shown):
+            self.out.write(text[len(self.shown) :])
+        else:
+            self.discard()
             self.out.write(text)
         self.out.write("\n")
         self.out.flush()
@@ -107,6 +111,13 @@ class Printer:
     def prompt(self) -> None:
         """Make room for a question to the user (the status erased, an open line closed)."""
         self._clear_status()
+        self.end_line()
+        self.shown = ""
+
+    def discard(self) -> None:
+        """Mark the text streamed so far as not the answer (the model's reply was retried) and start anew."""
+        if self.shown and self.line_open:
+            self.out.write(DISCARDED)
         self.end_line()
         self.shown = ""
 
@@ -220,8 +231,11 @@ def ask(
         if memory is not None:
             memory.add([question, AgentMessage(sender=agent.name, content=partial + INTERRUPTED)], 0)
         raise
-    if meter.take(0).finish_reason == "length":
+    finish = meter.take(0).finish_reason
+    if finish == "length":
         printer.line(f"[cut at {max_new_tokens} tokens: raise --max-new-tokens for longer answers]")
+    elif finish == REPETITION:
+        printer.line("[stopped: the model kept repeating itself]")
 
 
 def _readline(history: Path) -> Callable[[], None]:

@@ -123,3 +123,26 @@ def test_plait_serve_on_the_embedded_model_calls_the_calculator_for_arithmetic_o
     sessions = {line.split("session=", 1)[1].split("]", 1)[0] for line in tool_lines}
     assert tool_lines and all("] Calculator" in line for line in tool_lines), out + err
     assert sessions and all(session.endswith("s3") for session in sessions), tool_lines  # arithmetic only
+
+
+def test_a_retried_reply_is_marked_discarded_and_never_shown_as_the_answer() -> None:
+    """Issue 34, item 5: a generation the model retried stays on screen only marked as discarded."""
+    import io
+
+    from plait.repl import DISCARDED, Printer
+
+    out = io.StringIO()
+    printer = Printer(out)
+    for text in ("a being", "a being in a spaceship", "Hel", "Hello! I am"):
+        printer.text(text)
+    printer.answer("Hello! I am SmolLM.")
+    assert out.getvalue() == f"a being in a spaceship{DISCARDED}\nHello! I am SmolLM.\n"
+    out = io.StringIO()
+    printer = Printer(out)
+    printer.text("CALCULATOR")
+    printer.answer("Three colours: red, green, blue.")  # the kept answer differs from what streamed
+    assert out.getvalue() == f"CALCULATOR{DISCARDED}\nThree colours: red, green, blue.\n"
+    out = io.StringIO()
+    printer = Printer(out)
+    printer.answer("Not streamed.")
+    assert out.getvalue() == "Not streamed.\n"
