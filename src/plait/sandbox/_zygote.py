@@ -144,13 +144,13 @@ class Zygote:
         self.kernel_ready = False
         self.view: zfs.View = {"binds": [], "links": []}
         self.expose: list[list[str]] = []
-        self.stage = os.path.join(config["lock_dir"], "root")
+        self.stage = os.path.join(config["lock_dir"], "stage")
         self.mounts: set[str] = set()  # working directories this zygote mounted and nobody unmounted yet
         if self.root:
             paths = self._interpreter_paths(config.get("expose", []))
             self.view = zfs.view_plan(paths)
             self.expose = zfs.exposure_plan(paths)
-            os.makedirs(self.stage, mode=0o700, exist_ok=True)
+            zfs.prepare_stage(self.stage)
             zfs.sweep_stale_mounts()
 
     @staticmethod
@@ -368,8 +368,8 @@ def probe() -> dict[str, object]:
         return facts
     read, write = os.pipe()
     with tempfile.TemporaryDirectory(prefix="plait-probe-") as scratch:
-        stage, work = os.path.join(scratch, "root"), os.path.join(scratch, "work")
-        os.mkdir(stage, 0o700)
+        stage, work = os.path.join(scratch, "stage"), os.path.join(scratch, "work")
+        zfs.prepare_stage(stage)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the probe child, in namespaces of its own
             try:

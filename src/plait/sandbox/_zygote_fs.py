@@ -237,27 +237,37 @@ def _show(root: str, view: View, writable: frozenset[str] = frozenset()) -> None
         _bind(real, root + real, readonly=real not in writable)
 
 
-def _scratch(root: str, size: int | None) -> None:
-    """One tmpfs of `size` for the session's /tmp, /var/tmp and /dev/shm (mode 1777 each)."""
-    stage = os.path.join(root, ".scratch")
-    os.mkdir(stage)
-    _tmpfs(stage, size, "0755", f",nr_inodes={max(4096, (size or 1 << 30) // 16384)}")
+def prepare_stage(stage: str) -> None:
+    """Make `stage` (root's only): the empty mount points ``root`` and ``scratch`` `isolate` builds on."""
+    for name in ("root", "scratch"):
+        os.makedirs(os.path.join(stage, name), mode=0o700, exist_ok=True)
+
+
+def _dev(root: str) -> None:
     os.makedirs(root + "/dev", exist_ok=True)
     _tmpfs(root + "/dev", 65536, "0755")
     for node in DEVICES:
         if os.path.exists(f"/dev/{node}"):
             _mountpoint(f"{root}/dev/{node}", f"/dev/{node}")
             mount(f"/dev/{node}", f"{root}/dev/{node}", None, MS_BIND, None)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
+    links = {
+        "fd": "/proc/self/fd",
+        "stdin": "/proc/self/fd/0",
+        "stdout": "/proc/self/fd/1",
+        "stderr": "/proc/self/fd/2",
+    }
+    for name, target in links.items():
         os.symlink(target, f"{root}/dev/{name}")
-    os.symlink("/proc/self/fd/2", f"{root}/dev/stderr")
+
+
+def _scratch(root: str, stage: str, size: int | None) -> None:
+    """One tmpfs of `size` (mounted at `stage`, outside the new root) for /tmp, /var/tmp and /dev/shm (1777 each)."""
+    _tmpfs(stage, size, "0755", f",nr_inodes={max(4096, (size or 1 << 30) // 16384)}")
     for name, at in (("tmp", "/tmp"), ("var-tmp", "/var/tmp"), ("shm", "/dev/shm")):
         os.mkdir(f"{stage}/{name}")
         os.chmod(f"{stage}/{name}", 0o1777)
         os.makedirs(root + at, exist_ok=True)
         _bind(f"{stage}/{name}", root + at, readonly=False)
-    unmount(stage)
-    os.rmdir(stage)
 
 
 def _proc(root: str) -> bool:
@@ -284,7 +294,7 @@ def _pivot(root: str) -> None:
 def isolate(
     stage: str, view: View, directory: str, readable: list[str], scratch: int | None, quota: bool
 ) -> tuple[Isolation, str | None]:
-    """Build the session's root at `stage` (an empty directory) and pivot into it; call as root, in a fresh process.
+    """Build the session's root on `stage` (see `prepare_stage`) and pivot into it; as root, in a fresh process.
 
     Returns:
         What holds, and why the rest does not (None when everything held). On failure the
@@ -292,19 +302,20 @@ def isolate(
     """
     _check(libc().unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    facts: Isolation = {**NO_ISOLATION, "disk_quota": quota}
+    root = os.path.join(stage, "root")
     try:
-        _tmpfs(stage, 1 << 20, "0755", ",nr_inodes=4096")
-        _scratch(stage, scratch)
-        _show(stage, view)
+        _tmpfs(root, 1 << 20, "0755", ",nr_inodes=4096")
+        _dev(root)
+        _scratch(root, os.path.join(stage, "scratch"), scratch)  # its mount leaves with the host's, below
+        _show(root, view)
         own = view_plan([directory, *readable])
-        _show(stage, own, writable=frozenset(view_plan([directory])["binds"]))
-        private_proc = _proc(stage)
-        mount(None, stage, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
-        _pivot(stage)
+        _show(root, own, writable=frozenset(view_plan([directory])["binds"]))
+        private_proc = _proc(root)
+        mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        _pivot(root)
     except OSError as exc:
-        return facts, str(exc)
-    facts = {"private_tmp": True, "host_hidden": True, "private_proc": private_proc, "disk_quota": quota}
+        return {**NO_ISOLATION, "disk_quota": quota}, str(exc)
+    facts: Isolation = {"private_tmp": True, "host_hidden": True, "private_proc": private_proc, "disk_quota": quota}
     return facts, None if private_proc else "a private /proc could not be mounted"
 
 

@@ -75,7 +75,7 @@ class ChildSpec(TypedDict, total=False):
     switch_user: bool
     readable: list[str]  # host paths the session may read (a tool's shared files)
     view: zfs.View  # what the session sees of the host (as root), computed once by the zygote
-    stage: str  # an empty directory the child builds its root on
+    stage: str  # where the child builds its root (`zfs.prepare_stage`)
     expose: list[list[str]]  # the fallback when a root of its own cannot be built
     work_mounted: bool  # the zygote mounted a tmpfs of max_disk_bytes on ``dir``
     cgroup: str | None  # the session's memory cgroup, made by the zygote
