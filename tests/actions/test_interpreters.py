@@ -279,6 +279,22 @@ def test_reused_kernel_slot_sees_nothing_of_the_previous_session() -> None:
     assert wait_until(lambda: not os.path.exists(str(first_dir)), 5)
 
 
+def test_user_data_dir_is_readable_not_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The web demo's uploads folder (``user_data_dir``) stays readable in the session's own root."""
+    shared = tmp_path_factory.mktemp("uploads")
+    for folder in (shared, *shared.parents):  # as the web demo's folders are: others may traverse
+        if str(folder) in ("/", "/tmp"):
+            break
+        folder.chmod(0o755)
+    (shared / "notes.txt").write_text("alpha beta")
+    (shared / "notes.txt").chmod(0o644)
+    tool = _keep(IPythonInterpreter(timeout=TIMEOUT, user_data_dir=str(shared), pool_size=0))
+    code = "import os\nprint(open(os.path.join(os.environ['USER_DATA_DIR'], 'notes.txt')).read())"
+    assert text(tool({"command": code}, session_id="reader")) == "alpha beta"
+    ret = tool({"command": f"open({str(shared / 'new.txt')!r}, 'w')"}, session_id="reader")
+    assert ret.state == ActionStatusCode.API_ERROR and not (shared / "new.txt").exists()
+
+
 def test_reset_gives_a_fresh_state(interactive: IPythonInteractive, kernel: IPythonInterpreter) -> None:
     for tool in (interactive, kernel):
         tool({"command": "z = 1"}, session_id="r")
