@@ -142,7 +142,7 @@ class Zygote:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         zos.prctl(zos.PR_SET_CHILD_SUBREAPER, 1)
         self.kernel_ready = False
-        self.view: zfs.View = {"binds": [], "links": []}
+        self.view: zfs.View = {"binds": [], "links": [], "dirs": [], "files": []}
         self.expose: list[list[str]] = []
         self.stage = os.path.join(config["lock_dir"], "stage")
         self.mounts: set[str] = set()  # working directories this zygote mounted and nobody unmounted yet

@@ -73,10 +73,12 @@ class Isolation(TypedDict):
 
 
 class View(TypedDict):
-    """The host paths a session sees (read-only), and the symlinks on the way to them."""
+    """The host paths a session sees (read-only), the symlinks on the way, the mount points to make first."""
 
     binds: list[str]
     links: list[list[str]]  # [where, what it points to]
+    dirs: list[str]  # parents first
+    files: list[str]  # binds of single files
 
 
 NO_ISOLATION: Isolation = {"private_tmp": False, "host_hidden": False, "private_proc": False, "disk_quota": False}
@@ -175,20 +177,32 @@ def _resolve(path: str, links: set[tuple[str, str]], depth: int = 0) -> str:
 
 
 def view_plan(paths: list[str]) -> View:
-    """The binds and symlinks that show `paths` (those that exist) at their host locations, read-only."""
+    """The binds and symlinks that show `paths` (those that exist) at their host locations, read-only.
+
+    Computed once (in the zygote) down to the directories and files to make as mount points,
+    so that a starting child only makes them, in order.
+    """
     links: set[tuple[str, str]] = set()
     reals = {_resolve(path, links) for path in paths}
     reals = {real for real in reals if os.path.exists(real) and not real.startswith(("/proc", "/dev"))}
     binds = [r for r in reals if not any(r.startswith(other + "/") for other in reals if other != r)]
+    kept = [list(link) for link in links if not any(link[0].startswith(b + "/") for b in binds)]
+    dirs: set[str] = set()
+    for place in [*binds, *(where for where, _ in kept)]:
+        parent = os.path.dirname(place)
+        while parent != "/":
+            dirs.add(parent)
+            parent = os.path.dirname(parent)
+    dirs.update(b for b in binds if os.path.isdir(b))
 
-    def covered(where: str) -> bool:
-        return any(where.startswith(b + "/") for b in binds)
+    def depth(path: str) -> tuple[int, str]:
+        return path.count("/"), path
 
     return {
-        "binds": sorted(binds, key=lambda p: (p.count("/"), p)),
-        "links": sorted(
-            [list(link) for link in links if not covered(link[0])], key=lambda link: (link[0].count("/"), link)
-        ),
+        "binds": sorted(binds, key=depth),
+        "links": sorted(kept, key=lambda link: depth(link[0])),
+        "dirs": sorted(dirs - {where for where, _ in kept}, key=depth),
+        "files": sorted((b for b in binds if not os.path.isdir(b)), key=depth),
     }
 
 
@@ -213,27 +227,16 @@ def scratch_bytes(memory_bytes: int | None) -> int | None:
     return memory_bytes // 2 if memory_bytes else None
 
 
-def _mountpoint(target: str, like: str) -> None:
-    if os.path.isdir(like):
-        os.makedirs(target, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        if not os.path.exists(target):
-            open(target, "a").close()
-
-
-def _link(root: str, where: str, text: str) -> None:
-    at = root + where
-    os.makedirs(os.path.dirname(at), exist_ok=True)
-    if not os.path.lexists(at):
-        os.symlink(text, at)
-
-
 def _show(root: str, view: View, writable: frozenset[str] = frozenset()) -> None:
+    for directory in view["dirs"]:
+        if not os.path.isdir(root + directory):
+            os.mkdir(root + directory, 0o755)
+    for name in view["files"]:
+        os.close(os.open(root + name, os.O_CREAT | os.O_WRONLY, 0o644))
     for where, text in view["links"]:
-        _link(root, where, text)
+        if not os.path.lexists(root + where):
+            os.symlink(text, root + where)
     for real in view["binds"]:
-        _mountpoint(root + real, real)
         _bind(real, root + real, readonly=real not in writable)
 
 
@@ -244,12 +247,11 @@ def prepare_stage(stage: str) -> None:
 
 
 def _dev(root: str) -> None:
-    os.makedirs(root + "/dev", exist_ok=True)
+    os.mkdir(root + "/dev", 0o755)
     _tmpfs(root + "/dev", 65536, "0755")
-    for node in DEVICES:
-        if os.path.exists(f"/dev/{node}"):
-            _mountpoint(f"{root}/dev/{node}", f"/dev/{node}")
-            mount(f"/dev/{node}", f"{root}/dev/{node}", None, MS_BIND, None)
+    for node in (node for node in DEVICES if os.path.exists(f"/dev/{node}")):
+        os.close(os.open(f"{root}/dev/{node}", os.O_CREAT | os.O_WRONLY, 0o644))
+        mount(f"/dev/{node}", f"{root}/dev/{node}", None, MS_BIND, None)
     links = {
         "fd": "/proc/self/fd",
         "stdin": "/proc/self/fd/0",
@@ -266,7 +268,8 @@ def _scratch(root: str, stage: str, size: int | None) -> None:
     for name, at in (("tmp", "/tmp"), ("var-tmp", "/var/tmp"), ("shm", "/dev/shm")):
         os.mkdir(f"{stage}/{name}")
         os.chmod(f"{stage}/{name}", 0o1777)
-        os.makedirs(root + at, exist_ok=True)
+        if not os.path.isdir(root + at):
+            os.makedirs(root + at, 0o755)
         _bind(f"{stage}/{name}", root + at, readonly=False)
 
 
