@@ -177,7 +177,7 @@ HOSTILE: dict[str, tuple[str, Any]] = {
     "allocate_30GB": ("x = bytearray(30 * 2**30)", "MemoryError"),
     "os_exit": ("import os; os._exit(1)", "exited with status 1"),
     "kill_self": ("import os; os.kill(os.getpid(), 9)", "killed by SIGKILL"),
-    "write_outside": ("open('/etc/plait-sandbox-was-here', 'w').write('x')", "PermissionError"),
+    "write_outside": ("open('/etc/plait-sandbox-was-here', 'w').write('x')", ("PermissionError", "Read-only file")),
 }
 
 
@@ -235,9 +235,9 @@ def test_files_are_private_per_session(request: pytest.FixtureRequest, name: str
     assert alice_dir and os.path.exists(os.path.join(alice_dir, "secret.txt"))  # relative writes land there
     steal = f"print(open({os.path.join(alice_dir, 'secret.txt')!r}).read())"
     ret = tool({"command": steal}, session_id="mallory")
-    if ROOT:
+    if ROOT:  # not readable under another uid, and not even there where the session has a root of its own
         assert ret.state == ActionStatusCode.API_ERROR
-        assert "PermissionError" in (ret.errmsg or "")
+        assert any(e in (ret.errmsg or "") for e in ("PermissionError", "FileNotFoundError")), ret.errmsg
     assert text(tool({"command": "import os; print(os.getcwd())"}, session_id="mallory")) == tool.session_dir("mallory")
 
 
@@ -277,6 +277,22 @@ def test_reused_kernel_slot_sees_nothing_of_the_previous_session() -> None:
     assert int(out[4]) != first_pid
     assert tool.session_dir("b") != first_dir
     assert wait_until(lambda: not os.path.exists(str(first_dir)), 5)
+
+
+def test_user_data_dir_is_readable_not_writable(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The web demo's uploads folder (``user_data_dir``) stays readable in the session's own root."""
+    shared = tmp_path_factory.mktemp("uploads")
+    for folder in (shared, *shared.parents):  # as the web demo's folders are: others may traverse
+        if str(folder) in ("/", "/tmp"):
+            break
+        folder.chmod(0o755)
+    (shared / "notes.txt").write_text("alpha beta")
+    (shared / "notes.txt").chmod(0o644)
+    tool = _keep(IPythonInterpreter(timeout=TIMEOUT, user_data_dir=str(shared), pool_size=0))
+    code = "import os\nprint(open(os.path.join(os.environ['USER_DATA_DIR'], 'notes.txt')).read())"
+    assert text(tool({"command": code}, session_id="reader")) == "alpha beta"
+    ret = tool({"command": f"open({str(shared / 'new.txt')!r}, 'w')"}, session_id="reader")
+    assert ret.state == ActionStatusCode.API_ERROR and not (shared / "new.txt").exists()
 
 
 def test_reset_gives_a_fresh_state(interactive: IPythonInteractive, kernel: IPythonInterpreter) -> None:

@@ -13,7 +13,7 @@ import pytest
 from _leftovers import pid_alive, processes_of_uid, processes_under, wait_until
 
 from plait.sandbox import Limits, Pool, SandboxError, adrive, drive, exec_op, sandbox_capabilities, spawn_op
-from plait.sandbox._zygote_os import exposure_plan
+from plait.sandbox._zygote_fs import exposure_plan
 from plait.sandbox.process import Zygote, new_session_dir
 from plait.sandbox.sessions import Sessions
 from plait.sandbox.text import extract_code, truncate

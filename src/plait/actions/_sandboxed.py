@@ -1,7 +1,8 @@
 """The plumbing shared by the code tools that run in `plait.sandbox` processes.
 
-* `SandboxedTool`: resource limits whose wall clock is the tool's ``timeout``, the tool's
-  `Sessions` (started on first use) and `shutdown`.
+* `SandboxedTool`: resource limits (the tool's ``timeout``, when given, is their wall
+  clock; else ``limits.timeout``; else the tool's `default_timeout`), the tool's `Sessions`
+  (started on first use) and `shutdown`.
 * `SessionTool`: one process (or kernel) per session id: a model-given timeout that can only
   lower the tool's own, calls serialized per session (sync and async), `reset`,
   `close_session` and `session_dir`.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Hashable, Mapping
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from ..sandbox import Limits, Op, adrive, drive
 from ..sandbox.sessions import SessionProcess, Sessions, lazy_sessions
@@ -32,9 +33,12 @@ class SandboxedTool(ActionCore, Generic[H], register=False):
         description: The tool description.
         parser: The argument parser class.
         enable: Whether executors offer the tool.
-        timeout: Wall-clock seconds per call.
-        limits: Resource limits (``timeout`` overrides its wall clock).
+        timeout: Wall-clock seconds per call (None: ``limits.timeout`` if `limits` is given,
+            else `default_timeout`).
+        limits: Resource limits (a `timeout` given overrides their wall clock).
     """
+
+    default_timeout: ClassVar[float] = 20.0
 
     def __init__(
         self,
@@ -42,11 +46,13 @@ class SandboxedTool(ActionCore, Generic[H], register=False):
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser],
         enable: bool,
         *,
-        timeout: float,
+        timeout: float | None,
         limits: Limits | None,
     ) -> None:
         super().__init__(description, parser, enable)
-        self.limits = (limits or Limits()).replace(timeout=float(timeout))
+        if timeout is not None:
+            limits = (limits or Limits()).replace(timeout=timeout)
+        self.limits = Limits(timeout=self.default_timeout) if limits is None else limits
         self._sessions: Sessions[H] | None = None
 
     @abc.abstractmethod

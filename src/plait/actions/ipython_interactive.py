@@ -38,9 +38,11 @@ __all__ = ["AsyncIPythonInteractive", "IPythonInteractive", "IPythonInteractiveM
 class _IPythonInteractiveCore(SessionTool[Child], register=False):
     """What `IPythonInteractive` and `AsyncIPythonInteractive` share (the arguments are `IPythonInteractive`'s)."""
 
+    default_timeout = 30.0
+
     def __init__(
         self,
-        timeout: float = 30,
+        timeout: float | None = None,
         max_out_len: int = 8192,
         use_signals: bool = True,
         description: Mapping[str, object] | None = None,
@@ -76,7 +78,8 @@ class IPythonInteractive(_IPythonInteractiveCore, BaseAction):
     """An interactive Python session per session id, each in its own sandboxed process.
 
     Args:
-        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
+        timeout: Wall-clock seconds per call, a model-given timeout can only lower it
+            (default: ``limits.timeout`` if `limits` is given, else 30).
         max_out_len: Characters of output returned (the rest is replaced by a marker);
             negative: no truncation.
         use_signals: Accepted for Lagent compatibility; timeouts never use signals in the
@@ -84,7 +87,7 @@ class IPythonInteractive(_IPythonInteractiveCore, BaseAction):
         description: The tool description.
         parser: The argument parser class.
         enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
+        limits: Resource limits (a `timeout` given overrides their wall clock).
         pool_size: Started processes kept ready for new sessions.
         max_sessions: The most sessions with a live process (None: no bound).
     """
@@ -118,7 +121,8 @@ class IPythonInteractiveManager(ActionCore, sibling_of=BaseAction):
 
     Args:
         max_workers: The most snippets running at once (and sessions with a live process).
-        timeout: Wall-clock seconds per snippet.
+        timeout: Wall-clock seconds per snippet (default: ``limits.timeout`` if `limits` is
+            given, else 30).
         ci_lock: Accepted for Lagent compatibility (not needed: sessions never share a process).
         description: The tool description.
         parser: The argument parser class.
@@ -130,7 +134,7 @@ class IPythonInteractiveManager(ActionCore, sibling_of=BaseAction):
     def __init__(
         self,
         max_workers: int = 50,
-        timeout: float = 30,
+        timeout: float | None = None,
         ci_lock: str | None = None,
         description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,

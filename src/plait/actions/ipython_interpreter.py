@@ -45,7 +45,7 @@ class _IPythonInterpreterCore(SessionTool[Kernel], register=False):
 
     def __init__(
         self,
-        timeout: float = 20,
+        timeout: float | None = None,
         user_data_dir: str = "ENV",
         work_dir: str = "./work_dir/tmp_dir",
         description: Mapping[str, object] | None = None,
@@ -64,8 +64,11 @@ class _IPythonInterpreterCore(SessionTool[Kernel], register=False):
         self.max_kernels = max_kernels
 
     def _new_sessions(self) -> Sessions[Kernel]:
-        env = {"USER_DATA_DIR": os.path.abspath(self.user_data_dir)} if self.user_data_dir else {}
-        return Sessions("kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env)
+        shared = [os.path.abspath(self.user_data_dir)] if self.user_data_dir else []
+        env = {"USER_DATA_DIR": shared[0]} if shared else {}
+        return Sessions(
+            "kernel", self.limits, spares=self.pool_size, max_live=self.max_kernels, env=env, readable=shared
+        )
 
     def _save_image(self, data: str) -> str:
         os.makedirs(self.work_dir, exist_ok=True)
@@ -98,15 +101,16 @@ class IPythonInterpreter(_IPythonInterpreterCore, BaseAction):
     """Stateful Python on Jupyter kernels, one sandboxed kernel per session.
 
     Args:
-        timeout: Wall-clock seconds per call (a model-given timeout can only lower it).
+        timeout: Wall-clock seconds per call, a model-given timeout can only lower it
+            (default: ``limits.timeout`` if `limits` is given, else 20).
         user_data_dir: A directory of files for the code: its path is in the kernel's
             ``USER_DATA_DIR`` environment variable (``'ENV'``: take ``$USER_DATA_DIR``).
-            Sandboxed code can read it only if its permissions let other users read it.
+            Sandboxed code may read it (not write), if its permissions let other users read it.
         work_dir: Where displayed images are saved.
         description: The tool description.
         parser: The argument parser class.
         enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
+        limits: Resource limits (a `timeout` given overrides their wall clock).
         pool_size: Started kernels kept ready for new sessions.
         max_kernels: The most live kernels (sessions + spares); a new session waits for room.
     """

@@ -49,7 +49,7 @@ class _PythonInterpreterCore(SandboxedTool[Child], register=False):
         answer_symbol: str | None = None,
         answer_expr: str | None = "solution()",
         answer_from_stdout: bool = False,
-        timeout: float = 20,
+        timeout: float | None = None,
         description: Mapping[str, object] | None = None,
         parser: type[BaseParser] | Callable[[BaseAction], BaseParser] = JsonParser,
         enable: bool = True,
@@ -89,11 +89,12 @@ class PythonInterpreter(_PythonInterpreterCore, BaseAction):
         answer_symbol: Read the answer from this global variable.
         answer_expr: Evaluate this expression for the answer (default ``'solution()'``).
         answer_from_stdout: The answer is the last line the code printed.
-        timeout: Wall-clock seconds per call.
+        timeout: Wall-clock seconds per call (default: ``limits.timeout`` if `limits` is
+            given, else 20).
         description: The tool description (default: `DEFAULT_DESCRIPTION`).
         parser: The argument parser class.
         enable: Whether executors offer the tool.
-        limits: Resource limits (``timeout`` overrides its wall clock).
+        limits: Resource limits (a `timeout` given overrides their wall clock).
         pool_size: Processes kept started for the next calls.
     """
 

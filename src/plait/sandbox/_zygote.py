@@ -15,18 +15,23 @@ zygote -> parent
 Each child forks from the zygote, so it starts in a few milliseconds with the imports already
 done. Before it runs anything it confines itself (`confine`): a new session (process group),
 optionally a new network namespace, resource limits, then, when the zygote runs as root, a
-uid of its own from a reserved range (so ``RLIMIT_NPROC`` applies, its files are private and
-everything it starts can be killed at once with ``kill(-1)`` from that uid). The child says
-hello on its channel: ``{"pid", "uid", "network_isolated"}``.
+root filesystem of its own (`_zygote_fs`: private /tmp, /var/tmp, /dev/shm and /proc, a
+read-only view of what the interpreter needs; the zygote first mounts a size-capped tmpfs on
+its working directory) and a uid of its own from a reserved range (so ``RLIMIT_NPROC``
+applies, its files are private and everything it starts can be killed at once with
+``kill(-1)`` from that uid). The child says hello on its channel: ``{"pid", "uid",
+"network_isolated", "memory_cap", "isolation", "isolation_error"}``.
 
-Releasing a child forks a short-lived *sweeper* that switches to the child's uid and sends
-``SIGKILL`` to every process of that uid until none is left; only then is the uid free for
-another session. When the parent goes away (its end of the socket closes), the zygote
-sweeps every uid it handed out and exits.
+Releasing a child (the parent has unmounted its working directory's tmpfs) forks a
+short-lived *sweeper* that switches to the child's uid and sends ``SIGKILL`` to every
+process of that uid until none is left; only then is the uid free for another session. When
+the parent goes away (its end of the socket closes), the zygote sweeps every uid it handed
+out, unmounts the working directories still mounted and exits.
 
-The code is split into three stdlib-only files: this one (the zygote loop and the script's
-entry point), `_zygote_os` (framing, uid sweeps, exposure, `confine`) and `_zygote_child`
-(the worker loop and the kernel child).
+The code is split into four stdlib-only files: this one (the zygote loop and the script's
+entry point), `_zygote_os` (framing, uid sweeps, `confine`), `_zygote_fs` (the session's
+filesystem) and `_zygote_child` (the worker loop and the kernel child). ``python _zygote.py
+--probe`` prints what isolation holds on this machine (`probe`).
 """
 
 from __future__ import annotations
@@ -45,10 +50,11 @@ from typing import TYPE_CHECKING, TypedDict
 # Stdlib-only siblings, loaded as package modules when imported (``plait.sandbox``) and as
 # top-level modules when this folder runs as the zygote script (it is then ``sys.path[0]``).
 if TYPE_CHECKING or __package__:
-    from . import _cgroup as zcg, _zygote_child as zchild, _zygote_os as zos
+    from . import _cgroup as zcg, _zygote_child as zchild, _zygote_fs as zfs, _zygote_os as zos
 else:
     import _cgroup as zcg
     import _zygote_child as zchild
+    import _zygote_fs as zfs
     import _zygote_os as zos
 
 
@@ -84,6 +90,7 @@ class ChildInfo(TypedDict):
     released: bool
     exited: bool
     cgroup: str | None
+    work_dir: str | None  # where the zygote mounted the session's working-directory tmpfs
 
 
 class UidPool:
@@ -135,14 +142,23 @@ class Zygote:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         zos.prctl(zos.PR_SET_CHILD_SUBREAPER, 1)
         self.kernel_ready = False
-        self.expose = zos.exposure_plan(self._interpreter_paths() + list(config.get("expose", []))) if self.root else []
+        self.view: zfs.View = {"binds": [], "links": [], "dirs": [], "files": []}
+        self.expose: list[list[str]] = []
+        self.stage = os.path.join(config["lock_dir"], "stage")
+        self.mounts: set[str] = set()  # working directories this zygote mounted and nobody unmounted yet
+        if self.root:
+            paths = self._interpreter_paths(config.get("expose", []))
+            self.view = zfs.view_plan(paths)
+            self.expose = zfs.exposure_plan(paths)
+            zfs.prepare_stage(self.stage)
+            zfs.sweep_stale_mounts()
 
     @staticmethod
-    def _interpreter_paths() -> list[str]:
-        paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-        paths.append(os.path.dirname(os.path.realpath(sys.executable)))
-        paths.extend(p for p in sys.path if p)
-        return paths
+    def _interpreter_paths(extra: list[str]) -> list[str]:
+        """What a session sees of the host: the system, Python, the packages on its path and `extra`."""
+        prefixes = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+        prefixes.append(os.path.dirname(os.path.realpath(sys.executable)))
+        return zfs.host_paths([p for p in sys.path if p], prefixes) + list(extra)
 
     def preload_kernel(self) -> None:
         if self.kernel_ready:
@@ -208,8 +224,13 @@ class Zygote:
                     zos.send_frame(chan, {"error": str(exc)})
                 return
             spec.update({"uid": uid, "gid": uid, "switch_user": True, "expose": self.expose})
+            spec.update({"view": self.view, "stage": self.stage})
+            quota = spec["limits"].get("max_disk_bytes")
+            spec["work_mounted"] = bool(quota) and zfs.mount_work_dir(spec["dir"], quota or 0, uid, uid)
+            if spec["work_mounted"]:
+                self.mounts.add(spec["dir"])
         else:
-            spec.update({"uid": os.getuid(), "gid": os.getgid(), "switch_user": False})
+            spec.update({"uid": os.getuid(), "gid": os.getgid(), "switch_user": False, "work_mounted": False})
         memory = spec["limits"].get("memory_bytes")
         self.spawned += 1
         spec["cgroup"] = zcg.create(f"plait-{os.getpid()}-{self.spawned}", memory) if memory else None
@@ -222,7 +243,7 @@ class Zygote:
                 code = 1
                 try:
                     with socket.socket(fileno=os.dup(fds[0])) as chan:
-                        zos.send_frame(chan, {"error": traceback.format_exc()})
+                        zos.send_frame(chan, {"error": traceback.format_exc(), "pid": os.getpid()})
                 except Exception:
                     pass
             finally:
@@ -235,6 +256,7 @@ class Zygote:
             "released": False,
             "exited": False,
             "cgroup": spec["cgroup"],
+            "work_dir": spec["dir"] if spec["work_mounted"] else None,
         }
 
     def _child(self, kind: str, spec: zos.ChildSpec, fds: list[int]) -> None:
@@ -263,6 +285,8 @@ class Zygote:
         if info is None or info["released"]:
             return
         info["released"] = True
+        if remove and info["work_dir"]:
+            self.mounts.discard(info["work_dir"])  # the parent unmounted it (`Child.release`)
         if info["exited"]:
             del self.children[pid]
         else:
@@ -319,6 +343,8 @@ class Zygote:
                 zos.sweep_session(info["sid"])
             if info["cgroup"]:
                 zcg.remove(info["cgroup"], attempts=10)
+        for directory in self.mounts:  # of sessions still running, or released with their directory kept
+            zfs.unmount(directory)
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             try:
@@ -329,8 +355,47 @@ class Zygote:
                 time.sleep(0.005)
 
 
+def probe() -> dict[str, object]:
+    """What isolation holds here: a child confined as a session would be (as root; nothing when not root).
+
+    Returns:
+        ``{'network_namespace': ..., **Isolation}`` (see `zfs.Isolation`).
+    """
+    import tempfile
+
+    facts: dict[str, object] = {"network_namespace": False, **zfs.NO_ISOLATION}
+    if os.getuid() != 0:
+        return facts
+    read, write = os.pipe()
+    with tempfile.TemporaryDirectory(prefix="plait-probe-") as scratch:
+        stage, work = os.path.join(scratch, "stage"), os.path.join(scratch, "work")
+        zfs.prepare_stage(stage)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the probe child, in namespaces of its own
+            try:
+                os.close(read)
+                found = dict(facts, network_namespace=zfs.libc().unshare(zos.CLONE_NEWNET) == 0)
+                zfs.libc().unshare(zfs.CLONE_NEWNS)  # the working directory's tmpfs stays in here
+                zfs.mount(None, "/", None, zfs.MS_REC | zfs.MS_PRIVATE, None)
+                quota = zfs.mount_work_dir(work, 1 << 20, 0, 0)
+                paths = Zygote._interpreter_paths([])
+                isolation, _ = zfs.isolate(stage, zfs.view_plan(paths), work, [], 1 << 20, quota)
+                found.update(isolation)
+                os.write(write, json.dumps(found).encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as fh:
+            data = fh.read()
+        os.waitpid(pid, 0)
+    return {**facts, **json.loads(data)} if data else facts
+
+
 def main() -> None:
-    """Run the zygote: ``python _zygote.py FD CONFIG_JSON``."""
+    """Run the zygote: ``python _zygote.py FD CONFIG_JSON`` (or ``python _zygote.py --probe``)."""
+    if sys.argv[1] == "--probe":
+        sys.stdout.write(json.dumps(probe()) + "\n")
+        return
     ctl = socket.socket(fileno=int(sys.argv[1]))
     config = json.loads(sys.argv[2])
     zygote = Zygote(ctl, config)

@@ -94,11 +94,6 @@ class Worker:
         except OSError:
             pass
 
-    def _arm_cpu(self) -> None:
-        cpu = self.spec["limits"].get("cpu_seconds")
-        if cpu:
-            zos.set_cpu_limit(cpu, self.spec["limits"].get("cpu_seconds_total"))
-
     def serve(self) -> None:
         while True:
             request = zos.recv_frame(self.sock)
@@ -147,7 +142,7 @@ class Worker:
         reply: zos.WorkerReply = {"ok": True, "result": None, "error": None, "interrupted": False}
         if mode == "script":
             self.reset()
-        self._arm_cpu()
+        zos.arm_cpu(self.spec["limits"])
         self.running = True
         try:
             value = self._run(code, filename, mode, request)
@@ -161,6 +156,7 @@ class Worker:
             self.running = False
             if os.getpid() != self.pid:
                 os._exit(1)
+            zos.explain_no_space(exc, self.spec.get("space_note", ""))
             reply.update({"ok": False, "error": _clean_traceback(exc), "ename": type(exc).__name__})
         finally:
             self.running = False
@@ -246,16 +242,14 @@ def kernel_main(spec: zos.ChildSpec, sock: socket.socket) -> None:
     app.initialize(["-f", conn, "--HistoryManager.enabled=False", "--IPKernelApp.quiet=True"])
     limits = spec["limits"]
     me = os.getpid()
-    cap = {"left": limits.get("max_output_bytes") or 1 << 62, "dropped": 0}
+    cap = {"left": limits.get("max_output_bytes", 1 << 62), "dropped": 0}
     raw_write = _cap_stream(sys.stdout, cap)
     _cap_stream(sys.stderr, cap)
 
     def pre_run_cell(*_: object) -> None:
-        cap["left"] = limits.get("max_output_bytes") or 1 << 62
+        cap["left"] = limits.get("max_output_bytes", 1 << 62)
         cap["dropped"] = 0
-        cpu = limits.get("cpu_seconds")
-        if cpu:
-            zos.set_cpu_limit(cpu, limits.get("cpu_seconds_total"))
+        zos.arm_cpu(limits)
 
     def post_run_cell(*_: object) -> None:
         if os.getpid() != me:  # a process forked by the cell: never return into the kernel loop
@@ -273,7 +267,15 @@ def kernel_main(spec: zos.ChildSpec, sock: socket.socket) -> None:
     def on_sigxcpu(signum: int, frame: FrameType | None) -> None:
         raise CPUTimeExceeded(f"the code used more than {limits.get('cpu_seconds')} s of CPU time")
 
+    def on_oserror(
+        shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+    ) -> None:
+        zos.explain_no_space(value, spec.get("space_note", ""))
+        shell.showtraceback(running_compiled_code=True)  # as IPython shows any other error
+
     signal.signal(signal.SIGXCPU, on_sigxcpu)
+    if spec.get("space_note"):
+        app.shell.set_custom_exc((OSError,), on_oserror)
     app.shell.events.register("pre_run_cell", pre_run_cell)
     app.shell.events.register("post_run_cell", post_run_cell)
     app.shell.user_ns["input"] = _no_input

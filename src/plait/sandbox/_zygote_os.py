@@ -1,4 +1,4 @@
-"""OS primitives of the sandbox's child side: framing, processes of a uid, exposure, confinement.
+"""OS primitives of the sandbox's child side: framing, processes of a uid, confinement.
 
 Standard library only, like the rest of the child side (see `_zygote`): the zygote script
 loads this file as a top-level module, and plait imports it as ``plait.sandbox._zygote_os``
@@ -7,8 +7,9 @@ loads this file as a top-level module, and plait imports it as ``plait.sandbox._
 
 from __future__ import annotations
 
-import ctypes
+import errno
 import json
+import math
 import os
 import resource
 import signal
@@ -19,9 +20,10 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING or __package__:
-    from . import _cgroup as zcg
+    from . import _cgroup as zcg, _zygote_fs as zfs
 else:
     import _cgroup as zcg
+    import _zygote_fs as zfs
 
 HEADER = struct.Struct("!I")
 MAX_RECORD = 1 << 20
@@ -31,8 +33,6 @@ PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNET = 0x40000000
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 
 
 # -- the wire format (JSON) ------------------------------------------------------------------------
@@ -47,6 +47,7 @@ class ChildLimits(TypedDict, total=False):
     max_output_bytes: int
     max_file_bytes: int | None
     max_open_files: int | None
+    max_disk_bytes: int | None
 
 
 class Hello(TypedDict):
@@ -56,6 +57,8 @@ class Hello(TypedDict):
     uid: int
     network_isolated: bool
     memory_cap: str  # 'session' (a cgroup holds all its processes), 'process' (RLIMIT_AS each) or 'none'
+    isolation: zfs.Isolation
+    isolation_error: str | None  # why part of the isolation did not hold (as root)
 
 
 class ChildSpec(TypedDict, total=False):
@@ -70,8 +73,13 @@ class ChildSpec(TypedDict, total=False):
     uid: int
     gid: int
     switch_user: bool
-    expose: list[list[str]]
+    readable: list[str]  # host paths the session may read (a tool's shared files)
+    view: zfs.View  # what the session sees of the host (as root), computed once by the zygote
+    stage: str  # where the child builds its root (`zfs.prepare_stage`)
+    expose: list[list[str]]  # the fallback when a root of its own cannot be built
+    work_mounted: bool  # the zygote mounted a tmpfs of max_disk_bytes on ``dir``
     cgroup: str | None  # the session's memory cgroup, made by the zygote
+    space_note: str  # what a full filesystem means here (added to ENOSPC errors)
     hello: Hello
 
 
@@ -102,19 +110,9 @@ class WorkerReply(TypedDict, total=False):
     ename: str
 
 
-_LIBC: ctypes.CDLL | None = None
-
-
-def _libc() -> ctypes.CDLL:
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
-
-
 def prctl(option: int, value: int) -> bool:
     """Set a process attribute with the prctl system call; False when it failed."""
-    return bool(_libc().prctl(option, value, 0, 0, 0) == 0)
+    return bool(zfs.libc().prctl(option, value, 0, 0, 0) == 0)
 
 
 # -- framing on stream sockets (worker channel) ----------------------------------------------
@@ -218,70 +216,6 @@ def sweep_session(sid: int, attempts: int = 50) -> bool:
     return not pids_of_session(sid)
 
 
-# -- making the interpreter readable to an unprivileged uid -----------------------------------
-def exposure_plan(paths: list[str]) -> list[list[str]]:
-    """``[[dir, child], ...]``: directories others cannot traverse on the way to `paths`.
-
-    A Python installed under ``/root`` (mode 0700) cannot import its standard library once
-    the process has switched to an unprivileged uid. The child hides each such directory
-    behind an empty tmpfs in its own mount namespace and bind-mounts back only the entries
-    on the way to the interpreter's files, so the code can import them and sees nothing
-    else there.
-    """
-    plan: set[tuple[str, str]] = set()
-    for path in paths:
-        real = os.path.realpath(path)
-        if not os.path.exists(real):
-            continue
-        parts = [p for p in real.split("/") if p]
-        for depth in range(len(parts) - 1 + 1):
-            ancestor = "/" + "/".join(parts[:depth])
-            if depth >= len(parts):
-                break
-            try:
-                mode = os.stat(ancestor).st_mode
-            except OSError:
-                break
-            if not mode & 0o001:
-                plan.add((ancestor, parts[depth]))
-    return [list(item) for item in sorted(plan, key=lambda item: (item[0].count("/"), item))]
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None) -> None:
-    def enc(value: str | None) -> bytes | None:
-        return None if value is None else value.encode()
-
-    if _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount {source} on {target}: {os.strerror(err)}")
-
-
-def expose(plan: list[list[str]]) -> None:
-    """Apply an `exposure_plan` in a new mount namespace (as root, before dropping privileges)."""
-    if not plan:
-        return
-    if _libc().unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS) failed")
-    _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-    handles = []  # opened inside the new namespace, before anything is hidden
-    for directory, name in plan:
-        path = os.path.join(directory, name)
-        handles.append((directory, name, os.open(path, os.O_PATH), os.path.isdir(path)))
-    mounted: set[str] = set()
-    for directory, name, fd, is_dir in handles:
-        if directory not in mounted:
-            _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-            mounted.add(directory)
-        target = os.path.join(directory, name)
-        if is_dir:
-            os.makedirs(target, exist_ok=True)
-        else:
-            open(target, "a").close()
-        _mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC, None)
-    for _, _, fd, _ in handles:
-        os.close(fd)
-
-
 # -- confinement -------------------------------------------------------------------------------
 def _set_limit(kind: int, soft: float | None, hard: float | None = None) -> None:
     inf = resource.RLIM_INFINITY
@@ -295,11 +229,21 @@ def _set_limit(kind: int, soft: float | None, hard: float | None = None) -> None
         pass
 
 
-def set_cpu_limit(seconds: float, total: float | None) -> None:
-    """Allow `seconds` more CPU time from now (SIGXCPU), never more than `total` (SIGKILL)."""
+def arm_cpu(limits: ChildLimits) -> None:
+    """Set the CPU limits for the next call (`set_cpu_limit`), if there are any."""
+    seconds, total = limits.get("cpu_seconds"), limits.get("cpu_seconds_total")
+    if seconds or total:
+        set_cpu_limit(seconds, total)
+
+
+def set_cpu_limit(seconds: float | None, total: float | None) -> None:
+    """Allow `seconds` more CPU time from now (SIGXCPU), never more than `total` in all (SIGKILL)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime + seconds + 1)
-    hard = resource.RLIM_INFINITY if total is None else max(int(total), soft)
+    inf = resource.RLIM_INFINITY
+    soft = inf if seconds is None else math.ceil(usage.ru_utime + usage.ru_stime + seconds)
+    hard = inf if total is None else math.ceil(total)
+    if hard != inf:
+        soft = hard if soft == inf else min(soft, hard)
     try:
         resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
     except (ValueError, OSError):
@@ -311,6 +255,27 @@ def set_cpu_limit(seconds: float, total: float | None) -> None:
             pass
 
 
+def _no_space_note(limits: ChildLimits, isolation: zfs.Isolation) -> str:
+    """What a full filesystem means in this session: which caps there are (for `explain_no_space`)."""
+    parts = []
+    if isolation["disk_quota"]:
+        quota = _size(limits.get("max_disk_bytes"))
+        parts.append(f"working directory holds at most {quota} (Limits.max_disk_bytes)")
+    if isolation["private_tmp"]:
+        scratch = _size(zfs.scratch_bytes(limits.get("memory_bytes")))
+        parts.append(f"/tmp, /var/tmp and /dev/shm hold at most {scratch} together (half of Limits.memory_bytes)")
+    return "this session's " + "; its ".join(parts) if parts else ""
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "what the machine has"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} bytes"
+
+
 def confine(spec: ChildSpec) -> Hello:
     """Confine the current (freshly forked) process as `spec` says; return facts for the hello."""
     os.setsid()
@@ -319,20 +284,26 @@ def confine(spec: ChildSpec) -> Hello:
     directory = spec["dir"]
     isolated_net = False
     if not limits.get("network", True):
-        isolated_net = _libc().unshare(CLONE_NEWNET) == 0
+        isolated_net = zfs.libc().unshare(CLONE_NEWNET) == 0
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    if spec["switch_user"]:
-        expose(spec.get("expose") or [])
-        os.chown(directory, uid, gid)
-    os.chmod(directory, 0o700)
-    _set_limit(resource.RLIMIT_CORE, 0)
     memory_cap = "none"
     if memory := limits.get("memory_bytes"):
         _set_limit(resource.RLIMIT_AS, memory)
-        cgroup = spec.get("cgroup")
+        cgroup = spec.get("cgroup")  # joined before the root changes: /sys/fs/cgroup is not in the session's view
         memory_cap = "session" if cgroup and zcg.join(cgroup) else "process"
-    if cpu := limits.get("cpu_seconds"):
-        set_cpu_limit(cpu, limits.get("cpu_seconds_total"))
+    isolation, why = zfs.NO_ISOLATION, None
+    if spec["switch_user"]:
+        scratch = zfs.scratch_bytes(memory)
+        isolation, why = zfs.isolate(
+            spec["stage"], spec["view"], directory, spec.get("readable", []), scratch, spec.get("work_mounted", False)
+        )
+        if not isolation["host_hidden"]:
+            zfs.expose(spec.get("expose") or [])
+        os.chown(directory, uid, gid)
+    spec["space_note"] = _no_space_note(limits, isolation)
+    os.chmod(directory, 0o700)
+    _set_limit(resource.RLIMIT_CORE, 0)
+    arm_cpu(limits)
     if file_bytes := limits.get("max_file_bytes"):
         _set_limit(resource.RLIMIT_FSIZE, file_bytes)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -354,4 +325,20 @@ def confine(spec: ChildSpec) -> Hello:
     os.chdir(directory)
     os.environ.clear()
     os.environ.update(spec["env"])
-    return {"pid": os.getpid(), "uid": os.getuid(), "network_isolated": isolated_net, "memory_cap": memory_cap}
+    return {
+        "pid": os.getpid(),
+        "uid": os.getuid(),
+        "network_isolated": isolated_net,
+        "memory_cap": memory_cap,
+        "isolation": isolation,
+        "isolation_error": why,
+    }
+
+
+def explain_no_space(exc: BaseException | None, note: str) -> None:
+    """Say what a full filesystem means in this session, in an ``ENOSPC`` error (and those it caused)."""
+    seen = 0
+    while exc is not None and note and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and note not in str(exc.strerror):
+            exc.strerror = f"{exc.strerror} ({note})"
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1

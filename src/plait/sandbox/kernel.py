@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..exceptions import MissingDependencyError
@@ -286,8 +287,10 @@ class _Collector:
         )
 
 
-def start_kernel_op(directory: str, limits: Limits, env: dict[str, str] | None = None) -> Op[Kernel]:
-    """Start a confined kernel in `directory` and wait until it is ready."""
+def start_kernel_op(
+    directory: str, limits: Limits, env: dict[str, str] | None = None, readable: Sequence[str] = ()
+) -> Op[Kernel]:
+    """Start a confined kernel in `directory` (that may read the host paths `readable`) and wait until it is ready."""
     _require_jupyter()
     connection: Connection = {
         "transport": "ipc",
@@ -297,7 +300,9 @@ def start_kernel_op(directory: str, limits: Limits, env: dict[str, str] | None =
         "kernel_name": "plait",
         **PORTS,
     }
-    child = yield from spawn_op("kernel", directory, limits, extra={"connection": connection}, env=env)
+    child = yield from spawn_op(
+        "kernel", directory, limits, extra={"connection": connection}, env=env, readable=readable
+    )
     try:
         kernel = Kernel(child, connection)
     except BaseException:

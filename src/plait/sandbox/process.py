@@ -11,6 +11,7 @@ import atexit
 import errno
 import itertools
 import json
+import logging
 import os
 import secrets
 import select
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypedDict, TypeVar
 
 from ..exceptions import SandboxError
-from . import _zygote, _zygote_os
+from . import _zygote, _zygote_fs, _zygote_os
 from ._io import Op, Wait
 from .limits import Limits
 
@@ -34,6 +35,7 @@ __all__ = ["Child", "FrameReader", "SandboxError", "Zygote", "get_zygote", "shut
 ZYGOTE_SCRIPT = _zygote.__file__
 UID_BASE = int(os.environ.get("PLAIT_SANDBOX_UID_BASE", "990000"))
 UID_COUNT = int(os.environ.get("PLAIT_SANDBOX_UID_COUNT", "2048"))
+logger = logging.getLogger("plait.sandbox")
 
 
 F = TypeVar("F")
@@ -46,6 +48,8 @@ class _HelloFrame(TypedDict, total=False):
     uid: int
     network_isolated: bool
     memory_cap: str
+    isolation: _zygote_fs.Isolation
+    isolation_error: str | None
     error: str
 
 
@@ -228,6 +232,8 @@ class Child:
         network_isolated: Whether it runs in an empty network namespace.
         memory_cap: How ``memory_bytes`` holds: ``'session'`` (one memory cgroup for all its
             processes), ``'process'`` (``RLIMIT_AS`` of each process) or ``'none'``.
+        isolation: What holds of its filesystem isolation (``private_tmp``, ``host_hidden``,
+            ``private_proc``, ``disk_quota``; see `plait.sandbox.sandbox_capabilities`).
     """
 
     zygote: Zygote
@@ -240,6 +246,7 @@ class Child:
     channel: socket.socket
     output: int | None = None
     memory_cap: str = "none"
+    isolation: _zygote_fs.Isolation = field(default_factory=_zygote_fs.NO_ISOLATION.copy)
     released: bool = False
     info: dict[str, object] = field(default_factory=dict)
 
@@ -262,10 +269,17 @@ class Child:
         return self.zygote.exit_status(self.pid)
 
     def release(self, keep_dir: bool = False) -> None:
-        """Kill it and everything it started; its uid (and directory) are freed. Idempotent."""
+        """Kill it and everything it started; its uid (and directory) are freed. Idempotent.
+
+        A size-capped working directory (``isolation['disk_quota']``) is unmounted here, before
+        this returns, so the directory can be removed at once; with `keep_dir` it stays
+        mounted (its files readable) until the fork server stops.
+        """
         if self.released:
             return
         self.released = True
+        if self.isolation["disk_quota"] and not keep_dir:
+            _zygote_fs.unmount(self.dir)  # detached: freed when the session's processes are gone
         self.zygote.release(self.pid, None if keep_dir else self.dir)
         try:
             os.close(self.pidfd)
@@ -336,6 +350,22 @@ def new_session_dir(root: str, prefix: str) -> str:
     return os.path.join(root, f"{prefix}{next(_COUNTER)}-{secrets.token_hex(3)}")
 
 
+_WARNED: set[str] = set()
+
+
+def _report_isolation(hello: _HelloFrame) -> None:
+    """Log, once per process and reason, that a root-mode session lacks part of its isolation."""
+    why = hello.get("isolation_error")
+    if why and why not in _WARNED:
+        _WARNED.add(why)
+        missing = [name for name, held in hello.get("isolation", _zygote_fs.NO_ISOLATION).items() if not held]
+        logger.warning(
+            "sandboxed sessions lack %s on this machine (%s); sandbox_capabilities() says what holds",
+            ", ".join(missing) or "part of their isolation",
+            why,
+        )
+
+
 def spawn_op(
     kind: str,
     directory: str,
@@ -343,8 +373,12 @@ def spawn_op(
     extra: Mapping[str, object] | None = None,
     env: dict[str, str] | None = None,
     zygote: Zygote | None = None,
+    readable: Sequence[str] = (),
 ) -> Op[Child]:
     """Start a confined child (``kind``: ``'worker'`` or ``'kernel'``) and wait for its hello.
+
+    `readable` are host paths the child may read (as root it sees nothing else of the host
+    but what the interpreter needs).
 
     Raises:
         SandboxError: It could not be started within ``limits.start_timeout``.
@@ -363,6 +397,7 @@ def spawn_op(
         "env": child_env(directory, env),
         "parent_uid": os.getuid(),
         "kill_background": limits.kill_background,
+        "readable": [os.path.abspath(path) for path in readable],
         **(extra or {}),
     }
     ok = False
@@ -384,7 +419,11 @@ def spawn_op(
             if frames:
                 hello = frames[0]
                 if "error" in hello:
+                    if "pid" in hello:  # free what the zygote holds for it (uid, cgroup, working directory)
+                        _zygote_fs.unmount(directory)
+                        zygote.release(int(hello["pid"]), directory)
                     raise SandboxError(f"the sandboxed {kind} failed to start: {hello['error']}")
+                _report_isolation(hello)
                 pid = int(hello["pid"])
                 result = Child(
                     zygote=zygote,
@@ -397,6 +436,7 @@ def spawn_op(
                     channel=parent,
                     output=out_r,
                     memory_cap=str(hello.get("memory_cap", "none")),
+                    isolation=hello.get("isolation", _zygote_fs.NO_ISOLATION),
                 )
                 ok = True
                 return result

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar, cast
 
 from ..types import JSONValue
@@ -59,6 +59,8 @@ class Sessions(Generic[H]):
         env: Extra environment variables for the processes.
         root: Where the per-session directories are made (default: a new temporary directory,
             removed at shutdown).
+        readable: Host paths the processes may read (as root they see nothing else of the
+            host but what the interpreter needs).
     """
 
     def __init__(
@@ -69,10 +71,12 @@ class Sessions(Generic[H]):
         max_live: int | None = 64,
         env: dict[str, str] | None = None,
         root: str | None = None,
+        readable: Sequence[str] = (),
     ) -> None:
         self.kind = kind
         self.limits = limits
         self.env = dict(env or {})
+        self.readable = list(readable)
         if root is None:
             root = tempfile.mkdtemp(prefix=f"plait-{kind}-")
         else:
@@ -89,8 +93,8 @@ class Sessions(Generic[H]):
     def _start(self) -> Op[H]:
         directory = new_session_dir(self.root, "s")
         if self.kind == "kernel":  # a kernel tool's sessions are Sessions[Kernel], a worker tool's Sessions[Child]
-            return cast("Op[H]", start_kernel_op(directory, self.limits, self.env))
-        return cast("Op[H]", spawn_op("worker", directory, self.limits, env=self.env))
+            return cast("Op[H]", start_kernel_op(directory, self.limits, self.env, self.readable))
+        return cast("Op[H]", spawn_op("worker", directory, self.limits, env=self.env, readable=self.readable))
 
     # -- locks ------------------------------------------------------------------------------
     def lock(self, session_id: Hashable) -> threading.Lock:
