@@ -43,7 +43,7 @@ from typing import Any, TypeAlias, Union
 
 from typing_extensions import Self
 
-from ..exceptions import LLMAPIError, ParseError
+from ..exceptions import LLMAPIError, ParseError, UserError
 from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionIds
@@ -65,6 +65,7 @@ from ._openai_protocol import ToolChoice, ToolSpec
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
+from .catalogue import resolve_model
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
@@ -156,14 +157,25 @@ class _LlamaCppCore(LLMCore):
         chat_template: str | None = None,
         seed: int | None = None,
         *,
+        model: str | None = None,
         n_parallel: int = 1,
         tool_retries: int = 2,
         prompt_cache_mib: int = 1024,
         **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
+        if model is not None and path is not None:
+            raise UserError(
+                f"give LlamaCppModel a catalogue model or a path, not both (model={model!r}, path={path!r})"
+            )
         _import_xllamacpp()  # fail at construction, not at the first call
-        self.model_path = local_model_path(os.fspath(path)) if path is not None else default_model_path()
+        if model is not None:
+            self.model_path = os.fspath(resolve_model(model))
+        elif path is not None:
+            self.model_path = local_model_path(os.fspath(path))
+        else:
+            self.model_path = default_model_path()
+        self.model_name = model
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
@@ -458,13 +470,17 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     Args:
         path: A ``.gguf`` file, or ``hf:OWNER/REPO/FILE.gguf`` (downloaded once from the Hugging
-            Face Hub; see `from_pretrained`); ``None`` uses `default_model_path()`
-            (SmolLM2-135M-Instruct).
+            Face Hub; see `from_pretrained`); ``None`` (and no `model`) uses
+            `default_model_path()` (SmolLM2-135M-Instruct).
         n_ctx: Context window, in tokens (shared by the ``n_parallel`` slots).
         n_threads: CPU threads for generation and prompt processing.
         n_gpu_layers: Layers to offload to a GPU (GPU builds of xllamacpp only).
         chat_template: A Jinja chat template (or llama.cpp template name) replacing the GGUF's.
         seed: Sampling seed; ``None`` draws a new one per request. Irrelevant at temperature 0.
+        model: A name from the model catalogue (`plait.llms.catalogue`: ``'smollm2-135m'``,
+            ``'qwen2.5-coder-0.5b'``, ``'qwen2.5-coder-1.5b'``), instead of `path`; its file
+            is joined from its installed packages on first use. An unknown name, a missing
+            package or a corrupt part fails here, naming the fix.
         n_parallel: Requests the engine decodes concurrently (continuous batching).
         tool_retries: Extra constrained tries when a tool call comes back cut off or invalid.
         prompt_cache_mib: Host memory llama.cpp may keep past prompts' KV state in, to restore
@@ -475,6 +491,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     Attributes:
         usage: Running token totals of every request made through this object.
+        model_path: The GGUF file loaded.
+        model_name: The catalogue name it was built from (None: a path, or the default).
     """
 
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
