@@ -334,6 +334,21 @@ def _own_settings_command(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
+def _web_model(args: argparse.Namespace) -> None:
+    """Settle ``plait web``'s model: the flags, else the environment the app reads, else the best installed.
+
+    Raises:
+        UserError: An embedded model that cannot work (fails here, not later in the browser).
+    """
+    from .web.settings import preset
+
+    start = preset()
+    api_base, model = args.api_base or start["api_base"], args.model or start["model"]
+    if not api_base:
+        args.model = app_model(model, api_base, sys.stderr)
+        embedded_model(args.model)
+
+
 def _web(args: argparse.Namespace) -> int:
     from .web.launcher import launch
 
@@ -410,9 +425,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             try:
-                args.model = app_model(args.model, args.api_base, sys.stderr)
-                if not args.api_base:
-                    embedded_model(args.model)  # a name or file that cannot work fails here, not in the browser
+                _web_model(args)
             except UserError as exc:
                 sys.stderr.write(f"plait: error: {exc}\n")
                 return SETTINGS_ERROR

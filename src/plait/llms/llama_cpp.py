@@ -43,11 +43,11 @@ from typing import Any, TypeAlias, Union
 
 from typing_extensions import Self
 
-from ..exceptions import LLMAPIError, ParseError, UserError
+from ..exceptions import LLMAPIError, ParseError
 from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionIds
-from ._hub import download_gguf, local_model_path
+from ._hub import download_gguf
 from ._llama_engine import (
     _ENGINES,
     _ENGINES_LOCK,
@@ -58,6 +58,7 @@ from ._llama_engine import (
     _import_xllamacpp,
     count_prompt_tokens,
     default_model_path,
+    model_file,
 )
 from ._llama_reply import Result, checked, choice_text, finish_reason_of, first_choice, usage_of
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
@@ -65,7 +66,6 @@ from ._openai_protocol import ToolChoice, ToolSpec
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
-from .catalogue import resolve_model
 from .response import ModelResponse, ToolCall, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
@@ -164,17 +164,8 @@ class _LlamaCppCore(LLMCore):
         **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
-        if model is not None and path is not None:
-            raise UserError(
-                f"give LlamaCppModel a catalogue model or a path, not both (model={model!r}, path={path!r})"
-            )
         _import_xllamacpp()  # fail at construction, not at the first call
-        if model is not None:
-            self.model_path = os.fspath(resolve_model(model))
-        elif path is not None:
-            self.model_path = local_model_path(os.fspath(path))
-        else:
-            self.model_path = default_model_path()
+        self.model_path = model_file(model, None if path is None else os.fspath(path))
         self.model_name = model
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
@@ -470,17 +461,15 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     Args:
         path: A ``.gguf`` file, or ``hf:OWNER/REPO/FILE.gguf`` (downloaded once from the Hugging
-            Face Hub; see `from_pretrained`); ``None`` (and no `model`) uses
-            `default_model_path()` (SmolLM2-135M-Instruct).
+            Face Hub; see `from_pretrained`); ``None`` uses `default_model_path()`
+            (SmolLM2-135M-Instruct).
         n_ctx: Context window, in tokens (shared by the ``n_parallel`` slots).
         n_threads: CPU threads for generation and prompt processing.
         n_gpu_layers: Layers to offload to a GPU (GPU builds of xllamacpp only).
         chat_template: A Jinja chat template (or llama.cpp template name) replacing the GGUF's.
         seed: Sampling seed; ``None`` draws a new one per request. Irrelevant at temperature 0.
-        model: A name from the model catalogue (`plait.llms.catalogue`: ``'smollm2-135m'``,
-            ``'qwen2.5-coder-0.5b'``, ``'qwen2.5-coder-1.5b'``), instead of `path`; its file
-            is joined from its installed packages on first use. An unknown name, a missing
-            package or a corrupt part fails here, naming the fix.
+        model: A catalogue name instead of `path` (``'qwen2.5-coder-1.5b'``; `plait.llms.catalogue`),
+            joined from its packages on first use; unknown, missing or corrupt fails here, naming the fix.
         n_parallel: Requests the engine decodes concurrently (continuous batching).
         tool_retries: Extra constrained tries when a tool call comes back cut off or invalid.
         prompt_cache_mib: Host memory llama.cpp may keep past prompts' KV state in, to restore
@@ -491,7 +480,6 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     Attributes:
         usage: Running token totals of every request made through this object.
-        model_path: The GGUF file loaded.
         model_name: The catalogue name it was built from (None: a path, or the default).
     """
 
