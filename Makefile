@@ -41,7 +41,7 @@ test: $(VENV)/.test-installed
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q -m "not big_model"
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check src tests bench examples && $(BIN)/ruff format --check src tests bench examples

@@ -3,7 +3,7 @@
 The settings are the CLI's: ``PLAIT_API_BASE`` (else ``OPENAI_BASE_URL``), with ``PLAIT_MODEL``
 and optionally ``OPENAI_API_KEY``, to use any OpenAI-compatible server (vLLM, LMDeploy, Ollama,
 llama.cpp server, OpenAI); otherwise the embedded local model runs in-process (``PLAIT_MODEL``
-then may name a ``.gguf`` file or ``hf:OWNER/REPO/FILE.gguf``).
+then may name a catalogue model (``plait models``), a ``.gguf`` file or ``hf:OWNER/REPO/FILE.gguf``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ def make_llm(asynchronous: bool = False, **gen_params: Any) -> Any:
 
         cls = AsyncGPTAPI if asynchronous else GPTAPI
         return cls(model_type=os.environ.get("PLAIT_MODEL", "default"), api_base=base, **gen_params)
+    from plait.cli import embedded_model
     from plait.llms import AsyncLlamaCppModel, LlamaCppModel
 
     cls_local = AsyncLlamaCppModel if asynchronous else LlamaCppModel
-    return cls_local(path=os.environ.get("PLAIT_MODEL") or None, **gen_params)
+    return cls_local(**embedded_model(os.environ.get("PLAIT_MODEL")), **gen_params)

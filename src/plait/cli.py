@@ -10,11 +10,14 @@ plait mcp-serve my_tools:server              # plait tools to MCP clients (stdio
 plait eval data.jsonl --agent my_agent:make --out runs/1   # score an agent over a data set (resumable)
 plait export runs/1 -o train.jsonl --only-passed          # its trajectories as fine-tuning data
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
+plait run --model qwen2.5-coder-1.5b "..."   # a catalogue model of the embedded engine; plait models lists them
 PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
 
 Settings come from the flags, else the environment: the model from ``--model`` /
-``$PLAIT_MODEL``; the server from ``--api-base`` / ``$PLAIT_API_BASE`` / ``$OPENAI_BASE_URL``
+``$PLAIT_MODEL`` (for the embedded engine a catalogue name, a file or a Hub file; without one
+``plait run`` uses SmolLM2-135M and the apps ``chat``, ``web`` and ``serve`` the best installed
+catalogue model, saying which on stderr); the server from ``--api-base`` / ``$PLAIT_API_BASE`` / ``$OPENAI_BASE_URL``
 (none: the embedded model); the API key from the variable ``--api-key-env`` names (default
 ``OPENAI_API_KEY``) — never from the command line, where every user of the machine could
 read it. Settings are checked before anything runs: a missing model file, an unknown tool,
@@ -36,6 +39,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from typing_extensions import TypedDict
+
 from ._version import __version__
 from .exceptions import PlaitError, UserError
 
@@ -52,7 +57,7 @@ SETTINGS_ERROR = 2
 """The exit status of settings that cannot work (checked before anything runs)."""
 
 
-__all__ = ["build_agent", "build_llm", "main"]
+__all__ = ["app_model", "build_agent", "build_llm", "embedded_model", "main"]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant. When a question needs exact computation or outside information, "
@@ -64,21 +69,76 @@ def build_llm(model: str | None, api_base: str | None, api_key: str | None, **ge
     """The model the options name: an OpenAI-compatible server when `api_base` is given, else the embedded one.
 
     Raises:
-        UserError: For the embedded model, `model` is neither an existing file nor empty.
+        UserError: For the embedded model, `model` is neither a catalogue name, nor an existing
+            file, nor ``hf:OWNER/REPO/FILE.gguf`` (see `embedded_model`); or the catalogue
+            model is not installed or its parts are corrupt.
     """
     if api_base:
         from .llms.openai import GPTAPI
 
         return GPTAPI(model_type=model or "default", api_base=api_base, key=api_key or "ENV", **gen)
-    from .llms._hub import is_hub_spec
-
-    if model and not is_hub_spec(model) and not os.path.isfile(model):  # hf: files are fetched by the model
-        raise UserError(
-            f"model file not found: {model} (without --api-base, --model is a .gguf file or hf:OWNER/REPO/FILE.gguf)"
-        )
     from .llms.llama_cpp import LlamaCppModel
 
-    return LlamaCppModel(path=model or None, **gen)
+    return LlamaCppModel(**embedded_model(model), **gen)
+
+
+class EmbeddedModel(TypedDict, total=False):
+    """The argument of `LlamaCppModel` that names its model (none: the default)."""
+
+    model: str
+    path: str
+
+
+def embedded_model(model: str | None) -> EmbeddedModel:
+    """The `LlamaCppModel` argument ``--model`` names: none (the default), ``model=`` or ``path=``.
+
+    A catalogue name (``plait models``) is ``model=``; an existing file or
+    ``hf:OWNER/REPO/FILE.gguf`` is ``path=``.
+
+    Raises:
+        UserError: A path that does not exist, or an unknown name (the message names the
+            closest catalogue entry).
+    """
+    if not model:
+        return {}
+    from .llms._hub import is_hub_spec
+    from .llms.catalogue import catalogue, get_model
+
+    if model.strip().lower() in {entry.name for entry in catalogue()}:
+        return {"model": get_model(model).name}
+    if is_hub_spec(model) or os.path.isfile(model):
+        return {"path": model}
+    if model.endswith(".gguf") or any(sep and sep in model for sep in (os.sep, os.altsep)):
+        raise UserError(
+            f"model file not found: {model} (without --api-base, --model is a catalogue name (plait models), "
+            "a .gguf file or hf:OWNER/REPO/FILE.gguf)"
+        )
+    return {"model": get_model(model).name}  # raises, naming the closest entry
+
+
+def app_model(model: str | None, api_base: str | None, err: TextIO) -> str | None:
+    """The model an app (``plait chat``, ``web``, ``serve``) runs: `model`, else the best installed catalogue model.
+
+    Says which on `err` when it chose; None (the default model) when no catalogue model is installed.
+    """
+    if model or api_base:
+        return model
+    from .llms.catalogue import best_installed
+
+    best = best_installed()
+    if best is None:
+        return None
+    err.write(f"plait: model {best.name}, the best installed (plait models lists them; --model NAME chooses)\n")
+    return best.name
+
+
+def _announce_join(model: str | None, err: TextIO) -> None:
+    """One line on `err` when the catalogue model `model` is about to be joined (its first use)."""
+    from .llms.catalogue import get_model, needs_join
+
+    if model is not None and needs_join(model):
+        entry = get_model(model)
+        err.write(f"plait: joining {entry.name} ({entry.size / 1e6:,.0f} MB) into {entry.cache_file} (first use)\n")
 
 
 def cli_tools() -> dict[str, type[BaseAction]]:
@@ -145,8 +205,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--model",
         default=os.environ.get("PLAIT_MODEL") or None,
-        help="model name on the server, or for the embedded model a .gguf path or hf:OWNER/REPO/FILE.gguf "
-        "(downloaded from the Hugging Face Hub) (default: $PLAIT_MODEL)",
+        help="model name on the server, or for the embedded model a catalogue name (plait models), a .gguf path or "
+        "hf:OWNER/REPO/FILE.gguf (downloaded from the Hugging Face Hub) (default: $PLAIT_MODEL; else plait run uses "
+        "smollm2-135m, and chat and serve the best installed catalogue model)",
     )
     common.add_argument(
         "--api-base",
@@ -219,7 +280,11 @@ def _parser() -> argparse.ArgumentParser:
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")
     web.add_argument("--api-base", help="preselect this OpenAI-compatible server (default: embedded model)")
-    web.add_argument("--model", help="model name on the server, or a .gguf path for the embedded model")
+    web.add_argument(
+        "--model",
+        help="model name on the server, or for the embedded model a catalogue name or .gguf path "
+        "(default: the best installed catalogue model)",
+    )
     web.add_argument("--agent", choices=["function_calling", "internlm2", "react"], help="agent type at start")
     web.add_argument("--tools", help="comma-separated plugins selected at start (default: Calculator)")
     web.add_argument(
@@ -230,20 +295,41 @@ def _parser() -> argparse.ArgumentParser:
         "--mcp", action="append", default=[], metavar="SERVER", help="an MCP server offered at start; repeatable"
     )
     from .eval.cli import add_parsers as add_eval_parsers  # plait eval / plait export (their own settings)
+    from .llms._models_cli import add_parser as add_models_parser
 
     add_eval_parsers(sub)
+    add_models_parser(sub)
     return parser
 
 
 def _own_settings_command(args: argparse.Namespace) -> int:
-    """``plait mcp-serve``, ``eval`` or ``export``: commands with settings of their own (a UserError: exit 2)."""
+    """``plait mcp-serve``, ``eval``, ``export``, ``models``: commands with settings of their own (UserError: 2)."""
     if args.command == "mcp-serve":
         from .actions.mcp._cli import mcp_serve
 
         return mcp_serve(args)
+    if args.command == "models":
+        from .llms._models_cli import run as run_models
+
+        return run_models(args, sys.stdout)
     from .eval.cli import run as run_eval
 
     return run_eval(args)
+
+
+def _web_model(args: argparse.Namespace) -> None:
+    """Settle ``plait web``'s model: the flags, else the environment the app reads, else the best installed.
+
+    Raises:
+        UserError: An embedded model that cannot work (fails here, not later in the browser).
+    """
+    from .web.settings import preset
+
+    start = preset()
+    api_base, model = args.api_base or start["api_base"], args.model or start["model"]
+    if not api_base:
+        args.model = app_model(model, api_base, sys.stderr)
+        embedded_model(args.model)
 
 
 def _web(args: argparse.Namespace) -> int:
@@ -288,6 +374,8 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     if args.max_new_tokens < 1 or args.max_turn < 1:
         raise UserError("--max-new-tokens and --max-turn must be at least 1")
     tools = [_tool(name) for name in args.tools.split(",") if name.strip()]  # checked before the model loads
+    if args.api_base is None:
+        _announce_join(embedded_model(args.model).get("model"), sys.stderr)
     llm = build_llm(
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )
@@ -319,8 +407,13 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     logging.basicConfig(level=_log_level(args), format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "web":
+            try:
+                _web_model(args)
+            except UserError as exc:
+                sys.stderr.write(f"plait: error: {exc}\n")
+                return SETTINGS_ERROR
             return _web(args)
-        if args.command in ("mcp-serve", "eval", "export"):
+        if args.command in ("mcp-serve", "eval", "export", "models"):
             try:
                 return _own_settings_command(args)
             except UserError as exc:  # settings that cannot work, found before anything ran
@@ -330,6 +423,8 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
 
         printer = Printer(sys.stderr if args.command == "serve" else out)
         try:
+            if args.command in ("chat", "serve"):
+                args.model = app_model(args.model, args.api_base, sys.stderr)
             agent, meter = _setup(args, printer)
             token = _server_token(args) if args.command == "serve" else None
         except UserError as exc:

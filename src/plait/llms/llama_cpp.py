@@ -47,7 +47,7 @@ from ..exceptions import LLMAPIError, ParseError
 from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionIds
-from ._hub import download_gguf, local_model_path
+from ._hub import download_gguf
 from ._llama_engine import (
     _ENGINES,
     _ENGINES_LOCK,
@@ -58,6 +58,7 @@ from ._llama_engine import (
     _import_xllamacpp,
     count_prompt_tokens,
     default_model_path,
+    model_file,
 )
 from ._llama_reply import Result, checked, choice_text, finish_reason_of, first_choice, usage_of
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
@@ -157,6 +158,7 @@ class _LlamaCppCore(LLMCore):
         chat_template: str | None = None,
         seed: int | None = None,
         *,
+        model: str | None = None,
         n_parallel: int = 1,
         tool_retries: int = 2,
         prompt_cache_mib: int = 1024,
@@ -164,7 +166,8 @@ class _LlamaCppCore(LLMCore):
     ) -> None:
         base = pop_base_gen_params(gen_params)
         _import_xllamacpp()  # fail at construction, not at the first call
-        self.model_path = local_model_path(os.fspath(path)) if path is not None else default_model_path()
+        self.model_path = model_file(model, None if path is None else os.fspath(path))
+        self.model_name = model
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
@@ -479,6 +482,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
         n_gpu_layers: Layers to offload to a GPU (GPU builds of xllamacpp only).
         chat_template: A Jinja chat template (or llama.cpp template name) replacing the GGUF's.
         seed: Sampling seed; ``None`` draws a new one per request. Irrelevant at temperature 0.
+        model: A catalogue name instead of `path` (``'qwen2.5-coder-1.5b'``; `plait.llms.catalogue`),
+            joined from its packages on first use; unknown, missing or corrupt fails here, naming the fix.
         n_parallel: Requests the engine decodes concurrently (continuous batching).
         tool_retries: Extra constrained tries when a tool call comes back cut off or invalid.
         prompt_cache_mib: Host memory llama.cpp may keep past prompts' KV state in, to restore
@@ -489,6 +494,7 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     Attributes:
         usage: Running token totals of every request made through this object.
+        model_name: The catalogue name it was built from (None: a path, or the default).
     """
 
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse

@@ -12,6 +12,7 @@ import os
 
 import streamlit as st
 
+from plait.llms.catalogue import DEFAULT_MODEL
 from plait.web.events import ChatEntry
 from plait.web.render import LiveEntry, render_entry
 from plait.web.session import ChatSession
@@ -52,12 +53,12 @@ def _model_settings(pre: Preset) -> dict[str, str]:
             "api_key": sb.text_input("API key (optional)", type="password", key="api_key"),
         }
     gguf = sb.text_input(
-        "GGUF file (optional)",
+        "Model: a catalogue name or a GGUF file (optional)",
         value="" if pre["api_base"] else pre["model"],
-        placeholder="default: SmolLM2-135M-Instruct",
+        placeholder=f"default: {DEFAULT_MODEL}",
         key="gguf_path",
     )
-    sb.caption("Runs in this process with llama.cpp; no server, no key.")
+    sb.caption("Runs in this process with llama.cpp; no server, no key. `plait models` lists the catalogue.")
     return {"api_base": "", "model": gguf, "api_key": ""}
 
 
@@ -170,7 +171,8 @@ def main() -> None:
         session.submit(prompt)
     settings = sidebar(session)
     st.title("plait agent chat")
-    st.caption(f"{AGENT_KINDS[settings.agent]} · {settings.api_base or 'embedded local model'}")
+    source = settings.api_base or f"embedded local model {settings.model or DEFAULT_MODEL}"
+    st.caption(f"{AGENT_KINDS[settings.agent]} · {source}")
     running = session.turn is not None
     shown = session.transcript[:-1] if running else session.transcript
     for entry in shown:

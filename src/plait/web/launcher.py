@@ -73,7 +73,7 @@ def web_environment(
     Args:
         base: The environment to extend.
         api_base: Preselect this OpenAI-compatible server (else the embedded model).
-        model: The model name on the server, or a ``.gguf`` path for the embedded model.
+        model: The model name on the server, or a catalogue name or ``.gguf`` path for the embedded model.
         agent: The agent type selected at start (``function_calling``, ``internlm2``, ``react``).
         tools: Comma-separated plugins selected at start.
         tool_modules: Modules or ``.py`` files whose tools should be offered.

@@ -7,7 +7,7 @@ passes its options to the app:
 | variable | meaning |
 |---|---|
 | ``PLAIT_WEB_API_BASE`` | preselect "OpenAI-compatible server" with this base URL |
-| ``PLAIT_WEB_MODEL`` | the model name on the server (or a ``.gguf`` path for the embedded model) |
+| ``PLAIT_WEB_MODEL`` | the model name on the server (or a catalogue name or ``.gguf`` path for the embedded model) |
 | ``PLAIT_WEB_AGENT`` | ``function_calling`` (default), ``internlm2`` or ``react`` |
 | ``PLAIT_WEB_TOOLS`` | comma-separated plugins selected at start (default ``Calculator``) |
 | ``PLAIT_WEB_TOOL_MODULES`` | ``os.pathsep``-separated modules or ``.py`` files defining extra tools |
@@ -57,8 +57,8 @@ class Settings:
 
     Attributes:
         api_base: Base URL of an OpenAI-compatible server; empty for the embedded model.
-        model: The model name on the server, or a ``.gguf`` path for the embedded model
-            (empty: the default embedded model).
+        model: The model name on the server, or a catalogue name (``plait models``) or ``.gguf``
+            path for the embedded model (empty: the default embedded model).
         api_key: The server's API key (empty: ``$OPENAI_API_KEY`` when set, else none).
         agent: A key of `AGENT_KINDS`.
         plugins: Registry names of the selected tools.
