@@ -1,6 +1,6 @@
 """Issue 34, item 4: tools only when they help, decided in one place (`plait.agents.routing`) for every app.
 
-On the embedded default model, a poem, colours and a name reach no tool in `plait chat` and
+On the embedded default model (pinned: the apps pick the best installed catalogue model), a poem, colours and a name reach no tool in `plait chat` and
 `plait serve`; arithmetic still calls the Calculator. The agent-level rule runs in sync and
 async from one body on a scripted server.
 """
@@ -53,7 +53,7 @@ def _env() -> dict[str, str]:
 
 def _chat(*questions: str) -> str:
     chat = subprocess.run(
-        [sys.executable, "-m", "plait.cli", "chat", "--max-new-tokens", "48", "--temperature", "0"],
+        [sys.executable, "-m", "plait.cli", "chat", "--model", "smollm2-135m", "--max-new-tokens", "48"],
         input="\n".join([*questions, "/quit"]) + "\n",
         capture_output=True,
         text=True,
