@@ -1,8 +1,9 @@
 """Issue 34, item 4: tools only when they help, decided in one place (`plait.agents.routing`) for every app.
 
-On the embedded default model (pinned: the apps pick the best installed catalogue model), a poem, colours and a name reach no tool in `plait chat` and
-`plait serve`; arithmetic still calls the Calculator. The agent-level rule runs in sync and
-async from one body on a scripted server.
+On the embedded default model (pinned: the apps pick the best installed catalogue model), a
+poem, colours and a name reach no tool in `plait chat` and `plait serve`; arithmetic still
+calls the Calculator. The agent-level rule runs in sync and async from one body on a
+scripted server.
 """
 
 from __future__ import annotations
