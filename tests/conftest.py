@@ -62,6 +62,24 @@ def fake_server() -> Iterator[Callable[..., FakeOpenAIServer]]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[Any]:
+    """llama.cpp's own OpenAI-compatible server on the default model (`_llama_server.LlamaServer`), for the session.
+
+    Started once, on a free port of 127.0.0.1, and stopped at the end. A test that cannot
+    have it fails with the reason (xllamacpp or the model missing, llama.cpp's error): it is
+    never skipped.
+    """
+    from _llama_server import TOOLS_TEMPLATE, LlamaServer, default_model
+
+    try:
+        server = LlamaServer(default_model(), chat_template=TOOLS_TEMPLATE.read_text("utf-8")).start()
+    except RuntimeError as exc:
+        pytest.fail(f"llama.cpp's server could not start: {exc}", pytrace=False)
+    yield server
+    server.stop()
+
+
 # -- no server left behind ----------------------------------------------------------------------
 # Tests start real servers (streamlit, MCP servers, agent servers, `plait` itself). Whatever a run
 # leaves running is a bug (an orphan keeps its port and memory): the controlling process checks

@@ -127,6 +127,11 @@ def test_reported_context_window() -> None:
     assert _reported_context_window(listing({"id": "other", "max_model_len": 1024}, vllm), "x") == 1024
     llama_cpp = {"id": "m", "object": "model", "meta": {"n_vocab": 49152, "n_ctx_train": 8192}}
     assert _reported_context_window(listing(llama_cpp), "m") == 8192
+    # llama.cpp's server started with a smaller context than the model's (as plait's own
+    # engine and the tests' server are): it enforces meta.n_ctx, so that is the window
+    served = {"id": "m", "object": "model", "meta": {"n_vocab": 49152, "n_ctx": 2048, "n_ctx_train": 8192}}
+    assert _reported_context_window(listing(served), "m") == 2048
+    assert _reported_context_window(listing({"id": "m", "meta": {"n_ctx": 0, "n_ctx_train": 8192}}), "m") is None
     for key in ("context_length", "context_window", "n_ctx"):
         assert _reported_context_window(listing({"id": "m", key: 4096}), "m") == 4096
     # the first key present decides: a bad max_model_len is not made good by another field

@@ -127,6 +127,15 @@ def test_payload_extra_body_json_mode_tools_and_stream() -> None:
     assert "stop" not in payload
 
 
+def test_a_tool_named_as_tool_choice_is_sent_as_the_function_object() -> None:
+    # The API (and llama.cpp's server: HTTP 400 "Invalid tool_choice: get_weather") takes only
+    # the three words or the function object; plait's backends also take a tool's bare name.
+    tool = {"name": "get_weather", "parameters": {"type": "object", "properties": {}}}
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    for choice, sent in (("get_weather", named), (named, named), ("auto", "auto"), ("none", "none")):
+        assert build_payload("m", MESSAGES, {}, tools=[tool], tool_choice=choice)["tool_choice"] == sent
+
+
 def test_payload_prefers_max_completion_tokens_and_explicit_response_format() -> None:
     payload = build_payload(
         "o3-mini",

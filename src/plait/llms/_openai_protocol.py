@@ -36,6 +36,7 @@ __all__ = [
     "normalize_tool",
     "parse_completion",
     "parse_usage",
+    "wire_tool_choice",
 ]
 
 # Request fields passed through unchanged when set (and not None). `max_tokens`,
@@ -132,6 +133,21 @@ def normalize_tool(tool: ToolSpec) -> dict[str, object]:
     raise UserError(f"a tool needs 'type' or 'name': {dict(tool)!r}")
 
 
+_TOOL_CHOICE_WORDS = ("auto", "none", "required")
+
+
+def wire_tool_choice(tool_choice: str | Mapping[str, object]) -> str | dict[str, object]:
+    """``tool_choice`` as the API takes it: a function's bare name becomes ``{"type": "function", ...}``.
+
+    The API accepts only ``'auto'``, ``'none'``, ``'required'`` or the function object; plait
+    also accepts a tool's name (as its other backends do), which servers refuse as it is
+    (llama.cpp: HTTP 400 ``Invalid tool_choice``).
+    """
+    if isinstance(tool_choice, str) and tool_choice not in _TOOL_CHOICE_WORDS:
+        return {"type": "function", "function": {"name": tool_choice}}
+    return tool_choice if isinstance(tool_choice, str) else dict(tool_choice)
+
+
 def build_payload(
     model: str,
     messages: Sequence[Mapping[str, object]],
@@ -156,7 +172,8 @@ def build_payload(
         stream: Ask for SSE streaming (with usage in the last chunk).
         json_mode: ``response_format = {'type': 'json_object'}`` unless one is given.
         tools: Tool schemas for native tool calling.
-        tool_choice: ``'auto'``, ``'none'``, ``'required'`` or a specific function.
+        tool_choice: ``'auto'``, ``'none'``, ``'required'`` or a specific function (its
+            name, or the API's function object; sent as the object).
     """
     payload: Payload = {"model": model, "messages": list(messages)}
     if params.get("max_completion_tokens") is None:
@@ -178,7 +195,7 @@ def build_payload(
     if tools:
         payload["tools"] = [normalize_tool(tool) for tool in tools]
         if tool_choice is not None:
-            payload["tool_choice"] = tool_choice
+            payload["tool_choice"] = wire_tool_choice(tool_choice)
     if stream:
         payload["stream"] = True
         payload.setdefault("stream_options", {"include_usage": True})

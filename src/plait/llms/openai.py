@@ -94,7 +94,9 @@ def _reported_context_window(listing: object, model: str) -> int | None:
     """The context size a ``/models`` listing reports for `model` (None: it reports none, or nothing believable).
 
     The entry whose ``id`` is `model`, else the first, states it in one of `_CONTEXT_KEYS`
-    (the first present decides) or, as llama.cpp's server does, in ``meta.n_ctx_train``.
+    (the first present decides) or, as llama.cpp's server does, in ``meta``: ``n_ctx``, the
+    context the server was started with and enforces (a longer request gets HTTP 400), else
+    ``n_ctx_train`` (servers that report only the model's trained size).
     """
     entries = listing.get("data") if isinstance(listing, Mapping) else None
     if not isinstance(entries, list) or not entries:
@@ -106,7 +108,9 @@ def _reported_context_window(listing: object, model: str) -> int | None:
         if entry.get(key) is not None:
             return _window_value(entry[key])
     meta = entry.get("meta")
-    return _window_value(meta.get("n_ctx_train")) if isinstance(meta, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return None
+    return _window_value(meta["n_ctx"] if meta.get("n_ctx") is not None else meta.get("n_ctx_train"))
 
 
 def _proxy_url(proxies: str | Mapping[str, str] | None, url: str) -> str | None:
@@ -340,7 +344,8 @@ class GPTAPI(_GPTAPICore, ToolLLM):
         When no ``context_window`` was configured, the first call lists the server's models
         (``GET {api_base}/models``, with this client's keys, proxy and timeout) and reads
         the size where servers report it: vLLM's ``max_model_len``, a ``context_length``,
-        ``context_window`` or ``n_ctx`` field, or llama.cpp's ``meta.n_ctx_train``, on the
+        ``context_window`` or ``n_ctx`` field, or llama.cpp's ``meta.n_ctx`` (its server's
+        context; ``meta.n_ctx_train`` where only that is reported), on the
         entry of this client's model (else the first). The answer, None included, is
         kept: later calls do not ask again. Never raises: a failure, or a value that is not
         an int in 1..10**8, gives None (logged at debug level).
