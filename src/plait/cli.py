@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from .actions import BaseAction
     from .agents.function_calling import StreamingFunctionCallingAgent
     from .context import ContextPolicy, PolicyName
+    from .distributed.http_serve.requests import ServerLimits
     from .hooks.usage import UsageMeter
     from .llms.llama_cpp import LlamaCppModel
     from .llms.openai import GPTAPI
@@ -269,6 +270,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--insecure", action="store_true", help="serve a non-loopback address without a token (behind an auth proxy)"
     )
+    add_server_limit_flags(serve)
     mcp = sub.add_parser("mcp-serve", help="serve tools over MCP: MODULE:ATTR names an MCPServer, tools or an agent")
     mcp.add_argument("target", metavar="MODULE:ATTR", help="a module (or .py file) and the attribute to serve")
     mcp.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
@@ -300,6 +302,52 @@ def _parser() -> argparse.ArgumentParser:
     add_eval_parsers(sub)
     add_models_parser(sub)
     return parser
+
+
+def add_server_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """A server program's flags for how long sessions stay in memory and how many connections one client may hold.
+
+    Unset flags keep `ServerLimits`' defaults (see `server_limits`).
+    """
+    parser.add_argument(
+        "--session-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="drop a session from memory after this long unused (default: 3600; 0: never); with --store it stays "
+        "stored and comes back on its next request, without a store it is forgotten",
+    )
+    parser.add_argument(
+        "--max-sessions-per-tenant",
+        type=int,
+        metavar="N",
+        help="sessions one tenant (token) keeps in memory; beyond it its least recently used one is dropped "
+        "(default: no cap)",
+    )
+    parser.add_argument(
+        "--max-connections-per-client",
+        type=int,
+        metavar="N",
+        help="open connections from one client address (default: 64); behind a reverse proxy every client "
+        "has the proxy's address: raise it to 512",
+    )
+
+
+def server_limits(args: argparse.Namespace) -> ServerLimits:
+    """The `ServerLimits` that the flags of `add_server_limit_flags` ask for.
+
+    Raises:
+        UserError: A value out of range.
+    """
+    from .distributed.http_serve.requests import ServerLimits
+
+    given: dict[str, Any] = {}
+    if args.session_ttl is not None:
+        given["session_ttl"] = args.session_ttl or None  # 0: never
+    if args.max_sessions_per_tenant is not None:
+        given["max_sessions_per_tenant"] = args.max_sessions_per_tenant
+    if args.max_connections_per_client is not None:
+        given["max_connections_per_client"] = args.max_connections_per_client
+    return ServerLimits(**given)
 
 
 def _own_settings_command(args: argparse.Namespace) -> int:
@@ -427,11 +475,13 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
                 args.model = app_model(args.model, args.api_base, sys.stderr)
             agent, meter = _setup(args, printer)
             token = _server_token(args) if args.command == "serve" else None
+            limits = server_limits(args) if args.command == "serve" else None
         except UserError as exc:
             sys.stderr.write(f"plait: error: {exc}\n")
             return SETTINGS_ERROR
         if args.command == "serve":
-            _serve(agent, args, token)
+            assert limits is not None
+            _serve(agent, args, token, limits)
         elif args.command == "run":
             _run(agent, args.question, args, printer, meter, stdin or sys.stdin)
         else:
@@ -477,14 +527,19 @@ def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:
     return server_token(args.token_file)
 
 
-def _serve(agent: StreamingFunctionCallingAgent, args: argparse.Namespace, token: str | dict[str, str] | None) -> None:
+def _serve(
+    agent: StreamingFunctionCallingAgent,
+    args: argparse.Namespace,
+    token: str | dict[str, str] | None,
+    limits: ServerLimits,
+) -> None:
     from .distributed.http_serve.app import AgentAPIServer
 
     if args.store:
         from .memory.session_store import SessionStore
 
         SessionStore(args.store).attach(agent)
-    AgentAPIServer(agent, args.host, args.port, token=token, insecure=args.insecure).serve_forever()
+    AgentAPIServer(agent, args.host, args.port, token=token, limits=limits, insecure=args.insecure).serve_forever()
 
 
 if __name__ == "__main__":

@@ -216,3 +216,24 @@ def test_serve_keeps_sessions_across_restarts(server: FakeOpenAIServer, tmp_path
         client.close()
     users = [m["content"] for m in server.requests[-1]["messages"] if m["role"] == "user"]
     assert users == ["remember me", "and now?"]  # the restarted server's model saw the stored history
+
+
+def test_serve_drops_idle_sessions_after_session_ttl(server: FakeOpenAIServer) -> None:
+    from plait.distributed import HTTPAgentClient
+
+    with plait_serve("--api-base", server.base_url, "--session-ttl", "0.2", "--max-sessions-per-tenant", "5") as (
+        port,
+        _,
+    ):
+        client = HTTPAgentClient(port=port, timeout=30)
+        client("remember me", session_id="ada")
+        deadline = time.monotonic() + 30  # generous: the mechanism, not its timing, is under test
+        while client.state_dict("ada")["memory"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert client.state_dict("ada")["memory"] == []  # no --store: an idle session is forgotten
+        client.close()
+
+
+def test_serve_refuses_limits_out_of_range() -> None:
+    result = plait("serve", "--api-base", "http://127.0.0.1:9/v1", "--max-connections-per-client", "0")
+    assert result.returncode == 2 and "at least 1" in result.stderr

@@ -336,12 +336,35 @@ class AgentModule(metaclass=ABCMeta):
     def reset(self, session_id: Hashable = 0, keypath: str | None = None, recursive: bool = False) -> None:
         """Forget a session: this agent's memory, the sub-agent at `keypath`, or (`recursive`) the whole subtree."""
         target = self.get_agent(keypath) if keypath else self
-        for agent in target.agents() if recursive else [target]:
+        target._drop(session_id, list(target.agents()) if recursive else [target], stored=False)
+
+    def evict(self, session_id: Hashable = 0) -> bool:
+        """Drop a session of the whole tree from this process, keeping it where a `SessionStore` holds it.
+
+        Its memories, a run paused for approval and what interceptors keep for it leave this
+        process; a bound store keeps its messages, summary and paused run, and the session is
+        read back from there on its next use. Without a store the session is forgotten. A
+        server drops idle sessions this way (`ServerLimits.session_ttl`).
+
+        Returns:
+            False, with nothing dropped, while a call runs on the session.
+        """
+        agents = list(self.agents())
+        if any(session_id in agent._calls for agent in agents):
+            return False
+        self._drop(session_id, agents, stored=True)
+        return True
+
+    def _drop(self, session_id: Hashable, agents: list[AgentModule], *, stored: bool) -> None:
+        """Drop a session from `agents` (memories, runs) and this agent's interceptors; `stored`: a store keeps it."""
+        for agent in agents:
             memory = getattr(agent, "memory", None)
             if memory is not None:
-                memory.reset(session_id)
+                drop = getattr(memory, "evict", None) if stored else memory.reset
+                if drop is not None:
+                    drop(session_id)
             agent._runs.pop(session_id, None)
-        for interceptor in target.interceptors():  # what they keep per session (a context policy's cut)
+        for interceptor in self.interceptors():  # what they keep per session (a context policy's cut)
             interceptor.reset(session_id)
 
     # -- repr --

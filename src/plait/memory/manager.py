@@ -187,6 +187,13 @@ class MemoryManager:
             if journal is not None:
                 journal.rewrite([])
 
+    def evict(self, session_id: Hashable = 0) -> None:
+        """Drop a session from this process only: a bound store keeps it (read back on its next use).
+
+        Without a store the session is forgotten, as by `reset`.
+        """
+        self.memory_map.pop(session_id, None)
+
     def sessions(self) -> list[Hashable]:
         """The session ids that have a memory (in this process, or in the bound store)."""
         if self.store is None:

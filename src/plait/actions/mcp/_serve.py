@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from ...distributed.http_serve.access import AccessControl, listen
+from ...distributed.http_serve.connections import ConnectionGate
 from ...exceptions import ParseError
 from ...types import JSONValue
 from ...untrusted import clean, loads
@@ -165,7 +166,8 @@ class HTTPEndpoint:
         token: None, one bearer token, or ``{tenant: token}``.
         max_body_bytes: The largest request body.
         max_sessions: Sessions kept at once, all tenants together.
-        max_connections: Open connections at once; more are answered 503 and closed.
+        max_connections: Open connections at once; more are answered 503 (429 beyond one
+            client address's share, `ConnectionGate`'s default) and closed.
         max_sessions_per_tenant: Sessions one tenant keeps at once (None: `max_sessions`
             split evenly between the tenants).
 
@@ -191,6 +193,7 @@ class HTTPEndpoint:
         self.app.add_routes([web.post("/mcp", self.post), web.delete("/mcp", self.delete), web.get("/mcp", self.get)])
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.Server | None = None
+        self.gate = ConnectionGate(max_connections)
 
     async def start(self, host: str, port: int, insecure: bool) -> str:
         """Listen; returns the endpoint's URL.
@@ -205,7 +208,7 @@ class HTTPEndpoint:
             port,
             access=self.access,
             insecure=insecure,
-            max_connections=self.max_connections,
+            gate=self.gate,
             what="run its tools",
         )
         bound = self._listener.sockets[0].getsockname()[1] if self._listener.sockets else port
@@ -223,6 +226,7 @@ class HTTPEndpoint:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self.gate.close()
 
     @staticmethod
     def _check_origin(request: web.Request) -> None:

@@ -8,11 +8,10 @@
   owner (`read_tokens`), never from a command line, where ``ps`` would show them.
 * **Every error a JSON body**: `json_errors` turns aiohttp's own errors (404, 405, 413 for a
   body over the limit) and any unexpected exception into ``{"error": {"type", "message"}}``.
-* **Connections**: `capped_factory` answers connections beyond the cap with a 503 and closes
-  them (the health check of an operator keeps working when a client hoards sockets).
 * **Exposure**: `listen` refuses a non-loopback address without a token (unless told the
-  server sits behind an authenticating proxy), then listens with the connection cap; the
-  agent server and the MCP server both start this way.
+  server sits behind an authenticating proxy), then listens behind a `ConnectionGate`
+  (connection caps per client address, request-head deadlines, a reserved way in for the
+  health check); the agent server and the MCP server both start this way.
 """
 
 from __future__ import annotations
@@ -25,18 +24,17 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from aiohttp.web_protocol import RequestHandler
 
 from ...exceptions import PlaitError, UserError
 from ...types import SessionId
+from .connections import ConnectionGate
 
-__all__ = ["TOKEN_ENV", "AccessControl", "capped_factory", "is_loopback", "json_errors", "listen", "read_tokens"]
+__all__ = ["TOKEN_ENV", "AccessControl", "is_loopback", "json_errors", "listen", "read_tokens"]
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +98,6 @@ class AccessControl:
         """Whether requests need a token."""
         return bool(self._digests)
 
-    @property
-    def tenants(self) -> tuple[str, ...]:
-        """The tenants' names (``('',)``: one tenant, with one token or none)."""
-        return tuple(sorted(self._digests)) or ("",)
-
     def __repr__(self) -> str:
         return f"AccessControl(tenants={sorted(self._digests)!r})"
 
@@ -130,6 +123,12 @@ class AccessControl:
                 headers={"WWW-Authenticate": "Bearer"},
             )
         return found
+
+    @staticmethod
+    def tenant_of(request: web.Request) -> str:
+        """The tenant of an authenticated request (``''`` for a lone token or no authentication)."""
+        tenant: str = request.get(_TENANT, "")
+        return tenant
 
     @staticmethod
     def scope(request: web.Request, session: SessionId) -> SessionId:
@@ -181,34 +180,6 @@ async def json_errors(request: web.Request, handler: Handler, access: AccessCont
         )
 
 
-class _Refused(asyncio.Protocol):
-    """A connection over the cap: answered 503 at once and closed."""
-
-    BODY = _error_body("ServiceUnavailable", "too many open connections; retry later").encode()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # no isinstance check: uvloop's transports subclass none of asyncio's (all of them write)
-        transport = cast(asyncio.WriteTransport, transport)
-        head = (
-            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(self.BODY)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
-        )
-        transport.write(head.encode() + self.BODY)
-        transport.close()
-
-
-def capped_factory(server: web.Server, cap: int) -> Callable[[], asyncio.Protocol]:
-    """A protocol factory for ``loop.create_server``: `server`'s handlers, or a 503 beyond `cap` connections."""
-
-    def factory() -> asyncio.Protocol:
-        if len(server.connections) >= cap:
-            return _Refused()
-        handler: RequestHandler = server()
-        return handler
-
-    return factory
-
-
 async def listen(
     runner: web.AppRunner,
     host: str,
@@ -216,10 +187,13 @@ async def listen(
     *,
     access: AccessControl,
     insecure: bool,
-    max_connections: int,
+    gate: ConnectionGate,
     what: str,
 ) -> asyncio.Server:
-    """Set `runner` up and listen on `host`:`port` with at most `max_connections` connections.
+    """Set `runner` up and listen on `host`:`port`, every connection admitted by `gate`.
+
+    The gate's middleware is installed on the runner's application, outermost: it tells the
+    gate when each request's head has arrived and when its answer is done.
 
     Args:
         runner: The application's runner (not set up yet).
@@ -227,7 +201,7 @@ async def listen(
         port: The port (0: a free one; read it from the returned server's sockets).
         access: The server's token check.
         insecure: Serve a non-loopback `host` without a token (behind an authenticating proxy).
-        max_connections: Open connections at once; more are answered 503 and closed.
+        gate: Connection caps (per client address too), deadlines and reserved slots.
         what: What a stranger could do, for the refusal (``'use the agent'``).
 
     Raises:
@@ -238,7 +212,7 @@ async def listen(
             f"serving on {host!r} without a token would let anyone on the network {what}: "
             f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
         )
+    runner.app.middlewares.insert(0, gate.middleware())  # before setup freezes the application
     await runner.setup()
     assert runner.server is not None  # set by setup()
-    factory = capped_factory(runner.server, max_connections)
-    return await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=True)
+    return await asyncio.get_running_loop().create_server(gate.factory(runner.server), host, port, reuse_address=True)

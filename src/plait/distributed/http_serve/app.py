@@ -20,8 +20,15 @@ A request body is checked against a schema (`plait.distributed.http_serve.reques
 unknown fields are refused, a client may set only a few generation parameters, within the
 server's caps (`ServerLimits`). With a token (``token=``, or ``$PLAIT_SERVER_TOKEN`` for the
 program) every route needs ``Authorization: Bearer <token>``; serving beyond loopback
-without one is refused unless ``insecure=True``. Connections over the cap get a 503, and
-a connection idle for `ServerLimits.idle_timeout` (before its first request too) is closed.
+without one is refused unless ``insecure=True``.
+
+One client cannot starve another (`plait.distributed.http_serve.connections`): connections
+are capped per client address as well as in all (429 / 503 beyond), a request head must
+arrive within `ServerLimits.header_timeout` of its first byte, an idle connection is closed
+after `ServerLimits.idle_timeout`, and a few reserved connections answer ``/health_check``
+even when every other slot is taken. Sessions leave memory after `ServerLimits.session_ttl`
+unused, or beyond `ServerLimits.max_sessions_per_tenant` (`SessionTable`); with a
+`SessionStore` attached they are read back on their next request.
 
 Run it as a program: ``python -m plait.distributed.http_serve.app --port 8090 --config -``
 with the agent's config as JSON on stdin (``--config '<json>'`` works too, but a command line
@@ -41,6 +48,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from aiohttp import web
@@ -59,8 +67,10 @@ from ...utils._json import json_default
 from ...utils.config import create_object
 from ._calls import agent_chunks, http_status
 from .access import TOKEN_ENV, AccessControl, listen, read_tokens
+from .connections import ConnectionGate
 from .openai_route import openai_routes
 from .requests import ServerLimits, parse_chat_request, parse_resume_request, session_of
+from .sessions import SessionTable
 
 __all__ = ["AgentAPIServer", "ServerLimits", "main", "session_key"]
 
@@ -68,6 +78,9 @@ logger = logging.getLogger(__name__)
 
 SHUTDOWN_S = 1.0
 """How long stopping the server waits for calls in flight before cancelling them."""
+
+SWEEP_S = 60.0
+"""The longest wait between two sweeps of idle sessions (shorter for a `ServerLimits.session_ttl` under two minutes)."""
 
 
 def session_key(text: str) -> SessionId:
@@ -104,8 +117,13 @@ class AgentAPIServer:
         port: The port (0: pick a free one; see `port` after `start`).
         token: The bearer token every request needs: one token, or ``{tenant: token}`` (each
             tenant's sessions in their own namespace); None: no authentication.
-        limits: Body size, message count, generation caps, connection cap and idle timeout.
+        limits: Body size, message count, generation caps, connection caps and deadlines, and
+            how long sessions stay in memory (`ServerLimits`).
         insecure: Serve without a token on an address other than loopback.
+
+    Attributes:
+        gate: Admits connections (`ConnectionGate`: its counters say who was refused or cut).
+        sessions: The sessions held in memory (`SessionTable`: ``len``, ``evicted``).
 
     Raises:
         UserError: (from `start`) A non-loopback `host` without a token or ``insecure=True``.
@@ -127,6 +145,20 @@ class AgentAPIServer:
         self.limits = limits or ServerLimits()
         self.access = AccessControl(token)
         self.insecure = insecure
+        self.gate = ConnectionGate(
+            self.limits.max_connections,
+            self.limits.max_connections_per_client,
+            reserved=self.limits.reserved_connections,
+            health_paths=("/health_check",),
+            header_timeout=self.limits.header_timeout,
+            idle_timeout=self.limits.idle_timeout,
+        )
+        evictable = isinstance(self.agent, AgentModule)
+        self.sessions = SessionTable(
+            self.agent.evict if evictable else lambda session: True,
+            self.limits.session_ttl if evictable else None,
+            self.limits.max_sessions_per_tenant if evictable else None,
+        )
         self.app = web.Application(
             client_max_size=self.limits.max_body_bytes, middlewares=[self.access.middleware(), self._track]
         )
@@ -143,10 +175,13 @@ class AgentAPIServer:
                 web.post("/resume", self.resume),
                 web.get("/memory/{session_id}", self.memory),
                 web.delete("/memory/{session_id}", self.forget),
-                *openai_routes(lambda: self.agent, self.limits, self.access.scope, self.meter, self.tool_log),
+                *openai_routes(
+                    lambda: self.agent, self.limits, self.access.scope, self.meter, self.tool_log, self._using
+                ),
             ]
         )
         self._runner: web.AppRunner | None = None
+        self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.Server | None = None
         self._loop: LoopThread | None = None
 
@@ -161,7 +196,10 @@ class AgentAPIServer:
             session = session_of(session_key(request.match_info["session_id"]))
         except UserError as exc:
             return _error(exc, 400)
-        state = self.agent.state_dict(self.access.scope(request, session))
+        scoped = self.access.scope(request, session)
+        state = self.agent.state_dict(scoped)
+        if any(state.values()):  # held in memory now (perhaps read back from a store)
+            self.sessions.touch(AccessControl.tenant_of(request), scoped)
         return web.Response(text=_dump(state), content_type="application/json")
 
     async def forget(self, request: web.Request) -> web.Response:
@@ -171,6 +209,7 @@ class AgentAPIServer:
         except UserError as exc:
             return _error(exc, 400)
         self.agent.reset(session, recursive=True)
+        self.sessions.forget(AccessControl.tenant_of(request), session)
         logger.info("DELETE /memory session=%s", session)
         return web.json_response({"deleted": session})
 
@@ -208,12 +247,14 @@ class AgentAPIServer:
     ) -> web.StreamResponse:
         """Run `call` (the agent, or its ``resume``) and answer with its reply, or its chunks as SSE."""
         session = kwargs["session_id"]
+        assert isinstance(session, (int, str))
         started = time.perf_counter()
         status = 200
         try:
-            if stream:
-                return await self._stream(request, call, args, kwargs)
-            reply = await self._call(call, args, kwargs)
+            with self._using(request, session):
+                if stream:
+                    return await self._stream(request, call, args, kwargs)
+                reply = await self._call(call, args, kwargs)
         except Exception as exc:  # reported to the client; the server keeps serving
             logger.warning("agent call failed: %s", exc, exc_info=not isinstance(exc, PlaitError))
             status = http_status(exc)
@@ -224,6 +265,19 @@ class AgentAPIServer:
             elapsed = (time.perf_counter() - started) * 1000
             logger.info("POST %s session=%s -> %d (%.0f ms)", route, session, status, elapsed)
         return web.Response(text=_dump(reply.model_dump()), content_type="application/json")
+
+    def _using(self, request: web.Request, session: SessionId) -> AbstractContextManager[None]:
+        """The request uses `session` (already in its tenant's namespace) while inside: it stays in memory."""
+        return self.sessions.use(AccessControl.tenant_of(request), session)
+
+    async def _sweep_idle(self, ttl: float) -> None:
+        """Drop sessions unused for `ttl` seconds, checking every half `ttl` (at most every `SWEEP_S`)."""
+        while True:
+            await asyncio.sleep(min(max(ttl / 2, 0.01), SWEEP_S))
+            try:
+                self.sessions.sweep()
+            except Exception:  # an agent's evict failed: the next sweep tries again
+                logger.exception("dropping idle sessions failed")
 
     async def _call(self, call: Any, inputs: Sequence[Any], kwargs: Mapping[str, object]) -> AgentMessage:
         last = None
@@ -266,11 +320,13 @@ class AgentAPIServer:
             self.port,
             access=self.access,
             insecure=self.insecure,
-            max_connections=self.limits.max_connections,
+            gate=self.gate,
             what="use the agent",
         )
         if self._server.sockets:
             self.port = int(self._server.sockets[0].getsockname()[1])
+        if self.sessions.ttl is not None:
+            self._sweeper = asyncio.create_task(self._sweep_idle(self.sessions.ttl))
 
     @web.middleware
     async def _track(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -288,6 +344,9 @@ class AgentAPIServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is not None:
+            sweeper.cancel()
         inflight = [task for task in self._inflight if not task.done()]
         for task in inflight:
             task.cancel()
@@ -296,6 +355,7 @@ class AgentAPIServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self.gate.close()
         if server is not None:
             await server.wait_closed()
 
@@ -350,17 +410,24 @@ def server_token(token_file: str | None = None) -> str | dict[str, str] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m plait.distributed.http_serve.app --host --port --config JSON|- [--token-file F] [--insecure]``."""
+    """``python -m plait.distributed.http_serve.app --host --port --config JSON|- [--token-file F] [--insecure]``.
+
+    The session and connection flags of ``plait serve`` work too (`plait.cli.add_server_limit_flags`).
+    """
+    from ...cli import add_server_limit_flags, server_limits  # the flags of ``plait serve``
+
     parser = argparse.ArgumentParser(description="Serve a plait agent over HTTP.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8090)
     parser.add_argument("--config", required=True, help='the agent as JSON: {"type": "...", ...}, or - to read stdin')
     parser.add_argument("--token-file", help=f"bearer token(s), mode 0600 (default: ${TOKEN_ENV})")
     parser.add_argument("--insecure", action="store_true", help="allow a non-loopback address without a token")
+    add_server_limit_flags(parser)
     args = parser.parse_args(argv)
+    limits = server_limits(args)
     config = json.loads(sys.stdin.read() if args.config == "-" else args.config)
     token = server_token(args.token_file)
-    AgentAPIServer(config, args.host, args.port, token=token, insecure=args.insecure).serve_forever()
+    AgentAPIServer(config, args.host, args.port, token=token, limits=limits, insecure=args.insecure).serve_forever()
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils._session_pool import SessionPool
 from .access import TOKEN_ENV
+from .requests import ServerLimits
 
 __all__ = ["AsyncHTTPAgentClient", "AsyncHTTPAgentServer", "HTTPAgentClient", "HTTPAgentServer"]
 
@@ -98,7 +99,8 @@ class _ClientCore:
         self._headers = {"Content-Type": "application/json"}
         if self._token:
             self._headers["Authorization"] = f"Bearer {self._token}"
-        self._pool = SessionPool(max_connections=256)
+        # one client address's share of a server's connections: more calls wait here for a free one, not for a 429
+        self._pool = SessionPool(max_connections=ServerLimits().max_connections_per_client)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r}, token={'***' if self._token else None})"

@@ -34,6 +34,7 @@ refuses it, any other text refuses it and is what the model is told. A pause nee
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -236,6 +237,7 @@ def openai_routes(
     scope: Callable[[web.Request, SessionId], SessionId] | None = None,
     meter: UsageMeter | None = None,
     tool_log: ToolLog | None = None,
+    using: Callable[[web.Request, SessionId], contextlib.AbstractContextManager[None]] | None = None,
 ) -> list[web.RouteDef]:
     """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
 
@@ -245,6 +247,8 @@ def openai_routes(
         scope: A client's session id in its tenant's namespace (see `AccessControl.scope`).
         meter: The `UsageMeter` registered on the agent (None: usage and finish reasons unknown).
         tool_log: The `ToolLog` registered on the agent (None: tool calls not reported).
+        using: A request's use of a session while it is answered (the server's `SessionTable`
+            keeps a session in use in memory); None: not noted.
     """
     caps = limits or ServerLimits()
     usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
@@ -288,18 +292,21 @@ def openai_routes(
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.get('user') or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
-        call, inputs = _target(agent, session, ephemeral, messages, inputs)
+        use = contextlib.nullcontext() if ephemeral or using is None else using(request, session)
         try:
-            kwargs = {"session_id": session, **overrides}
-            if body.get("stream"):
-                options = body.get("stream_options")
-                with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
-                return await _stream(request, call, inputs, kwargs, completion, (usage, tools), with_usage, ephemeral)
-            last = None
-            async for chunk in agent_chunks(call, inputs, kwargs):
-                last = chunk
-            _check_pause(last, ephemeral, session)
-            return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
+            with use:
+                call, inputs = _target(agent, session, ephemeral, messages, inputs)
+                kwargs = {"session_id": session, **overrides}
+                if body.get("stream"):
+                    options = body.get("stream_options")
+                    with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+                    observers = (usage, tools)
+                    return await _stream(request, call, inputs, kwargs, completion, observers, with_usage, ephemeral)
+                last = None
+                async for chunk in agent_chunks(call, inputs, kwargs):
+                    last = chunk
+                _check_pause(last, ephemeral, session)
+                return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:

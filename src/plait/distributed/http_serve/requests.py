@@ -54,10 +54,27 @@ class ServerLimits:
         max_body_bytes: Largest request body (413 beyond).
         max_messages: Most messages in one ``/chat_completion`` request.
         max_new_tokens: The cap on a client's ``max_new_tokens`` (``max_tokens`` on ``/v1``).
-        max_connections: Open connections at once; more are answered 503 and closed.
+        max_connections: Open connections at once; beyond it (and beyond a client's share) a
+            connection may only ask for the health check, in one of `reserved_connections`
+            slots, or is answered 503 and closed.
         idle_timeout: Seconds a connection may wait for its next request (the first one
-            included: a client that connects and sends nothing, or only part of its headers,
-            is disconnected).
+            included: a client that connects and sends nothing is disconnected).
+        max_connections_per_client: Open connections at once from one client address (an
+            IPv6 client's /64); more get 429. Behind a reverse proxy every client has the
+            proxy's address: raise it to `max_connections`.
+        header_timeout: Seconds from a request head's first byte until it must be complete
+            (else 408 and closed): a client dripping partial headers is cut.
+        reserved_connections: Extra connections beyond the caps that answer only
+            ``/health_check``, so an operator's check gets through a full server.
+        session_ttl: Seconds a session may stay unused before the server drops it from memory
+            (None: never). With a `SessionStore` attached it stays stored and is read back on
+            its next request; without one it is forgotten.
+        max_sessions_per_tenant: Sessions one tenant (one token) keeps in memory at once
+            (None: no cap); beyond it that tenant's least recently used idle session is dropped,
+            as after `session_ttl`. Other tenants' sessions are never touched.
+
+    Raises:
+        UserError: A cap below 1 or a timeout that is not positive.
     """
 
     max_body_bytes: int = 1 << 20
@@ -65,6 +82,22 @@ class ServerLimits:
     max_new_tokens: int = 4096
     max_connections: int = 512
     idle_timeout: float = 15.0
+    max_connections_per_client: int = 64
+    header_timeout: float = 10.0
+    reserved_connections: int = 8
+    session_ttl: float | None = 3600.0
+    max_sessions_per_tenant: int | None = None
+
+    def __post_init__(self) -> None:
+        caps = (self.max_body_bytes, self.max_messages, self.max_new_tokens, self.max_connections)
+        if min(caps) < 1 or self.max_connections_per_client < 1 or self.reserved_connections < 0:
+            raise UserError("server limits must be at least 1 (reserved_connections at least 0)")
+        if not (self.idle_timeout > 0 and self.header_timeout > 0):
+            raise UserError("idle_timeout and header_timeout must be positive (seconds)")
+        if self.session_ttl is not None and not self.session_ttl > 0:
+            raise UserError("session_ttl must be positive (seconds), or None to keep sessions in memory")
+        if self.max_sessions_per_tenant is not None and self.max_sessions_per_tenant < 1:
+            raise UserError("max_sessions_per_tenant must be at least 1, or None for no cap")
 
 
 @dataclass(frozen=True)
