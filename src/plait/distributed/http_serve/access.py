@@ -124,6 +124,11 @@ class AccessControl:
             )
         return found
 
+    @property
+    def tenants(self) -> tuple[str, ...]:
+        """The tenants' names (``('',)``: one tenant, with one token or none)."""
+        return tuple(sorted(self._digests)) or ("",)
+
     @staticmethod
     def tenant_of(request: web.Request) -> str:
         """The tenant of an authenticated request (``''`` for a lone token or no authentication)."""
