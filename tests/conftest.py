@@ -87,40 +87,47 @@ def llama_server() -> Iterator[Any]:
 
 _BEFORE = pytest.StashKey[dict[int, str]]()
 # Every process a run starts inherits this tag (xdist workers inherit the controller's), so a run
-# never stops the servers of another test run, or a `plait` run by hand, on the same machine.
+# never stops the servers of another test run on the same machine. A server started with a
+# minimal environment (an MCP server under MCPToolkit) has no tag: it is ours when one of its
+# ancestors is (other people's runs on a shared machine start such servers too, and stopping
+# theirs killed their tests with SIGKILL).
 _RUN_TAG_VAR = "PLAIT_TEST_RUN"
 os.environ.setdefault(_RUN_TAG_VAR, f"{os.getpid()}-{time.time_ns()}")
 _RUN_TAG = f"{_RUN_TAG_VAR}={os.environ[_RUN_TAG_VAR]}".encode()
 _SERVER_MARKERS = (b"streamlit run", b"demo_server.py", b"plait.distributed.http_serve.app", b"plait.cli")
 
 
-def _started_by_this_run(pid: str) -> bool:
-    """Whether `pid` is this run's: it carries its tag, or (a child that cleared its environment) descends from us.
-
-    A `plait` someone runs by hand beside the suite carries no tag and is nobody's child here: it is left alone.
-    """
+def _run_tags(pid: str) -> list[bytes] | None:
+    """The run tags in a process's environment (None: it cannot be read)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             environ = fh.read().split(b"\0")
     except OSError:
-        return False
-    tags = [item for item in environ if item.startswith(_RUN_TAG_VAR.encode() + b"=")]
-    return _RUN_TAG in tags if tags else _descends_from_us(pid)
+        return None
+    return [item for item in environ if item.startswith(_RUN_TAG_VAR.encode() + b"=")]
 
 
-def _descends_from_us(pid: str) -> bool:
-    ours = os.getpid()
-    for _ in range(64):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                parent = int(fh.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+def _parent(pid: str) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[1].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _started_by_this_run(pid: str) -> bool:
+    tags = _run_tags(pid)
+    if tags is None:
+        return True
+    if tags:
+        return _RUN_TAG in tags
+    ancestor = _parent(pid)
+    for _ in range(64):  # an untagged process: ours when an ancestor is this process or carries our tag
+        if ancestor is None or ancestor in ("0", "1"):
             return False
-        if parent == ours:
+        if ancestor == str(os.getpid()) or _RUN_TAG in (_run_tags(ancestor) or []):
             return True
-        if parent <= 1:
-            return False
-        pid = str(parent)
+        ancestor = _parent(ancestor)
     return False
 
 

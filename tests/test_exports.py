@@ -217,15 +217,11 @@ def test_unknown_attribute_raises_attribute_error() -> None:
         _ = plait.nope
 
 
-def test_import_is_lazy_and_fast() -> None:
-    code = (
-        "import sys, time; t = time.perf_counter(); import plait; dt = time.perf_counter() - t; "
-        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]; "
-        "print(dt, heavy)"
-    )
-    out = _run(code).split(" ", 1)
-    assert float(out[0]) < 0.5
-    assert out[1].strip() == "[]"
+def test_import_is_lazy() -> None:
+    """``import plait`` loads none of the heavy modules: what keeps it fast (its time is a bench
+    figure, not a test: bench/README.md, ``import plait`` 0.007 s)."""
+    code = f"import sys; import plait; print([m for m in {HEAVY!r} if m in sys.modules])"
+    assert _run(code).strip() == "[]"
 
 
 def test_testing_all_is_pinned_and_resolves() -> None:

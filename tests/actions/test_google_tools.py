@@ -48,8 +48,8 @@ def test_google_search_answers(mode: str, server: FakeHTTPServer) -> None:
 def test_google_search_errors(mode: str, server: FakeHTTPServer) -> None:
     server.route("POST", "/search", [Canned.json({"organic": []}), Canned.error(403, "Unauthorized."),
                                      Canned.json({"message": "Not enough credits", "statusCode": 400}),
-                                     Canned.json({}, delay=1.0)])  # fmt: skip
-    tool = google(mode, server, cache_ttl=0, timeout=0.2)
+                                     Canned.json({}, delay=60)])  # fmt: skip
+    tool = google(mode, server, cache_ttl=0, timeout=2.0)  # the answers before the last need far less
     assert content(call(tool, {"query": "nothing"})) == ["No good Google Search Result was found"]
     ret = call(tool, {"query": "x"})
     assert ret.state == ActionStatusCode.HTTP_ERROR and "serper.dev answered HTTP 403 Forbidden" in ret.errmsg

@@ -201,8 +201,8 @@ def test_tencent_error_payload(mode: str, server: FakeHTTPServer) -> None:
 
 
 def test_http_errors_timeouts_and_cache(mode: str, server: FakeHTTPServer) -> None:
-    server.route("POST", "/search", [Canned.error(401, "Unauthorized."), Canned.json({"organic": []}, delay=1.0)])
-    searcher = GoogleSearch(api_key=SECRET, endpoint=server.url(""), max_retry=1, timeout=0.3)
+    server.route("POST", "/search", [Canned.error(401, "Unauthorized."), Canned.json({"organic": []}, delay=60)])
+    searcher = GoogleSearch(api_key=SECRET, endpoint=server.url(""), max_retry=1, timeout=2.0)  # answers need far less
     with pytest.raises(HTTPStatusError) as info:
         run_search(mode, searcher, "q")
     assert info.value.status == 401 and "serper.dev answered HTTP 401 Unauthorized: Unauthorized." in str(info.value)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -12,6 +12,13 @@ from plait.agents.function_calling import AsyncFunctionCallingAgent, FunctionCal
 from plait.llms.response import ModelResponse, ToolCall
 from plait.schema import ActionReturn, ActionStatusCode
 from plait.testing import scripted_llm
+
+MEETING = threading.Barrier(4, timeout=60)
+"""Where the four parallel `slow_add` calls meet: each goes on only once all four are in flight.
+
+Calls run one after another never fill it (the first waits 60 s, then every call fails), so
+the parallel test proves the calls overlapped, by counting, not by timing them.
+"""
 
 
 class Arithmetic(BaseAction):
@@ -29,13 +36,13 @@ class Arithmetic(BaseAction):
 
     @tool_api
     def slow_add(self, a: int, b: int) -> int:
-        """Add two integers slowly.
+        """Add two integers once three other calls of it are running.
 
         Args:
             a: first
             b: second
         """
-        time.sleep(0.2)
+        MEETING.wait()
         return a + b
 
 
@@ -101,11 +108,10 @@ def test_out_of_turns_forces_a_text_answer(mode: str) -> None:
 def test_parallel_calls_run_concurrently_in_async_mode() -> None:
     parallel = calls(*[(f"c{i}", "Arithmetic__slow_add", f'{{"a": {i}, "b": 1}}') for i in range(4)])
     agent = agent_for("async", [parallel, "done"])
-    start = time.perf_counter()
+    MEETING.reset()
     asyncio.run(agent("add"))
-    assert time.perf_counter() - start < 0.6  # 4 x 0.2 s sequentially
     results = [m["content"] for m in agent.llm.calls[1].messages if m["role"] == "tool"]
-    assert results == ["1", "2", "3", "4"]
+    assert results == ["1", "2", "3", "4"]  # all four met in MEETING: they were in flight at once
 
 
 def test_streaming_variant_streams_turns_and_ends_once(mode: str) -> None:

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from typing import Any
 
 import pytest
@@ -33,13 +33,17 @@ def weather(city: str) -> str:
     return f"rainy in {city}"
 
 
+MEETING = threading.Barrier(4, timeout=60)
+"""Where four `slow` steps meet: each goes on only once all four are in flight (never, one after another)."""
+
+
 def slow(n: int) -> int:
-    """Wait, then echo.
+    """Wait until four calls of it are running, then echo.
 
     Args:
         n: a number
     """
-    time.sleep(0.25)
+    MEETING.wait()
     return n
 
 
@@ -118,10 +122,11 @@ def test_history_reaches_planner_and_solver(mode: str) -> None:
 def test_independent_steps_run_concurrently_in_async_mode() -> None:
     plan = "\n".join(f"Plan: p{i}\n#E{i} = slow[{i}]" for i in range(1, 5)) + "\nPlan: sum\n#E5 = search[#E1 #E4]"
     agent = rewoo("async", [plan, "ok"])
-    start = time.perf_counter()
+    MEETING.reset()
     reply = asyncio.run(agent("go"))
-    assert time.perf_counter() - start < 0.8  # four 0.25 s steps in one wave
-    assert reply.extra_info["intermediate_steps"][-1]["tool_input"] == "1 4"
+    steps = reply.extra_info["intermediate_steps"]
+    assert [step["observation"] for step in steps[:4]] == ["1", "2", "3", "4"]  # all four met: one wave
+    assert steps[-1]["tool_input"] == "1 4"
 
 
 def test_json_inputs_get_evidence_substituted(mode: str) -> None:

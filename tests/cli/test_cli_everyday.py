@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from _engine_spy import engine_report
 from plait.actions import BaseAction, tool_api
 from plait.cli import main
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
@@ -199,11 +200,14 @@ def test_the_calculator_reads_brackets_as_parentheses() -> None:
 
 
 ESSAY = "Write a long essay about the history of Rome."
+SPIED_PLAIT = str(Path(__file__).resolve().parents[1] / "_engine_spy.py")
 
 
-def _spawn(*args: str) -> subprocess.Popen[str]:
+def _spawn(*args: str, spied: bool = False) -> subprocess.Popen[str]:
+    """`plait` on the embedded model; `spied`: with the engine's calls counted (`_engine_spy`)."""
+    program = [SPIED_PLAIT] if spied else ["-m", "plait.cli"]
     return subprocess.Popen(
-        [sys.executable, "-m", "plait.cli", *args],
+        [sys.executable, *program, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -219,15 +223,28 @@ def _read_until(stream: Any, count: int) -> str:
     return seen
 
 
+def _assert_the_engine_was_stopped(err: str) -> None:
+    """The generation in flight was stopped by its caller, at once, before the process ended.
+
+    Counted by the spy, not timed: plait's chunk callback asked the engine to stop, the engine
+    generated no chunk after that (it stops at the next token), it did not finish the essay on
+    its own (2,000 tokens), and no engine call was still running when the process ended.
+    """
+    engine = engine_report(err)
+    assert engine["stops_asked"] == 1 and engine["chunks_after_stop"] == 0, engine
+    assert engine["finished"] == 0 and engine["chunks"] < 2000, engine
+    assert engine["in_flight"] == 0, engine
+    assert "Aborted" not in err and "FATAL" not in err
+
+
 def test_ctrl_c_stops_plait_run_on_the_embedded_model_at_once() -> None:
-    run = _spawn("run", "--tools", "", "--max-new-tokens", "2000", ESSAY)
+    run = _spawn("run", "--tools", "", "--max-new-tokens", "2000", ESSAY, spied=True)
     assert run.stdout is not None
     _read_until(run.stdout, 20)  # it is generating
     run.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, err = run.communicate(timeout=30)
-    assert time.monotonic() - started < 1.0 and run.returncode == 130, err
-    assert "Aborted" not in err and "FATAL" not in err
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130, err
+    _assert_the_engine_was_stopped(err)
 
 
 def test_ctrl_c_in_chat_on_the_embedded_model_keeps_the_conversation() -> None:
@@ -240,11 +257,11 @@ def test_ctrl_c_in_chat_on_the_embedded_model_keeps_the_conversation() -> None:
     time.sleep(0.5)
     chat.stdin.write("/save " + os.devnull + "\n/quit\n")
     chat.stdin.flush()
-    out, err = chat.communicate(timeout=60)
+    out, err = chat.communicate(timeout=120)
     assert chat.returncode == 0 and "[interrupted]" in out and "Aborted" not in err, err
 
 
-def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
+def test_plait_serve_stops_the_generation_in_flight_when_it_stops() -> None:
     import socket
     import threading
     import urllib.request
@@ -252,12 +269,14 @@ def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    serve = _spawn("serve", "--model", "smollm2-135m", "--port", str(port), "--tools", "", "--max-new-tokens", "2000")
+    serve = _spawn(
+        "serve", "--model", "smollm2-135m", "--port", str(port), "--tools", "", "--max-new-tokens", "2000", spied=True
+    )
     body = json.dumps({"messages": [{"role": "user", "content": ESSAY}], "stream": True}).encode()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # a wait for readiness, not a bound: it ends as soon as plait listens
     while True:  # wait until it listens
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health_check", timeout=1).close()
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health_check", timeout=5).close()
             break
         except OSError:
             assert time.monotonic() < deadline and serve.poll() is None
@@ -267,7 +286,7 @@ def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
 
     def client() -> None:
         try:
-            with urllib.request.urlopen(request, timeout=60) as response:
+            with urllib.request.urlopen(request, timeout=300) as response:
                 for line in response:
                     if b'"content"' in line:
                         streamed.set()
@@ -275,12 +294,11 @@ def test_plait_serve_stops_within_2_s_during_a_generation() -> None:
             pass
 
     threading.Thread(target=client, daemon=True).start()
-    assert streamed.wait(30)  # the model is generating
+    assert streamed.wait(180)  # the model is generating
     serve.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, err = serve.communicate(timeout=30)
-    assert time.monotonic() - started < 2.0, err
-    assert "Aborted" not in err and "FATAL" not in err
+    _, err = serve.communicate(timeout=120)
+    assert serve.returncode == 0, err
+    _assert_the_engine_was_stopped(err)  # the server cancelled its call, it did not wait for the essay
 
 
 def test_a_terminal_sees_a_thinking_line_until_the_first_words() -> None:

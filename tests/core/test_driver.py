@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any
 
@@ -31,17 +32,23 @@ def test_sync_and_async_drivers_perform_the_same_flow() -> None:
 
 
 def test_gather_runs_concurrently_in_async_mode() -> None:
-    async def nap(x: int) -> int:
-        await asyncio.sleep(0.2)
-        return x
+    arrived = 0
+
+    async def meet(x: int) -> int:
+        """Return once all five calls are running at once (never, one after another)."""
+        nonlocal arrived
+        arrived += 1
+        for _ in range(6000):
+            if arrived == 5:
+                return x
+            await asyncio.sleep(0.01)
+        raise AssertionError("the gathered calls ran one after another")
 
     def flow() -> Flow[list[int]]:
-        result = yield Gather(tuple(Call(nap, (i,)) for i in range(5)))
+        result = yield Gather(tuple(Call(meet, (i,)) for i in range(5)))
         return result  # type: ignore[no-any-return]
 
-    start = time.perf_counter()
     assert asyncio.run(run_async(flow())) == [0, 1, 2, 3, 4]
-    assert time.perf_counter() - start < 0.6
 
 
 def test_sync_driver_refuses_coroutines_with_a_clear_error() -> None:
@@ -57,21 +64,24 @@ def test_sync_driver_refuses_coroutines_with_a_clear_error() -> None:
 
 def test_offloaded_sync_calls_leave_the_event_loop_free() -> None:
     ticks: list[float] = []
+    ticked = threading.Event()
 
     async def ticker() -> None:
         for _ in range(5):
             ticks.append(time.perf_counter())
             await asyncio.sleep(0.02)
+        ticked.set()
 
     def flow() -> Flow[str]:
-        value = yield Call(time.sleep, (0.15,), offload=True)
+        # a blocking call that returns True only once the loop has ticked five times meanwhile
+        # (on the loop's own thread it would block the ticker and give up after 60 s with False)
+        value = yield Call(ticked.wait, (60,), offload=True)
         return str(value)
 
-    async def main() -> None:
-        await asyncio.gather(run_async(flow()), ticker())
+    async def main() -> list[Any]:
+        return list(await asyncio.gather(run_async(flow()), ticker()))
 
-    asyncio.run(main())
-    assert len(ticks) == 5 and ticks[-1] - ticks[0] < 0.15
+    assert asyncio.run(main())[0] == "True" and len(ticks) == 5
 
 
 def test_stream_driver_yields_non_final_chunks_then_result() -> None:

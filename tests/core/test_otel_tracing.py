@@ -212,7 +212,7 @@ def test_sub_agents_nest_in_a_pipeline_and_inside_a_tool(mode: str, traced: Trac
 
 
 def test_concurrent_sessions_keep_separate_trees(mode: str, traced: Traced) -> None:
-    barrier = threading.Barrier(2, timeout=10)
+    barrier = threading.Barrier(2, timeout=60)
 
     def answer(messages: Any, params: Any) -> str:
         barrier.wait()  # both calls are inside their model call at once

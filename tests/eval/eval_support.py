@@ -73,6 +73,32 @@ class InFlight:
             self.now -= 1
 
 
+class Held:
+    """An async handler that holds every answer (then answers like `capital_reply`) until `released`.
+
+    It lets go by itself once more than `most` requests wait at once: a second run is asking
+    too, so a test of "one run per folder" fails on its assertions instead of hanging.
+    """
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.now = 0
+        self.seen = 0
+        self.released = False
+
+    async def __call__(self, body: dict[str, Any]) -> Reply:
+        self.now += 1
+        self.seen += 1
+        try:
+            while not self.released:
+                if self.now > self.most:
+                    self.released = True
+                await asyncio.sleep(0.01)
+            return capital_reply(body)
+        finally:
+            self.now -= 1
+
+
 def arithmetic_cases() -> list[dict[str, Any]]:
     """Cases that need the calculator."""
     return [

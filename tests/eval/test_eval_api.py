@@ -183,6 +183,28 @@ def test_import_plait_does_not_import_the_eval_package() -> None:
     assert out.split() == ["False", "True"]
 
 
+def test_a_case_imports_nothing_so_its_time_limit_is_the_agents_alone(mode: str) -> None:
+    """plait's own imports happen when the runner is built, before any case's time limit starts.
+
+    The first cases once imported the agent-call helpers (and aiohttp with them: 0.3 s idle, over
+    1 s on a busy machine) inside their time limits, blocking the event loop: at a load of 10 on
+    2 cores every case of a run with ``--timeout 1`` timed out.
+    """
+    code = f"""
+import asyncio, sys
+from plait.eval.case_runner import CaseRunner
+from test_eval_api import make
+runner = CaseRunner(lambda: make({mode!r}))
+before = set(sys.modules)
+answer = asyncio.run(runner.run("fr", "Capital of France?", 60))
+print(answer["output"], sorted(set(sys.modules) - before))
+"""
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, str(here), str(here.parent)])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split(" ", 1) == ["Paris", "[]\n"], out
+
+
 def test_streaming_agents_are_evaluated_on_their_final_message(mode: str, tmp_path: Path) -> None:
     from plait.agents import AsyncStreamingAgent, StreamingAgent
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import jsonschema
 import pytest
 from eval_support import (
     WRONG,
+    Held,
     InFlight,
     arithmetic_cases,
     capital_cases,
@@ -109,6 +111,8 @@ def test_sigkill_leaves_complete_lines_and_a_rerun_does_only_the_rest(tmp_path: 
     with FakeOpenAIServer(handler=capital_reply) as server:
         rerun = plait(server.base_url, *args)
         assert rerun.returncode == 0, rerun.stderr
+        # the killed run could not release the folder's lock: the rerun takes it over, and says so
+        assert "took over the lock" in rerun.stderr and f"pid {process.pid} on" in rerun.stderr, rerun.stderr
         asked = {str(body["messages"][-1]["content"]) for body in server.requests}
         assert len(server.requests) == 20 - len(kept)  # only the missing cases
     assert asked == {c["input"] for c in cases} - {r["input"] for r in kept}
@@ -119,6 +123,38 @@ def test_sigkill_leaves_complete_lines_and_a_rerun_does_only_the_rest(tmp_path: 
     with FakeOpenAIServer(handler=capital_reply) as server:  # all done: a third run asks nothing
         assert plait(server.base_url, *args).returncode == 0
         assert server.requests == []
+
+
+def test_a_second_run_on_the_same_folder_exits_2_naming_the_first(tmp_path: Path) -> None:
+    cases = capital_cases(6)
+    data = write_jsonl(tmp_path / "data.jsonl", cases)
+    out = tmp_path / "out"
+    args = ["eval", str(data), "--agent", "eval_agents:make_agent", "--out", str(out), "--concurrency", "2"]
+    held = Held(most=2)  # the first run's two cases in flight wait until the second run is over
+    with FakeOpenAIServer(handler=held) as server:
+        first = subprocess.Popen(
+            command(*args), env=env(server.base_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            while held.seen == 0:  # the first run holds the folder and is answering cases
+                assert first.poll() is None, first.communicate()[1]
+                time.sleep(0.05)
+            second = plait(server.base_url, *args, timeout=300)
+        finally:
+            held.released = True
+            _, first_err = first.communicate(timeout=300)
+        requests = len(server.requests)
+    assert first.returncode == 0, first_err
+    assert second.returncode == 2, second.stderr
+    assert second.stdout == "" and second.stderr.count("\n") == 1, second.stderr  # one line
+    assert second.stderr.startswith(f"plait: error: {out} is in use by another plait eval (")
+    assert f"pid {first.pid} on {socket.gethostname()}, started 20" in second.stderr, second.stderr
+    assert requests == 6  # every case asked once, by the first run
+    lines = read_jsonl(out / "results.jsonl")
+    assert sorted(r["id"] for r in lines) == [c["id"] for c in cases]  # one line per case
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["n"], summary["ran"]) == (6, 6)
+    assert (out / "eval.lock").read_bytes() == b""  # released: the next run starts without a note
 
 
 def test_failures_are_results_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -136,7 +172,7 @@ def test_failures_are_results_and_the_run_goes_on(tmp_path: Path) -> None:
         if "Atlantis" in text:
             return HTTPFault(400, {"error": {"message": "no such country", "type": "invalid_request_error"}})
         if "slowly" in text:
-            return Reply("Lima", delay=3)
+            return Reply("Lima", delay=60)  # far beyond the case's time limit
         return capital_reply(body)
 
     with FakeOpenAIServer(handler=handler) as server:
@@ -149,7 +185,7 @@ def test_failures_are_results_and_the_run_goes_on(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "o"),
             "--timeout",
-            "1",
+            "2",  # the other cases take ~0.04 s at a load of 11 on 2 cores (plait's imports are done before)
             "--scorer",
             "regex",
         )
@@ -157,7 +193,7 @@ def test_failures_are_results_and_the_run_goes_on(tmp_path: Path) -> None:
     results = {r["id"]: r for r in read_jsonl(tmp_path / "o" / "results.jsonl")}
     assert results[1]["passed"] is True and results[1]["error"] is None
     assert results[2]["passed"] is False and "no such country" in results[2]["error"]
-    assert results[3]["error"] == "TimeoutError: no answer within 1 s" and results[3]["output"] is None
+    assert results[3]["error"] == "TimeoutError: no answer within 2 s" and results[3]["output"] is None
     assert results[4]["passed"] is True
     assert results[5]["passed"] is False and results[5]["output"] == "Toronto"
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -242,6 +278,35 @@ def test_tool_trajectories_export_to_openai_fine_tuning_format(tmp_path: Path, f
             assert call.get("content") in ("I should compute.", "Let me compute.")
         else:
             assert len(system) == 1 and "alc" in system[0]["content"]
+
+
+def test_a_case_recorded_twice_is_exported_and_counted_once(tmp_path: Path) -> None:
+    """A results file with each case twice (as two runs at once left it before runs locked the folder)."""
+    data = write_jsonl(tmp_path / "data.jsonl", arithmetic_cases())
+    out = tmp_path / "out"
+    args = ["eval", str(data), "--agent", "eval_agents:make_tool_agent", "--out", str(out)]
+    with FakeOpenAIServer(handler=tool_reply) as server:
+        assert plait(server.base_url, *args).returncode == 0
+    results = out / "results.jsonl"
+    first = read_jsonl(results)
+    again = [{**r, "output": f"again: {r['output']}"} for r in reversed(first)]  # the newer lines: these count
+    write_jsonl(results, first + again)
+    exported = plait("", "export", str(out), "-o", str(tmp_path / "train.jsonl"))
+    assert exported.stdout == f"3 cases written to {tmp_path / 'train.jsonl'}\n", exported.stderr
+    assert len(read_jsonl(tmp_path / "train.jsonl")) == 3
+    sharegpt = plait("", "export", str(out), "-o", str(tmp_path / "sg.jsonl"), "--format", "sharegpt")
+    assert sharegpt.stdout.startswith("3 cases"), sharegpt.stderr
+    asked = [line["conversations"][0]["value"] for line in read_jsonl(tmp_path / "sg.jsonl")]
+    assert asked == [r["input"] for r in first]  # each case once, in the order of its first line
+    from plait.eval.results import read_results
+
+    records, _, _ = read_results(str(results))
+    assert [r["output"] for r in records] == [f"again: {r['output']}" for r in first]  # the last line of each
+    with FakeOpenAIServer(handler=tool_reply) as server:  # a rerun: nothing to ask, each case counted once
+        assert plait(server.base_url, *args).returncode == 0
+        assert server.requests == []
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["n"], summary["passed"]) == (3, 3)
 
 
 def test_export_only_passed_and_sharegpt(tmp_path: Path) -> None:

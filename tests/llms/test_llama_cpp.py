@@ -259,7 +259,7 @@ class FakeServer:
     def _send(self, pieces: list[str], finish: str, callback: Any) -> None:
         for index, piece in enumerate(pieces):
             if index and self.gate is not None:  # hold every later chunk until the test has seen one
-                assert self.gate.wait(5)
+                assert self.gate.wait(60)
                 self.gate.clear()
             if callback({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}):
                 self.stopped = True
@@ -349,14 +349,14 @@ def test_cancelling_an_async_call_stops_the_engine(tmp_path: Path) -> None:
 
     async def run() -> None:
         task = asyncio.create_task(model.chat(HELLO))  # type: ignore[arg-type]
-        assert await asyncio.to_thread(server.started.wait, 5)  # the engine is held after chunk one
+        assert await asyncio.to_thread(server.started.wait, 60)  # the engine is held after chunk one
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         server.gate.set()  # type: ignore[union-attr]
 
     asyncio.run(run())
-    assert server.finished.wait(5)
+    assert server.finished.wait(60)
     assert server.stopped
     model.close()
 

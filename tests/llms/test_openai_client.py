@@ -214,7 +214,7 @@ def test_429_retry_after_is_honoured(mode: str, fake_server: Any, make_llm: Any)
     start = time.perf_counter()
     assert resolve(llm.chat(HI)) == "ok"
     waited = time.perf_counter() - start
-    assert 0.4 <= waited < 5.0  # the backoff alone would be <= 0.05 s
+    assert 0.4 <= waited < 30  # the backoff alone would be <= 0.05 s
 
 
 def test_persistent_500_gives_up_after_retry_attempts(mode: str, fake_server: Any, make_llm: Any) -> None:
@@ -243,17 +243,17 @@ def test_rate_limit_exhaustion_raises_rate_limit_error(mode: str, fake_server: A
 
 
 def test_timeout_is_bounded(mode: str, fake_server: Any, make_llm: Any) -> None:
-    server = fake_server([Hang(5), Hang(5)])
+    server = fake_server([Hang(60), Hang(60)])
     llm = make_llm(server, retry=2, timeout=0.2)
     start = time.perf_counter()
     with pytest.raises(LLMTimeoutError, match="timed out") as info:
         resolve(llm.chat(HI))
     assert info.value.attempts == 2
-    assert time.perf_counter() - start < 4.0  # each Hang lasts 5 s
+    assert time.perf_counter() - start < 30  # each Hang lasts 60 s
 
 
 def test_per_call_timeout_override(mode: str, fake_server: Any, make_llm: Any) -> None:
-    server = fake_server([Reply("slow", delay=0.5)])
+    server = fake_server([Reply("slow", delay=30)])
     with pytest.raises(LLMTimeoutError):
         resolve(make_llm(server, retry=1, timeout=30).chat(HI, timeout=0.1))
     assert "timeout" not in server.requests[0]

@@ -5,6 +5,11 @@
   and the attempts are bounded by ``retry``.
 * Once streamed text reached the caller, a retry after a cut stream only ever extends it:
   the repeated part is held back; a retry whose answer differs is an `LLMConnectionError`.
+
+Which limit ended a stream is read from the error (the deadline names itself), not from the
+clock; each per-read limit leaves the pings (every 0.1 s) at least 0.4 s of slack, so a crowded
+machine that delays a ping does not end a stream by its per-read limit instead. Upper bounds on
+the time are only against the 60 s the pings would otherwise last.
 """
 
 from __future__ import annotations
@@ -59,27 +64,27 @@ def test_ping_drip_stream_ends_at_the_deadline(mode: str, fake_server: Any, make
         collect(llm.stream_chat(HI))
     elapsed = time.perf_counter() - start
     assert info.value.attempts == 2 and len(server.requests) == 2
-    assert 1.1 < elapsed < 5.0  # two attempts of 0.6 s each; each drip would last 60 s
+    assert 1.1 < elapsed < 30  # two attempts of 0.6 s each; each drip would last 60 s
 
 
 def test_default_deadline_is_a_multiple_of_timeout(mode: str, fake_server: Any, make_llm: Any) -> None:
-    # timeout=0.25 bounds each read (pings every 0.1 s pass); the attempt ends at 4 x 0.25 = 1 s
+    # timeout=0.5 bounds each read (pings every 0.1 s pass); the attempt ends at 4 x 0.5 = 2 s
     server = fake_server([PingDrip(interval=0.1, seconds=60)])
-    llm = make_llm(server, retry=1, timeout=0.25)
+    llm = make_llm(server, retry=1, timeout=0.5)
     start = time.perf_counter()
-    with pytest.raises(LLMTimeoutError, match="1 s deadline") as info:
+    with pytest.raises(LLMTimeoutError, match=r"within its 2 s deadline") as info:
         collect(llm.stream_chat(HI))
     assert info.value.attempts == 1
-    assert 0.9 < time.perf_counter() - start < 5.0
+    assert 1.9 < time.perf_counter() - start < 30
 
 
 def test_deadline_follows_a_per_call_timeout(mode: str, fake_server: Any, make_llm: Any) -> None:
     server = fake_server([PingDrip(interval=0.1, seconds=60)])
     llm = make_llm(server, retry=1, timeout=300)
     start = time.perf_counter()
-    with pytest.raises(LLMTimeoutError, match="deadline"):
-        collect(llm.stream_chat(HI, timeout=0.25))
-    assert time.perf_counter() - start < 5.0
+    with pytest.raises(LLMTimeoutError, match=r"within its 2 s deadline"):  # 4 x 0.5, not 4 x 300
+        collect(llm.stream_chat(HI, timeout=0.5))
+    assert time.perf_counter() - start < 30
     assert "timeout" not in server.requests[0]
 
 
@@ -92,8 +97,8 @@ def test_deadline_after_partial_text_then_retry_succeeds(mode: str, fake_server:
 
 
 def test_stream_within_its_deadline_is_unaffected(mode: str, fake_server: Any, make_llm: Any) -> None:
-    server = fake_server([Reply(FULL)], chunk_delay=0.05)  # ~0.5 s in all; each wait 0.05 s
-    items = collect(make_llm(server, retry=1, timeout=0.3, stream_timeout=5).stream_chat(HI))
+    server = fake_server([Reply(FULL)], chunk_delay=0.1)  # over 1 s in all, more than one read's limit
+    items = collect(make_llm(server, retry=1, timeout=0.5, stream_timeout=60).stream_chat(HI))
     assert texts(items)[-1] == FULL and len(server.requests) == 1
 
 
@@ -102,7 +107,7 @@ def test_non_streaming_call_keeps_its_total_timeout(mode: str, fake_server: Any,
     start = time.perf_counter()
     with pytest.raises(LLMTimeoutError):
         resolve(make_llm(server, retry=1, timeout=0.5).chat(HI))
-    assert time.perf_counter() - start < 5.0
+    assert time.perf_counter() - start < 30  # the 0.5 s limit ended it, not the 60 s drip
 
 
 def test_stream_deadline_rule() -> None:
@@ -215,7 +220,7 @@ def _claude_stream_that_stalls(first: str) -> Canned:
     )
 
 
-@pytest.mark.parametrize("stream_timeout", [0.6, None])
+@pytest.mark.parametrize("stream_timeout", [2.0, None])
 def test_claude_ping_drip_stream_ends_at_the_deadline(mode: str, stream_timeout: float | None) -> None:
     pytest.importorskip("anthropic")
     from plait.llms.anthropic_llm import AsyncClaudeAPI, ClaudeAPI
@@ -223,8 +228,8 @@ def test_claude_ping_drip_stream_ends_at_the_deadline(mode: str, stream_timeout:
     cls = AsyncClaudeAPI if mode == "async" else ClaudeAPI
     with FakeHTTPServer() as server:
         server.route("POST", "/v1/messages", _claude_stream_that_stalls("Hel"))
-        # timeout=0.15 bounds each read (pings come every 0.1 s); None: the deadline is 4 x 0.15 s
-        llm = cls("claude-test", key="sk-test", base_url=server.base_url, timeout=0.15, stream_timeout=stream_timeout)
+        # timeout=0.5 bounds each read (pings come every 0.1 s); None: the deadline is 4 x 0.5 s
+        llm = cls("claude-test", key="sk-test", base_url=server.base_url, timeout=0.5, stream_timeout=stream_timeout)
         seen: list[str] = []
 
         def consume() -> None:
@@ -235,7 +240,7 @@ def test_claude_ping_drip_stream_ends_at_the_deadline(mode: str, stream_timeout:
                 seen.append(text)
 
         start = time.perf_counter()
-        with pytest.raises(LLMTimeoutError, match=r"0\.6 s deadline"):
+        with pytest.raises(LLMTimeoutError, match=r"within its 2 s deadline"):
             resolve(aconsume()) if mode == "async" else consume()
-        assert time.perf_counter() - start < 5.0  # the pings would go on for 60 s
+        assert time.perf_counter() - start < 30  # the pings would go on for 60 s
         assert seen == ["Hel"]

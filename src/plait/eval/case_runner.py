@@ -105,7 +105,12 @@ class CaseRunner:
 
     def __init__(self, factory: Union[AgentFactory, str]) -> None:
         from ..agents.module import AgentModule
+        from ..distributed.http_serve._calls import agent_chunks
         from ..interceptors import register_interceptor
+
+        # imported here, not on the first case: the import (aiohttp, 0.3 s idle, over 1 s on a busy
+        # machine) would block the event loop inside the first cases' time limits
+        self._agent_chunks = agent_chunks
 
         self.agent = load_factory(factory)()
         if not callable(self.agent):
@@ -154,10 +159,8 @@ class CaseRunner:
         Raises:
             UserError: The agent paused for a person's approval of tool calls (nobody approves in an eval).
         """
-        from ..distributed.http_serve._calls import agent_chunks
-
         last: Any = None
-        async for chunk in agent_chunks(self.agent, [text], {"session_id": session}):
+        async for chunk in self._agent_chunks(self.agent, [text], {"session_id": session}):
             last = chunk
         if getattr(last, "stream_state", None) == AgentStatusCode.INTERRUPTED:
             raise UserError("the agent paused for a person's approval of tool calls; nobody approves in an eval")

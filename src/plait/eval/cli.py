@@ -7,8 +7,9 @@ plait export DIR -o FILE [--only-passed] [--format openai|sharegpt]
 ```
 
 Settings that cannot work (an unreadable data set, a broken line in it, a factory that does
-not import, an unknown scorer) are one line on stderr and exit status 2, before any case
-runs. Failing cases do not change the exit status: they are results.
+not import, an unknown scorer, an ``--out`` folder another ``plait eval`` is using) are one
+line on stderr and exit status 2, before any case runs. Failing cases do not change the exit
+status: they are results.
 
 ``--model NAME`` sets ``$PLAIT_MODEL`` for the factory (and the Ray workers it starts), which
 reads it as ``plait`` does: ``plait.cli.build_llm(os.environ.get("PLAIT_MODEL"), ...)`` (see

@@ -17,7 +17,9 @@ calls (`native_messages`): the thought is the assistant's content, the call's ar
 the tool was called with, and the protocol's instructions are left out of the system prompt
 (the ``tools`` list replaces them). Memory messages become chat messages through
 `FunctionCallAggregator`, as for a request. Cases that ended with an error are left out
-(their trajectory has no answer); with ``only_passed`` so are the failed ones.
+(their trajectory has no answer); with ``only_passed`` so are the failed ones. Each case is
+written once: a case with several lines in ``results.jsonl`` is exported from its last one
+(`plait.eval.results`).
 """
 
 from __future__ import annotations

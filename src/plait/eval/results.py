@@ -5,6 +5,11 @@ Each line is written by one ``os.write`` of the whole encoded line on a file ope
 either the whole line or none of it. A torn last line can only come from a short write (a
 full disk, a power cut before the data reached it); `ResultsFile` cuts it away when it opens
 the file again, and its case runs again.
+
+A case has one result: where a file holds several lines for one case id (written by two runs
+at once before runs took the folder's lock, or files joined by hand), the last complete line
+counts, as the newest, and the others are ignored by every reader (`read_results`): the
+summary, a rerun, the export.
 """
 
 from __future__ import annotations
@@ -94,9 +99,11 @@ class ResultsFile:
 
 
 def read_results(path: str) -> tuple[list[dict[str, Any]], int, int]:
-    """``(records, end, size)`` of a results file: its complete lines' records, where they end, its size.
+    """``(records, end, size)`` of a results file: one record per case, where the complete lines end, its size.
 
-    Bytes after `end` are a torn last line (never finished); nothing is changed on disk.
+    A case's record is its last complete line (see the module docstring), in the place of
+    the case's first line. Bytes after `end` are a torn last line (never finished); nothing
+    is changed on disk.
 
     Raises:
         UserError: A complete line that is not a result.
@@ -104,7 +111,7 @@ def read_results(path: str) -> tuple[list[dict[str, Any]], int, int]:
     with open(path, "rb") as fh:
         data = fh.read()
     end = data.rfind(b"\n") + 1
-    records = []
+    records: dict[str, dict[str, Any]] = {}  # case key -> its last record; keeps the first line's place
     for number, line in enumerate(data[:end].splitlines(), 1):
         if not line.strip():
             continue
@@ -114,8 +121,8 @@ def read_results(path: str) -> tuple[list[dict[str, Any]], int, int]:
             raise UserError(f"{path} line {number} is not a result ({exc}); remove the line") from None
         if not isinstance(record, dict) or "id" not in record:
             raise UserError(f"{path} line {number} is not a result (no 'id'); remove the line")
-        records.append(record)
-    return records, end, len(data)
+        records[case_key(record["id"])] = record
+    return list(records.values()), end, len(data)
 
 
 def write_json(path: str | os.PathLike[str], value: Mapping[str, Any]) -> None:

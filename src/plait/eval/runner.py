@@ -12,7 +12,8 @@ session (`CaseRunner`); up to `concurrency` cases are in flight at once (sync ag
 worker threads, async ones on the event loop). Each finished case is appended to
 ``OUT/results.jsonl`` at once (`ResultsFile`); ``OUT/summary.json`` holds the totals and the
 agent's profile (its tools' JSON Schemas, for `plait.eval.export`). Run it again with the
-same `out_dir` and only the cases not in ``results.jsonl`` run. A case that fails (the agent
+same `out_dir` and only the cases not in ``results.jsonl`` run. One run at a time uses an
+`out_dir` (`OutputLock`): a second one fails at once, naming the first. A case that fails (the agent
 raises, the time runs out, the scorer raises) is recorded with its error; the run goes on.
 With ``ray=True`` the cases are answered by a pool of Ray actors instead
 (`plait.eval.ray_runner`), with the same files.
@@ -30,6 +31,7 @@ from ..exceptions import UserError
 from ..types import JSONValue
 from .case_runner import AgentFactory, CaseRunner
 from .cases import Case, CaseId, CasesLike, case_key, load_cases
+from .lock import OutputLock
 from .progress import Progress
 from .results import SUMMARY, ResultsFile, write_json
 from .scorers import Scorer, load_scorer, score
@@ -153,7 +155,7 @@ async def aevaluate(
     selected = load_cases(cases)[:limit]
     keys = {case_key(case.id) for case in selected}
     started = time.perf_counter()
-    with ResultsFile(out_dir) as results:
+    with OutputLock(out_dir), ResultsFile(out_dir) as results:  # one run at a time per folder
         done = results.finished()
         todo = [case for case in selected if case_key(case.id) not in done]
         mine = [r for r in results.records if case_key(r["id"]) in keys]
@@ -241,7 +243,8 @@ def evaluate(
         factory: A zero-argument callable returning the agent, or ``'MODULE:FACTORY'``.
         cases: The data set: a JSONL file's path, or cases / dicts (`plait.eval.cases`).
         out_dir: Where ``results.jsonl`` and ``summary.json`` go; cases already in its
-            ``results.jsonl`` do not run again.
+            ``results.jsonl`` do not run again. The run holds the folder's lock (``eval.lock``)
+            while it runs.
         concurrency: Cases in flight at once.
         scorer: ``'contains'``, ``'exact'``, ``'regex'``, ``'MODULE:FN'`` or a function
             (`plait.eval.scorers`).
@@ -253,7 +256,7 @@ def evaluate(
         actors: Size of the Ray actor pool (None: one per CPU of the cluster, at most `concurrency`).
 
     Raises:
-        UserError: Settings that cannot work (checked before any case runs).
+        UserError: Settings that cannot work, or another run using `out_dir` (checked before any case runs).
     """
     return asyncio.run(
         aevaluate(

@@ -71,6 +71,20 @@ async def slow(seconds: float) -> str:
     return "done"
 
 
+meeting = {"arrived": 0}
+
+
+@server.tool()
+async def meet(parties: int) -> str:
+    """Answer 'met' once `parties` calls of this tool are running at once ('alone' after 60 s without)."""
+    meeting["arrived"] += 1
+    for _ in range(6000):
+        if meeting["arrived"] >= parties:
+            return "met"
+        await asyncio.sleep(0.01)
+    return "alone"
+
+
 @server.tool()
 def crash() -> str:
     """End the server process at once."""
