@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from typing_extensions import NotRequired, TypedDict
 
 from ..exceptions import StateDictError
@@ -137,9 +138,12 @@ def call_key(call: PlannedCall) -> str:
     arguments = decode_arguments(call.get("arguments"))
     if isinstance(arguments, dict):
         try:
-            return f"{call['name']}\n{key_json(arguments)}"
-        except (TypeError, ValueError):
-            pass
+            return f"{call['name']}\n{orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()}"
+        except (TypeError, ValueError):  # what orjson refuses (integers past 64 bits, lone surrogates)
+            try:
+                return f"{call['name']}\n{key_json(arguments)}"
+            except (TypeError, ValueError):
+                pass
     return f"{call['name']}\n{arguments}"
 
 

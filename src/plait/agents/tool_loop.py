@@ -247,6 +247,8 @@ def _one_id_per_call(calls: Sequence[PlannedCall]) -> list[PlannedCall]:
     id-less call by its place), and a decision on ``X`` must never name two calls. Then the
     calls get ids by `unique_call_ids`; otherwise they are kept as they are.
     """
+    if len(calls) < 2:
+        return list(calls)
     keys = [call_id(call, i) for i, call in enumerate(calls)]
     if len(set(keys)) == len(keys):
         return list(calls)
