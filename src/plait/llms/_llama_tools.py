@@ -20,10 +20,18 @@ from collections.abc import Mapping, Sequence
 from ..exceptions import UserError
 from ._decoded import json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec
-from .response import ToolCall
+from .response import ModelResponse, ToolCall
 from .templates import Dialog, MetaTemplate, _TemplateParser
 
-__all__ = ["InvalidToolReply", "ToolPlan", "answer_so_far", "normalize_messages", "validate"]
+__all__ = [
+    "PLAIN_ANSWER",
+    "InvalidToolReply",
+    "ToolPlan",
+    "answer_so_far",
+    "is_json_debris",
+    "normalize_messages",
+    "validate",
+]
 
 _CHAT_ROLES = frozenset({"system", "user", "assistant"})
 
@@ -193,6 +201,15 @@ class ToolPlan:
                 }
             )
         return options[0] if len(options) == 1 else {"oneOf": options}
+
+    def is_debris(self, reply: ModelResponse) -> bool:
+        """Whether `reply` is a text answer that is a broken piece of JSON (`is_json_debris`)."""
+        return self.answer_schema is None and not reply.tool_calls and is_json_debris(reply.content)
+
+    @staticmethod
+    def ask_for_words(turns: list[dict[str, str]]) -> list[dict[str, str]]:
+        """`turns` and a request for the answer in plain words (`PLAIN_ANSWER`), after JSON debris."""
+        return [*turns, {"role": "user", "content": PLAIN_ANSWER}]
 
     def _answer_schema(self) -> Mapping[str, object]:
         return {"type": "string"} if self.answer_schema is None else self.answer_schema
@@ -368,3 +385,24 @@ def validate(value: object, schema: object, where: str = "$") -> str | None:
             if problem:
                 return problem
     return None
+
+
+PLAIN_ANSWER = "Now answer my question in one or two plain sentences, using the results above. Do not write JSON."
+"""Asked of the model when its constrained answer was a piece of JSON (`is_json_debris`)."""
+
+
+def is_json_debris(answer: str) -> bool:
+    """Whether a text answer is a broken piece of JSON (``{``, ``[{"city": "Par``), not an answer.
+
+    Small models asked to answer after a JSON tool result start writing JSON inside the
+    answer string, and the string's grammar ends it at their first unescaped quote: what is
+    left is a fragment. A complete JSON value (``18``, ``true``, an object) is left alone.
+    """
+    text = answer.strip()
+    if not text or text[0] not in "{[":
+        return False
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False

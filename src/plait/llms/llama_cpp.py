@@ -384,11 +384,12 @@ class _LlamaCppCore(LLMCore):
         plan = ToolPlan(call.tools, call.tool_choice, response_schema(params.pop("response_format", None)))
         total = Usage()
         reply = self._constrained(plan, turns, params, total, cancel, on_text)
-        if isinstance(reply, ModelResponse):
+        if isinstance(reply, ModelResponse) and not plan.is_debris(reply):
             return reply
         if plan.required:
             tries = 1 + max(0, self.tool_retries)
             raise ParseError(f"the model made no valid call of {plan.allowed} in {tries} constrained tries", raw=reply)
+        turns = plan.ask_for_words(turns) if isinstance(reply, ModelResponse) else turns  # after JSON debris
         response = self._plain(turns, params, cancel, on_text)  # fall back to a plain text answer
         total.add(response.usage or Usage())
         response.usage = total
