@@ -23,20 +23,9 @@ from plait.distributed.http_serve.access import is_loopback, read_tokens
 from plait.distributed.http_serve.app import ServerLimits
 from plait.exceptions import RemoteAgentError, UserError
 from plait.llms import GPTAPI, AsyncGPTAPI
-from plait.testing.fake_openai import FakeOpenAIServer, Reply
+from plait.testing.fake_openai import FakeOpenAIServer
 
 SECRET_KEY = "sk-upstream-1234567890"
-
-
-def echo(body: dict[str, Any]) -> Reply:
-    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    return Reply(f"echo {users[-1]} after {len(users) - 1} earlier")
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(handler=echo) as server:
-        yield server
 
 
 @pytest.fixture

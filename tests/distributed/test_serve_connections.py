@@ -25,17 +25,6 @@ HOARDER = "127.0.0.2"  # Linux routes all of 127/8 to loopback: each address is 
 OTHER = "127.0.0.1"
 
 
-def echo(body: dict[str, Any]) -> Reply:
-    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    return Reply(f"echo {users[-1]} after {len(users) - 1} earlier")
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(handler=echo) as server:
-        yield server
-
-
 @pytest.fixture
 def serve(model: FakeOpenAIServer) -> Iterator[Callable[..., AgentAPIServer]]:
     servers: list[AgentAPIServer] = []

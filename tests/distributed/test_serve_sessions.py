@@ -20,20 +20,9 @@ from plait.distributed.http_serve.sessions import SessionTable
 from plait.llms import AsyncGPTAPI
 from plait.memory import SessionStore
 from plait.testing import ScriptedLLM
-from plait.testing.fake_openai import FakeOpenAIServer, Reply
+from plait.testing.fake_openai import FakeOpenAIServer
 
 TOKENS = {"alice": "alice-token", "bob": "bob-token"}
-
-
-def echo(body: dict[str, Any]) -> Reply:
-    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
-    return Reply(f"echo {users[-1]} after {len(users) - 1} earlier")
-
-
-@pytest.fixture
-def model() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(handler=echo) as server:
-        yield server
 
 
 @pytest.fixture

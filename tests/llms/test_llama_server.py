@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, Field
+from test_llama_cpp import ASK, HELLO, WEATHER
 
 from _llama_server import LlamaServer, PortGate
 from _support import collect, resolve
@@ -39,21 +40,6 @@ from plait.llms.response import ModelResponse
 from plait.schema import AgentMessage, ModelStatusCode
 
 pytestmark = pytest.mark.slow
-
-HELLO = [{"role": "user", "content": "Say hello."}]
-ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather in a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "description": "The city name."}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 class Weather(BaseAction):
