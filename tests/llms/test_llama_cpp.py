@@ -250,6 +250,15 @@ class FakeServer:
         message = {"role": "assistant", "content": content}
         return {"choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": USAGE}
 
+    def handle_completions(self, request: dict[str, Any], callback: Any = None) -> Any:
+        """A raw completion (a rendered prompt): the same script, answered as ``text`` choices."""
+        result = self.handle_chat_completions(request, callback)
+        if result is None:
+            return None
+        choice = result["choices"][0]
+        text = {"index": 0, "text": choice["message"]["content"], "finish_reason": choice["finish_reason"]}
+        return {**result, "choices": [text]}
+
     def _stream(self, pieces: list[str], finish: str, callback: Any) -> None:
         try:
             self._send(pieces, finish, callback)

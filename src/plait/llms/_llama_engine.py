@@ -25,7 +25,15 @@ from ._optional import import_optional
 from ._threaded import stop_workers
 from .catalogue import DEFAULT_MODEL, get_model, model_status, resolve_model
 
-__all__ = ["Handle", "Server", "count_prompt_tokens", "default_model_path", "installed_model_path", "model_file"]
+__all__ = [
+    "Handle",
+    "Server",
+    "chat_template_of",
+    "count_prompt_tokens",
+    "default_model_path",
+    "installed_model_path",
+    "model_file",
+]
 
 
 def installed_model_path() -> str | None:
@@ -194,6 +202,16 @@ def _load(key: _EngineKey) -> Server:
     return server
 
 
+def _ask_engine(base_url: str, path: str, body: Mapping[str, object] | None = None) -> object:
+    """The decoded JSON answer of the engine's own HTTP endpoint `path` (GET, or POST with `body`)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        base_url + path, data, {"Content-Type": "application/json"}, method="GET" if body is None else "POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:  # loopback: the engine itself
+        return json.loads(response.read())
+
+
 def count_prompt_tokens(base_url: str, messages: Sequence[Mapping[str, object]]) -> int:
     """The tokens `messages` take as the engine renders them: its chat template, then its tokenizer.
 
@@ -203,21 +221,29 @@ def count_prompt_tokens(base_url: str, messages: Sequence[Mapping[str, object]])
     Raises:
         LLMError: The engine did not answer as expected.
     """
-
-    def post(path: str, body: Mapping[str, object]) -> object:
-        request = urllib.request.Request(
-            base_url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}, method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:  # loopback: the engine itself
-            return json.loads(response.read())
-
     try:
-        rendered = post("/apply-template", {"messages": list(messages)})
+        rendered = _ask_engine(base_url, "/apply-template", {"messages": list(messages)})
         prompt = rendered.get("prompt") if isinstance(rendered, Mapping) else None
-        tokens = post("/tokenize", {"content": prompt, "add_special": True}) if isinstance(prompt, str) else None
+        body = {"content": prompt, "add_special": True}
+        tokens = _ask_engine(base_url, "/tokenize", body) if isinstance(prompt, str) else None
         ids = tokens.get("tokens") if isinstance(tokens, Mapping) else None
     except (OSError, ValueError) as exc:
         raise LLMError(f"llama.cpp could not count the prompt's tokens: {exc}") from exc
     if not isinstance(ids, list):
         raise LLMError("llama.cpp answered /tokenize without tokens")
     return len(ids)
+
+
+def chat_template_of(base_url: str) -> tuple[str, str, str]:
+    """The engine's chat template (its Jinja source), beginning- and end-of-text tokens (``/props``).
+
+    Raises:
+        LLMError: The engine did not answer as expected.
+    """
+    try:
+        props = _ask_engine(base_url, "/props")
+    except (OSError, ValueError) as exc:
+        raise LLMError(f"llama.cpp could not give its chat template: {exc}") from exc
+    if not isinstance(props, Mapping) or not isinstance(props.get("chat_template"), str):
+        raise LLMError("llama.cpp answered /props without a chat template")
+    return str(props["chat_template"]), str(props.get("bos_token") or ""), str(props.get("eos_token") or "")

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 from ..exceptions import LLMError, LLMResponseError
 from ._decoded import json_object
 from .response import Usage
 
-__all__ = ["Result", "checked", "choice_text", "finish_reason_of", "first_choice", "usage_of"]
+__all__ = [
+    "OnText",
+    "Result",
+    "Stopped",
+    "StreamState",
+    "answer_reporter",
+    "checked",
+    "choice_text",
+    "finish_reason_of",
+    "first_choice",
+    "usage_of",
+]
 
 Result: TypeAlias = Mapping[str, object]
 """An engine result: a decoded OpenAI-shaped JSON object."""
@@ -55,3 +66,53 @@ def choice_text(choice: Mapping[str, object]) -> str:
 def finish_reason_of(choice: Mapping[str, object]) -> str | None:
     reason = choice.get("finish_reason")
     return None if reason is None else str(reason)
+
+
+OnText = Callable[[str], None]
+
+
+def answer_reporter(on_text: OnText, answer_so_far: Callable[[str], str | None]) -> OnText:
+    """Turns constrained reply texts into the answer texts they hold so far (each new one reported once)."""
+    last = [""]
+
+    def report(reply: str) -> None:
+        answer = answer_so_far(reply)
+        if answer and answer != last[0]:
+            last[0] = answer
+            on_text(answer)
+
+    return report
+
+
+class Stopped(Exception):
+    """An engine call stopped because its caller left (its ``cancel`` was set); nobody sees it."""
+
+
+class StreamState:
+    """Folds the engine's stream chunks into cumulative `StreamItem`s (or one whole result)."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.finish_reason: str | None = None
+        self.usage: Usage | None = None
+        self.meta: dict[str, object] = {}  # the last chunk's other fields (id, model, usage, timings...)
+
+    def feed(self, chunk: object) -> bool:
+        """Take one chunk; True when it added text."""
+        if isinstance(chunk, Mapping):
+            self.meta.update((key, value) for key, value in chunk.items() if key not in ("choices", "object"))
+            if chunk.get("usage"):
+                self.usage = usage_of(chunk["usage"])
+            if chunk.get("choices") == []:
+                return False
+        choice = first_choice(chunk)
+        self.finish_reason = finish_reason_of(choice) or self.finish_reason
+        delta = choice_text(choice)
+        self.text += delta
+        return bool(delta)
+
+    def result(self) -> Result:
+        """The whole reply, shaped as the engine's non-streamed chat result."""
+        message = {"role": "assistant", "content": self.text}
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        return {**self.meta, "choices": [choice], "usage": self.meta.get("usage")}

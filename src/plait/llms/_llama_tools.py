@@ -169,6 +169,7 @@ class ToolPlan:
     ) -> None:
         self.answer_schema = answer_schema
         functions = [_function(tool) for tool in tools]
+        self.functions = {str(f["name"]): f for f in functions}
         self.schemas = {str(f["name"]): _arguments_schema(f) for f in functions}
         self.descriptions = {str(f["name"]): str(f.get("description") or "") for f in functions}
         chosen = _chosen_name(tool_choice)

