@@ -38,6 +38,7 @@ web: $(VENV)/.run-installed
 
 test: $(VENV)/.test-installed
 	bash scripts/ensure_chromium.sh
+	bash scripts/ensure_postgresql.sh
 	$(BIN)/ruff check src tests bench examples
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -12,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from _postgres import DIR_PREFIX as _POSTGRES_DIR_PREFIX, PostgresServer
 from plait.testing.fake_openai import FakeOpenAIServer
 
 # Tests never reach beyond 127.0.0.1: make sure no real key leaks into a test run.
@@ -80,8 +83,37 @@ def llama_server() -> Iterator[Any]:
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server (`_postgres.PostgresServer`) on a free port of 127.0.0.1, for the session.
+
+    Started once per test process from the server binaries on the machine, stopped at the end. A
+    test that cannot have it fails with the reason (binaries missing: the setup command that
+    installs them; initdb's or the server's own words otherwise): it is never skipped.
+    """
+    try:
+        server = PostgresServer().start()
+    except RuntimeError as exc:
+        pytest.fail(f"PostgreSQL could not start: {exc}", pytrace=False)
+    yield server
+    server.stop()
+
+
+_DATABASES = itertools.count(1)
+
+
+@pytest.fixture
+def postgres_dsn(postgres: PostgresServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The DSN of a fresh, empty database of its own for this test on the session's `postgres`; dropped after it."""
+    stem = re.sub(r"[^a-z0-9_]+", "_", request.node.name.lower())[:48]
+    name = f"t{next(_DATABASES)}_{stem}"
+    dsn = postgres.create_database(name)
+    yield dsn
+    postgres.drop_database(name)
+
+
 # -- no server left behind ----------------------------------------------------------------------
-# Tests start real servers (streamlit, MCP servers, agent servers, `plait` itself). Whatever a run
+# Tests start real servers (streamlit, MCP servers, agent servers, `plait` itself, PostgreSQL). Whatever a run
 # leaves running is a bug (an orphan keeps its port and memory): the controlling process checks
 # once every test is done, reports the leftovers, stops them, and fails the run.
 
@@ -94,7 +126,13 @@ _BEFORE = pytest.StashKey[dict[int, str]]()
 _RUN_TAG_VAR = "PLAIT_TEST_RUN"
 os.environ.setdefault(_RUN_TAG_VAR, f"{os.getpid()}-{time.time_ns()}")
 _RUN_TAG = f"{_RUN_TAG_VAR}={os.environ[_RUN_TAG_VAR]}".encode()
-_SERVER_MARKERS = (b"streamlit run", b"demo_server.py", b"plait.distributed.http_serve.app", b"plait.cli")
+_SERVER_MARKERS = (
+    b"streamlit run",
+    b"demo_server.py",
+    b"plait.distributed.http_serve.app",
+    b"plait.cli",
+    _POSTGRES_DIR_PREFIX.encode(),  # a PostgreSQL server's data directory (`_postgres.PostgresServer`)
+)
 
 
 def _run_tags(pid: str) -> list[bytes] | None:
