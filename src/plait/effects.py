@@ -288,7 +288,7 @@ class ToolCall(Composite[Any]):
 
     def flow(self) -> Flow[Any]:
         """The executor's call flow."""
-        return cast("Flow[Any]", self.executor.call_flow(self.message, self.session_id))
+        return cast("Flow[Any]", self.executor.call_flow(self.message, session_id=self.session_id))
 
     def call(self) -> Call[Any]:
         """The executor called as a function."""

@@ -234,7 +234,7 @@ class AgentCore(AgentModule):
 
     def _owner(self, session_id: Hashable) -> tuple[Memory | None, AgentCore]:
         """A model call's `memory` and `agent` fields."""
-        return (self._memory.memory_map.get(session_id) if self._memory is not None else None), self
+        return (self._memory.held(session_id) if self._memory is not None else None), self
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item

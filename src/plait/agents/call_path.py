@@ -22,6 +22,7 @@ from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode, owned_copy, shallow_copy
+from ..sessions import SessionRegistry
 from ..untrusted import clean_text
 from .run_state import RunState
 from .tool_loop import LoopAgent, decide
@@ -38,7 +39,8 @@ class CallPathAgent(LoopAgent, Protocol):
     name: str
     _memory: MemoryManager | None
     _hooks: dict[int, Any]
-    _calls: dict[Hashable, object]
+    _session_registry: SessionRegistry
+    _session_path: str
     _stream_forward: ClassVar[bool]
 
     @property
@@ -158,13 +160,16 @@ def _guarded(
     """The call path of a call (`decisions` None) or a resume, one at a time per session."""
     memory = agent._memory
     token = object()
-    if memory is not None and agent._calls.setdefault(session_id, token) is not token:  # atomic across threads
+    registry, path = agent._session_registry, agent._session_path
+    session = registry.session(session_id) if memory is not None else None
+    if session is not None and not session.claim(path, token):  # one call per agent and session
         raise SessionBusyError(agent.name, session_id)
     try:
         inputs, mark = yield from _opening(agent, session_id, messages, decisions)
         # a crash mid-call drops what the call added (a resume: what it adds to the paused turn, which stays)
         if memory is not None:  # a call's mark is the length now; a resume's, where its paused call began
-            turn = memory.open_turn(session_id, mark if decisions is None else memory.length(session_id))
+            start = mark if decisions is None else memory.length(session_id)
+            turn = registry.open_turn(session_id, path, memory.make, start)
         else:
             turn = None
         agent.update_memory(inputs, session_id)
@@ -195,8 +200,8 @@ def _guarded(
                 output = replaced
         return output
     finally:
-        if memory is not None:
-            agent._calls.pop(session_id, None)
+        if session is not None:
+            session.release(path, token)
 
 
 def _keep(

@@ -23,6 +23,8 @@ from typing import Any, ClassVar, NamedTuple, cast
 from ..exceptions import StateDictError, UserError
 from ..interceptors import Interceptor
 from ..memory.base_memory import ContextSummary
+from ..memory.manager import MemoryManager
+from ..sessions import SessionRegistry
 from ..utils._json import json_default
 from .run_state import RunState
 
@@ -44,12 +46,23 @@ def _changed() -> None:
 
 
 class _Registry(dict[Any, Any]):
-    """A dict of sub-agents or interceptors whose every change is noted (`interceptors` caches what it finds)."""
+    """A dict of sub-agents or interceptors whose every change is noted (`interceptors` caches what it finds).
 
-    __slots__ = ()
+    The sub-agents' registry has its `owner`: an agent put in it joins the owner's sessions (`AgentModule._join`).
+    """
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: AgentModule | None = None) -> None:
+        super().__init__()
+        self.owner = owner
 
     def __setitem__(self, key: Any, value: Any) -> None:
         super().__setitem__(key, value)
+        owner = self.owner
+        if owner is not None and isinstance(value, AgentModule):
+            path = owner._session_path
+            value._join(owner._session_registry, f"{path}.{key}" if path else str(key))
         _changed()
 
     def __delitem__(self, key: Any) -> None:
@@ -76,16 +89,16 @@ class _Registry(dict[Any, Any]):
         _changed()
 
     def update(self, *args: Any, **kwargs: Any) -> None:
-        """`dict.update`, noted."""
-        super().update(*args, **kwargs)
+        """`dict.update`, noted (each item set as by `__setitem__`)."""
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
         _changed()
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
         """`dict.setdefault`, noted."""
-        try:
-            return super().setdefault(key, default)
-        finally:
-            _changed()
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 class IncompatibleKeys(NamedTuple):
@@ -107,16 +120,16 @@ class AgentModule(metaclass=ABCMeta):
     _agents: dict[str, AgentModule]
     _hooks: dict[int, Any]
     _interceptors: dict[int, Interceptor]
-    _runs: dict[Hashable, RunState]
-    _calls: dict[Hashable, object]
+    _session_registry: SessionRegistry
+    _session_path: str
     _stream_forward: ClassVar[bool] = False
 
     def __init__(self) -> None:
-        object.__setattr__(self, "_agents", _Registry())
+        object.__setattr__(self, "_agents", _Registry(self))
         object.__setattr__(self, "_hooks", {})
         object.__setattr__(self, "_interceptors", _Registry())
-        object.__setattr__(self, "_runs", {})
-        object.__setattr__(self, "_calls", {})  # session -> token of the call running on it
+        object.__setattr__(self, "_session_registry", SessionRegistry())  # the tree's: see `_join`
+        object.__setattr__(self, "_session_path", "")
 
     def interceptors(self) -> tuple[Interceptor, ...]:
         """The interceptors around this agent's effects, outermost first (see `plait.interceptors`).
@@ -149,11 +162,29 @@ class AgentModule(metaclass=ABCMeta):
                     f"call super().__init__() in {type(self).__name__}.__init__ before assigning sub-agents"
                 )
             check_name(name)
-            agents[name] = value
+            agents[name] = value  # it joins this agent's sessions
         elif agents is not None:
             agents.pop(name, None)
+            if name == "_memory" and isinstance(value, MemoryManager):  # the view of this agent's memories
+                registry: SessionRegistry = self.__dict__["_session_registry"]
+                for session in registry.sessions.values():  # a new manager replaces the memories held
+                    part = session.parts.get(self._session_path)
+                    if part is not None:
+                        part.memory = None
+                value._attach(registry, self._session_path)
         object.__setattr__(self, name, value)
         _changed()  # a context policy, or anything a subclass derives one from
+
+    def _join(self, registry: SessionRegistry, path: str) -> None:
+        """Keep this subtree's sessions in `registry` (a parent's tree) from `path` down, moving those held."""
+        for sub_path, agent in self.named_agents(path):
+            old, old_path = agent._session_registry, agent._session_path
+            old.move(old_path, registry, sub_path)
+            object.__setattr__(agent, "_session_registry", registry)
+            object.__setattr__(agent, "_session_path", sub_path)
+            manager = agent.__dict__.get("_memory")
+            if isinstance(manager, MemoryManager):
+                manager._attach(registry, sub_path, move=False)
 
     def __delattr__(self, name: str) -> None:
         agents: dict[str, AgentModule] | None = self.__dict__.get("_agents")
@@ -229,29 +260,49 @@ class AgentModule(metaclass=ABCMeta):
 
         A run paused for approval in a session kept by a `SessionStore` is read back from it.
         """
-        run = self._runs.get(session_id)
-        manager = self.__dict__.get("_memory")
-        if run is None and manager is not None and manager.store is not None:
-            memory = manager.get(session_id)
-            if memory is not None and memory.paused_run is not None:
-                data, memory.paused_run = memory.paused_run, None
-                run = self._runs[session_id] = RunState.from_dict(data)
+        registry, path = self._session_registry, self._session_path
+        part = registry.part(session_id, path)
+        run = None if part is None else part.run
+        if run is None and registry.store is not None:
+            manager = self.__dict__.get("_memory")
+            if manager is not None:
+                manager.get(session_id)  # reads the session back from the store
+                part = registry.part(session_id, path)
+                if part is not None and part.stored_run is not None:
+                    data, part.stored_run = part.stored_run, None
+                    run = part.run = RunState.from_dict(data)
         return run
 
     def set_run_state(self, state: RunState | None, session_id: Hashable = 0) -> None:
         """Register (or with None, drop) the state of a session's tool-loop run."""
+        registry, path = self._session_registry, self._session_path
         if state is None:
-            ended = self._runs.pop(session_id, None)
+            part = registry.part(session_id, path)
+            ended = None if part is None else part.run
+            if part is not None:
+                part.run = None
+                registry.prune(session_id)
             if ended is not None and ended.turn_start is not None:  # a paused run is over: forget it on disk too
                 self.keep_paused_run(None, session_id)
         else:
-            self._runs[session_id] = state
+            registry.session(session_id).part(path).run = state
 
     def keep_paused_run(self, state: RunState | None, session_id: Hashable = 0, wait: bool = False) -> None:
         """Store a run paused for approval with the session, where a `SessionStore` keeps it (None: it is over)."""
         manager = self.__dict__.get("_memory")
         if manager is not None:
-            manager.keep_paused_run(None if state is None else state.to_dict(), session_id, wait)
+            data = None if state is None else state.to_dict()
+            self._session_registry.pause(session_id, self._session_path, manager.make, data, wait)
+
+    @property
+    def _calls(self) -> dict[Hashable, object]:
+        """The sessions a call of this agent runs on now, with the call's token (a snapshot)."""
+        path = self._session_path
+        return {
+            session_id: session.calls[path]
+            for session_id, session in self._session_registry.sessions.items()
+            if path in session.calls
+        }
 
     def state_dict(self, session_id: Hashable = 0) -> dict[str, Any]:
         """A session's state of the whole tree: ``{'<path>.memory': [message dicts], ...}``.
@@ -271,9 +322,9 @@ class AgentModule(metaclass=ABCMeta):
             extra = agent.get_extra_state(session_id)
             if extra is not None:
                 state[prefix + "extra_state"] = extra
-            run = agent._runs.get(session_id)
-            if run is not None:
-                state[prefix + "run_state"] = run.to_dict()
+            part = agent._session_registry.part(session_id, agent._session_path)
+            if part is not None and part.run is not None:
+                state[prefix + "run_state"] = part.run.to_dict()
         return state
 
     def load_state_dict(
@@ -350,8 +401,10 @@ class AgentModule(metaclass=ABCMeta):
             False, with nothing dropped, while a call runs on the session.
         """
         agents = list(self.agents())
-        if any(session_id in agent._calls for agent in agents):
-            return False
+        for agent in agents:
+            session = agent._session_registry.sessions.get(session_id)
+            if session is not None and agent._session_path in session.calls:
+                return False
         self._drop(session_id, agents, stored=True)
         return True
 
@@ -363,7 +416,10 @@ class AgentModule(metaclass=ABCMeta):
                 drop = getattr(memory, "evict", None) if stored else memory.reset
                 if drop is not None:
                     drop(session_id)
-            agent._runs.pop(session_id, None)
+            part = agent._session_registry.part(session_id, agent._session_path)
+            if part is not None:
+                part.run = part.stored_run = None
+                agent._session_registry.prune(session_id)
         for interceptor in self.interceptors():  # what they keep per session (a context policy's cut)
             interceptor.reset(session_id)
 

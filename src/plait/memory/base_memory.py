@@ -117,7 +117,6 @@ class Memory:
         self.max_messages = max_messages
         self.journal: MemoryJournal | None = None
         self.summary: ContextSummary | None = None
-        self.paused_run: dict[str, JSONValue] | None = None  # read back from a store, until the agent takes it
 
     def get_memory(
         self,

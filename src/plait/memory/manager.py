@@ -1,30 +1,21 @@
-"""`MemoryManager`: one `Memory` per session id."""
+"""`MemoryManager`: one agent's memories, one per session id (a view of the agent's sessions)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from typing_extensions import TypedDict, Unpack
 
 from ..schema import AgentMessage
-from ..types import JSONValue
+from ..sessions import SessionRegistry, SessionSource
 from ..utils.config import create_object
 from .base_memory import ContextSummary, Memory, MessageLike
 
 if TYPE_CHECKING:
-    from ._session_journal import SessionJournal
-    from .session_store import SessionStore, StoredSession, Turn
+    from ._session_journal import Turn
 
 __all__ = ["MemoryManager"]
-
-
-@runtime_checkable
-class _TurnJournal(Protocol):
-    """A journal that tracks agent calls (`SessionStore`'s)."""
-
-    def open_turn(self, mark: int) -> Turn:
-        """A call starts on a memory of `mark` messages."""
 
 
 class _MemoryQuery(TypedDict, total=False):
@@ -52,118 +43,72 @@ class MemoryManager:
 
     def __init__(self, cfg: Mapping[str, object] | type[Memory] | None = None) -> None:
         self.cfg: Mapping[str, object] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
-        self.memory_map: dict[Hashable, Memory] = {}
-        self.store: SessionStore | None = None
-        self.keypath = "memory"
+        self._registry = SessionRegistry()  # its own until an agent adopts it (`_attach`)
+        self._path = ""
 
-    def bind(self, store: SessionStore, keypath: str) -> None:
-        """Keep this manager's sessions in `store` under `keypath` (see `SessionStore.attach`).
+    def _attach(self, registry: SessionRegistry, path: str, move: bool = True) -> None:
+        """Be the view of the memories at `path` in `registry` (`move`: those held now move there)."""
+        if move:
+            self._registry.move(self._path, registry, path)
+        self._registry, self._path = registry, path
 
-        Sessions held now are written to the store (replacing what it holds of them); others
-        are read from it on first use.
-        """
-        self.store, self.keypath = store, keypath
-        for session_id, memory in self.memory_map.items():
-            journal = store.journal(keypath, session_id)
-            journal.claim(memory.memory)
-            journal.summarise(memory.summary)
-            memory.journal = journal
-
-    def _new(self, session_id: Hashable, journal: SessionJournal | None = None) -> Memory:
+    def make(self) -> Memory:
+        """A new empty memory, as `cfg` describes it."""
         kind = self.cfg.get("type")
         memory: Memory = kind() if len(self.cfg) == 1 and isinstance(kind, type) else create_object(self.cfg)
-        if self.store is not None:
-            memory.journal = journal if journal is not None else self.store.journal(self.keypath, session_id)
-        self.memory_map[session_id] = memory
         return memory
+
+    @property
+    def store(self) -> SessionSource | None:
+        """The store the sessions are kept in (`SessionStore.attach`), or None."""
+        return self._registry.store
+
+    @property
+    def memory_map(self) -> dict[Hashable, Memory]:
+        """The memories held in this process, by session id (a snapshot)."""
+        return self._registry.memories(self._path)
+
+    def held(self, session_id: Hashable) -> Memory | None:
+        """The session's memory held in this process (None: none, or not read back from the store yet)."""
+        return self._registry.held(session_id, self._path)
 
     def create_instance(self, session_id: Hashable) -> Memory:
         """Create (replacing any old one) and return the memory of `session_id`."""
-        memory = self._new(session_id)
+        memory = self._registry.new_memory(session_id, self._path, self.make)
         if memory.journal is not None:
             memory.journal.rewrite([])
         return memory
 
-    def _held(self, session_id: Hashable) -> Memory | None:
-        """The session's memory in this process (None: none, or one the file must be read for again).
-
-        A memory whose store write failed (`SessionJournal.stale`: another writer changed the
-        session, the disk was full...) is dropped once no call is open on it: it is read back,
-        so memory holds what the file holds.
-        """
-        memory = self.memory_map.get(session_id)
-        if memory is not None and memory.journal is not None and getattr(memory.journal, "stale", False):
-            del self.memory_map[session_id]
-            return None
-        return memory
-
-    def _stored(self, session_id: Hashable) -> Memory | None:
-        """The session's memory: in this process, or read back from the bound store (None: it has none)."""
-        memory = self._held(session_id)
-        if memory is not None or self.store is None:
-            return memory
-        stored = self.store.load(self.keypath, session_id)
-        return self._adopt(session_id, stored) if stored.found else None
-
-    def _session(self, session_id: Hashable) -> Memory:
-        """The session's memory, created when it has none."""
-        memory = self._held(session_id)
-        if memory is not None:
-            return memory
-        if self.store is None:
-            return self._new(session_id)
-        return self._adopt(session_id, self.store.load(self.keypath, session_id))
-
-    def _adopt(self, session_id: Hashable, stored: StoredSession) -> Memory:
-        """A memory holding what the file holds, written on by the journal that read it."""
-        memory = self._new(session_id, stored.journal)
-        journal, memory.journal = memory.journal, None
-        memory.load(stored.messages)
-        memory.summary = stored.summary
-        memory.paused_run = stored.run
-        memory.journal = journal
-        return memory
-
-    def keep_paused_run(self, state: dict[str, JSONValue] | None, session_id: Hashable = 0, wait: bool = False) -> None:
-        """Store the state of the session's run paused for approval (None: it is over) in the bound store.
-
-        Without a store nothing happens (the agent holds the run). With `wait`, return once
-        it is on disk.
-        """
-        memory = self._stored(session_id) if self.store is not None else None
-        if memory is not None and memory.journal is not None:
-            memory.journal.pause(state, wait)
-
     def set_summary(self, summary: ContextSummary | None, session_id: Hashable = 0) -> None:
         """Keep `summary` as the running summary of a session's older messages (see `Memory.set_summary`)."""
-        self._session(session_id).set_summary(summary)
+        self._registry.memory(session_id, self._path, self.make).set_summary(summary)
 
     def add(self, memories: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
-        self._session(session_id).add(memories)
+        self._registry.memory(session_id, self._path, self.make).add(memories)
 
     def get(self, session_id: Hashable = 0) -> Memory | None:
         """The `Memory` of a session, or None if it has none."""
-        return self._stored(session_id)
+        return self._registry.stored(session_id, self._path, self.make)
 
     def get_memory(self, session_id: Hashable = 0, **kwargs: Unpack[_MemoryQuery]) -> list[AgentMessage]:
         """A session's messages (see `Memory.get_memory` for `recent_n` / `filter_func`); [] for an unknown session."""
-        memory = self._stored(session_id)
+        memory = self.get(session_id)
         return memory.get_memory(**kwargs) if memory is not None else []
 
     def length(self, session_id: Hashable = 0) -> int:
         """How many messages a session holds."""
-        memory = self._stored(session_id)
+        memory = self.get(session_id)
         return len(memory) if memory is not None else 0
 
     def cap(self, session_id: Hashable = 0) -> int:
         """Apply the session's ``max_messages`` storage cap (see `Memory.cap`); how many messages were dropped."""
-        memory = self._stored(session_id)
+        memory = self.get(session_id)
         return memory.cap() if memory is not None else 0
 
     def truncate(self, session_id: Hashable, length: int) -> None:
         """Drop a session's messages after the first `length` (undo of a failed call)."""
-        memory = self._stored(session_id)
+        memory = self.get(session_id)
         if memory is not None:
             memory.truncate(length)
 
@@ -171,38 +116,28 @@ class MemoryManager:
         """An agent call starts on a session of `mark` messages: the bound store's `Turn`, None without a store.
 
         The call path commits the turn when the call returns (it is then durable) or abandons
-        it after rolling the memory back (also when the commit failed); a turn still open when
-        the session is read back in a new process is removed.
+        it after rolling the memory back; a turn still open when the session is read back in
+        a new process is removed (see `plait.sessions.SessionRegistry.open_turn`).
         """
-        if self.store is None:
-            return None
-        journal = self._session(session_id).journal  # held from now on: never read back while it is open
-        return journal.open_turn(mark) if isinstance(journal, _TurnJournal) else None
+        return self._registry.open_turn(session_id, self._path, self.make, mark)
 
     def reset(self, session_id: Hashable = 0) -> None:
         """Forget a session entirely (in the bound store too)."""
-        memory = self.memory_map.pop(session_id, None)
-        if self.store is not None:
-            journal = memory.journal if memory is not None else self.store.journal(self.keypath, session_id)
-            if journal is not None:
-                journal.rewrite([])
+        self._registry.forget_memory(session_id, self._path)
 
     def evict(self, session_id: Hashable = 0) -> None:
         """Drop a session from this process only: a bound store keeps it (read back on its next use).
 
         Without a store the session is forgotten, as by `reset`.
         """
-        self.memory_map.pop(session_id, None)
+        self._registry.evict_memory(session_id, self._path)
 
     def sessions(self) -> list[Hashable]:
         """The session ids that have a memory (in this process, or in the bound store)."""
-        if self.store is None:
-            return list(self.memory_map)
-        stored = self.store.sessions(self.keypath)
-        return list(self.memory_map) + [s for s in stored if s not in self.memory_map]
+        return self._registry.stored_ids(self._path)
 
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self.memory_map or self._stored(session_id) is not None
+    def __contains__(self, session_id: Hashable) -> bool:
+        return self.get(session_id) is not None
 
     def __repr__(self) -> str:
         return f"MemoryManager(sessions={len(self.memory_map)})"

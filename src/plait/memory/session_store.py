@@ -203,12 +203,15 @@ class SessionStore:
         Sessions already in memory are written now (replacing what the file holds of them);
         the others are read back on first use.
         """
-        from .manager import MemoryManager
-
-        for path, module in agent.named_agents():
-            memory = getattr(module, "memory", None)
-            if isinstance(memory, MemoryManager):
-                memory.bind(self, f"{path}.memory" if path else "memory")
+        registry = getattr(agent, "_session_registry", None)
+        if registry is None:
+            raise UserError(f"SessionStore.attach takes an agent, not {type(agent).__name__}")
+        paths = [
+            str(getattr(module, "_session_path", ""))
+            for _, module in agent.named_agents()
+            if getattr(module, "memory", None) is not None
+        ]
+        registry.bind(self, paths)
         return agent
 
     def journal(self, keypath: str, session_id: Hashable) -> SessionJournal:
