@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from ...exceptions import ParseError, UserError
+from ...utils._lenient_json import drop_trailing_commas
 from .str_parser import StrParser
 
 __all__ = ["JSONParser"]
@@ -245,7 +246,7 @@ def _candidates(data: str) -> Iterator[str]:
 
 
 def _decode(text: str) -> object:
-    cleaned = _drop_trailing_commas(_strip_comments(text)).strip()
+    cleaned = drop_trailing_commas(_strip_comments(text)).strip()
     try:
         return json.loads(cleaned)
     except ValueError as exc:
@@ -296,16 +297,6 @@ def _strip_comments(text: str) -> str:
         out.append(char)
         index += 1
     return "".join(out)
-
-
-_TRAILING_COMMA = re.compile(r'"(?:[^"\\]|\\.)*"|,(\s*[}\]])', re.DOTALL)
-
-
-def _drop_trailing_commas(text: str) -> str:
-    """Remove commas that directly precede a closing ``}`` or ``]`` (outside strings)."""
-    if "," not in text:
-        return text
-    return _TRAILING_COMMA.sub(lambda m: m.group(1) if m.group(1) is not None else m.group(0), text)
 
 
 # --------------------------------------------------------------------------- messages
