@@ -133,15 +133,6 @@ def app_model(model: str | None, api_base: str | None, err: TextIO) -> str | Non
     return best.name
 
 
-def _announce_join(model: str | None, err: TextIO) -> None:
-    """One line on `err` when the catalogue model `model` is about to be joined (its first use)."""
-    from .llms.catalogue import get_model, needs_join
-
-    if model is not None and needs_join(model):
-        entry = get_model(model)
-        err.write(f"plait: joining {entry.name} ({entry.size / 1e6:,.0f} MB) into {entry.cache_file} (first use)\n")
-
-
 def cli_tools() -> dict[str, type[BaseAction]]:
     """The tools ``--tools`` offers (`plait.actions._registry.user_tools`)."""
     from .actions import calculator  # noqa: F401  (registers the default tool)
@@ -423,7 +414,9 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
         raise UserError("--max-new-tokens and --max-turn must be at least 1")
     tools = [_tool(name) for name in args.tools.split(",") if name.strip()]  # checked before the model loads
     if args.api_base is None:
-        _announce_join(embedded_model(args.model).get("model"), sys.stderr)
+        from .llms._models_cli import announce_join
+
+        announce_join(embedded_model(args.model).get("model"), sys.stderr)
     llm = build_llm(
         args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
     )

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 NO_RUN = {
     "README.md": 1,  # the MCP filesystem server (Node.js, fetched from npm)
-    "docs/models.md": 1,  # HF transformers and vLLM load multi-GB weights (vLLM needs a GPU)
+    "docs/models.md": 2,  # HF transformers and vLLM load multi-GB weights (vLLM needs a GPU); a client of a running
+    # `plait models serve`
     "docs/serving.md": 1,  # a Ray actor (Ray starts a local runtime: tens of seconds)
 }
 MIN_RUN_BLOCKS = 40  # the issue 23 floor for README.md and docs/ together

@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..exceptions import LLMError, MissingDependencyError, UserError
 from ._hub import DEFAULT_FILE, DEFAULT_REPO, download_gguf, local_model_path
@@ -31,8 +31,10 @@ __all__ = [
     "chat_template_of",
     "count_prompt_tokens",
     "default_model_path",
+    "engine_params",
     "installed_model_path",
     "model_file",
+    "start_engine",
 ]
 
 
@@ -174,32 +176,73 @@ def _stop_engines() -> None:
         engine.server = None
 
 
-def _load(key: _EngineKey) -> Server:
+def engine_params(
+    path: str,
+    *,
+    n_ctx: int,
+    n_threads: int,
+    prompt_cache_mib: int,
+    n_gpu_layers: int = 0,
+    n_parallel: int = 1,
+    chat_template: str | None = None,
+) -> Any:
+    """The ``xllamacpp.CommonParams`` of an engine on the GGUF at `path` (quiet, its prompt cache capped).
+
+    Raises:
+        MissingDependencyError: xllamacpp is not installed.
+        UserError: No file at `path`.
+    """
     xlc = _import_xllamacpp()
-    if not os.path.isfile(key.path):
-        raise UserError(f"no GGUF model file at {key.path!r}")
+    if not os.path.isfile(path):
+        raise UserError(f"no GGUF model file at {path!r}")
     params = xlc.CommonParams()
-    params.model.path = key.path
-    params.n_ctx = key.n_ctx
-    params.n_parallel = key.n_parallel
-    params.n_gpu_layers = key.n_gpu_layers
-    params.cpuparams.n_threads = key.n_threads
-    params.cpuparams_batch.n_threads = key.n_threads
+    params.model.path = path
+    params.n_ctx = n_ctx
+    params.n_parallel = n_parallel
+    params.n_gpu_layers = n_gpu_layers
+    params.cpuparams.n_threads = n_threads
+    params.cpuparams_batch.n_threads = n_threads
     params.verbosity = -1  # llama.cpp logs to stderr otherwise
     # llama.cpp keeps the KV state of past prompts in host memory to restore them (8 GiB by
     # default, which a long chat with summaries filled to 4.7 GiB with a 135M model); capped
-    params.cache_ram_mib = key.prompt_cache_mib
-    if key.chat_template is not None:
-        params.chat_template = key.chat_template
+    params.cache_ram_mib = prompt_cache_mib
+    if chat_template is not None:
+        params.chat_template = chat_template
+    return params
+
+
+def start_engine(params: Any, failure: str) -> Server:
+    """Start an ``xllamacpp.Server`` on `params`; it returns once the engine's task loop runs.
+
+    Args:
+        params: Its ``CommonParams`` (`engine_params`, with whatever else the caller sets).
+        failure: What failed, for the error (``"llama.cpp could not load '...'"``).
+
+    Raises:
+        UserError: llama.cpp refused (`failure`, then llama.cpp's reason).
+    """
     try:
-        server: Server = xlc.Server(params)
+        server: Server = _import_xllamacpp().Server(params)
     except RuntimeError as exc:
-        raise UserError(f"llama.cpp could not load {key.path!r} with {key}: {exc}") from exc
+        raise UserError(f"{failure}: {exc}") from exc
     # An empty request returns once the engine's task loop runs. Destroying a server whose
     # loop has not started yet hangs forever in ~Server (xllamacpp 2026.10: the stop signal
     # is lost), so no server leaves here before its loop is up.
     server.handle_completions({"prompt": "", "max_tokens": 0})
     return server
+
+
+def _load(key: _EngineKey) -> Server:
+    params = engine_params(
+        key.path,
+        n_ctx=key.n_ctx,
+        n_threads=key.n_threads,
+        prompt_cache_mib=key.prompt_cache_mib,
+        n_gpu_layers=key.n_gpu_layers,
+        n_parallel=key.n_parallel,
+        chat_template=key.chat_template,
+    )
+    return start_engine(params, f"llama.cpp could not load {key.path!r} with {key}")
 
 
 def _ask_engine(base_url: str, path: str, body: Mapping[str, object] | None = None) -> object:

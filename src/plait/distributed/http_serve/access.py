@@ -9,7 +9,8 @@
 * **Every error a JSON body**: `json_errors` turns aiohttp's own errors (404, 405, 413 for a
   body over the limit) and any unexpected exception into ``{"error": {"type", "message"}}``.
 * **Exposure**: `listen` refuses a non-loopback address without a token (unless told the
-  server sits behind an authenticating proxy), then listens behind a `ConnectionGate`
+  server sits behind an authenticating proxy: `check_exposure`, which ``plait models serve``
+  follows too), then listens behind a `ConnectionGate`
   (connection caps per client address, request-head deadlines, a reserved way in for the
   health check); the agent server and the MCP server both start this way.
 """
@@ -34,7 +35,7 @@ from ...exceptions import PlaitError, UserError
 from ...types import SessionId
 from .connections import ConnectionGate
 
-__all__ = ["TOKEN_ENV", "AccessControl", "is_loopback", "json_errors", "listen", "read_tokens"]
+__all__ = ["TOKEN_ENV", "AccessControl", "check_exposure", "is_loopback", "json_errors", "listen", "read_tokens"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,27 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def check_exposure(host: str, *, has_token: bool, insecure: bool, what: str) -> None:
+    """Refuse to serve a non-loopback `host` without a token, unless told it sits behind an authenticating proxy.
+
+    The one rule every plait server follows (the agent server, the MCP server, ``plait models serve``).
+
+    Args:
+        host: The address to listen on.
+        has_token: Whether requests will need a bearer token.
+        insecure: Serve a non-loopback `host` without a token (behind an authenticating proxy).
+        what: What a stranger could do, for the refusal (``'use the agent'``).
+
+    Raises:
+        UserError: A non-loopback `host` without a token (and without `insecure`).
+    """
+    if not (has_token or insecure or is_loopback(host)):
+        raise UserError(
+            f"serving on {host!r} without a token would let anyone on the network {what}: "
+            f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
+        )
 
 
 def read_tokens(path: str | os.PathLike[str]) -> str | dict[str, str]:
@@ -212,11 +234,7 @@ async def listen(
     Raises:
         UserError: A non-loopback `host` without a token (and without `insecure`).
     """
-    if not (access.enabled or insecure or is_loopback(host)):
-        raise UserError(
-            f"serving on {host!r} without a token would let anyone on the network {what}: "
-            f"set ${TOKEN_ENV} (or token=), or pass insecure=True (--insecure) behind an authenticating proxy"
-        )
+    check_exposure(host, has_token=access.enabled, insecure=insecure, what=what)
     runner.app.middlewares.insert(0, gate.middleware())  # before setup freezes the application
     await runner.setup()
     assert runner.server is not None  # set by setup()
