@@ -128,6 +128,23 @@ def test_with_a_token_a_request_without_it_gets_401_and_the_token_is_never_shown
 
 @pytest.mark.slow
 @needs_model
+def test_a_web_page_of_another_origin_is_not_allowed_to_read_answers() -> None:
+    """llama.cpp reflects any Origin by default; a page in the user's browser could then use the model."""
+    import urllib.request
+
+    with models_serve() as (url, _, process):
+        for method, extra in (("OPTIONS", {"Access-Control-Request-Method": "POST"}), ("GET", {})):
+            request = urllib.request.Request(
+                f"{url}/models", method=method, headers={"Origin": "http://evil.example", **extra}
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                allowed = response.headers.get("Access-Control-Allow-Origin")
+            assert allowed in (None, ""), (method, allowed)
+        _stop(process, signal.SIGTERM)
+
+
+@pytest.mark.slow
+@needs_model
 def test_sigterm_with_requests_running_cuts_them_off_and_exits_0() -> None:
     """A request still running at shutdown is hung up on; it no longer holds the server (xllamacpp).
 

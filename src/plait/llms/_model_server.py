@@ -148,6 +148,11 @@ class ModelServer:
         params.model_alias = {self.model}  # the name clients see in /v1/models and every response
         params.use_jinja = True  # the model's own template renders tools; llama.cpp parses the calls
         params.endpoint_slots = False  # /slots would show one client the prompts of another
+        # llama.cpp answers any web page's cross-origin request (it reflects the Origin, with
+        # credentials): a page open in the user's browser could use the model. No origin is allowed;
+        # llama.cpp's own page at / is same-origin and needs none.
+        params.cors_origins = ""
+        params.cors_origins_explicit = True
         failure = (
             f"llama.cpp could not serve {self.model} on {self.host}:{self.port} (a port in use, "
             "an address of another machine, or a model it cannot load)"
