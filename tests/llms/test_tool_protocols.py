@@ -189,3 +189,31 @@ def test_the_real_engine_decodes_a_template_call(mode: str) -> None:
             assert isinstance(json.loads(call.arguments), dict)
     finally:
         model.close()
+
+
+def test_the_answer_turn_shows_no_tools() -> None:
+    """Shown tools, the 0.5B answered a weather result with ``({"name": "get_weather", ...`` (bench/models.py)."""
+    question = [{"role": "user", "content": "Weather in Paris?"}]
+    assert "<tools>" in str(protocol().prompt(ToolPlan([WEATHER]), question))
+    assert "<tools>" not in str(protocol().prompt(ToolPlan([WEATHER], "none"), question))
+
+
+def test_a_call_written_as_text_is_a_call_where_calls_may_be_made() -> None:
+    reply = 'Here is the call:\n```json\n{"name": "Calculator", "arguments": {"expression": "2+2"}}\n```'
+    calls = protocol().parse(ToolPlan([WEATHER, CALCULATOR]), reply)
+    assert isinstance(calls, list) and [(c.name, json.loads(c.arguments)) for c in calls] == [
+        ("Calculator", {"expression": "2+2"})
+    ]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '({"name": "Calculator", "arguments": {"expression": "1093"}}',
+        'Sure:\n```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```',
+    ],
+)
+def test_a_call_written_into_an_answer_is_invalid(reply: str) -> None:
+    with pytest.raises(InvalidToolReply, match="written into the answer"):
+        protocol().parse(ToolPlan([WEATHER, CALCULATOR], "none"), reply)
+    assert protocol().parse(ToolPlan([WEATHER], "none"), "It is 18 degrees.") == "It is 18 degrees."

@@ -27,6 +27,7 @@ from ..exceptions import UserError
 from ._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages
 from .base_llm import Prompt
 from .response import ToolCall
+from .text_tool_calls import find_tool_calls
 
 __all__ = ["TOOL_PROTOCOLS", "JsonProtocol", "TemplateProtocol", "ToolProtocol", "check_tool_protocol"]
 
@@ -85,6 +86,9 @@ class JsonProtocol:
 
 # -- the model's own template --------------------------------------------------------------
 
+_TEXT_FORMATS = ("hermes", "fenced_json", "bare_json")
+_CALL_TEXT = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
+"""A call's JSON anywhere in a text answer (what `find_tool_calls` leaves as prose)."""
 _COMPACT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 """llguidance's JSON layout for calls: ``{"name": "f", "arguments": {"x": 1}}``, no line breaks."""
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -173,8 +177,13 @@ class TemplateProtocol:
         self._tokens = {"bos_token": bos_token, "eos_token": eos_token}
 
     def prompt(self, plan: ToolPlan, messages: Sequence[object]) -> Prompt:
-        """The conversation rendered by the template, every offered tool shown, ready for the reply."""
-        tools = [{"type": "function", "function": plan.functions[name]} for name in plan.functions]
+        """The conversation rendered by the template, ready for the reply.
+
+        Every offered tool is shown while a call may be made; for an answer (``tool_choice='none'``)
+        none is: a small model shown tools writes a call as text instead of answering.
+        """
+        shown = plan.functions if plan.allowed else {}
+        tools = [{"type": "function", "function": function} for function in shown.values()] or None
         return str(
             self._template.render(
                 messages=_template_messages(messages), tools=tools, add_generation_prompt=True, **self._tokens
@@ -218,7 +227,7 @@ class TemplateProtocol:
                 raise InvalidToolReply("no <tool_call>")
             if plan.answer_schema is not None:
                 return json.dumps(_json_or_raise(reply), ensure_ascii=False)  # the output type validates it
-            return reply
+            return self._answer(plan, reply)
         calls: list[ToolCall] = []
         seen: set[str] = set()
         for body in _CALL.findall(reply):
@@ -236,6 +245,24 @@ class TemplateProtocol:
         if not calls or not reply.rstrip().endswith("</tool_call>"):
             raise InvalidToolReply("a <tool_call> that does not end")
         return calls
+
+    @staticmethod
+    def _answer(plan: ToolPlan, reply: str) -> list[ToolCall] | str:
+        """A text answer, or the calls it writes as text (fenced or bare JSON) when a call may be made.
+
+        The grammar keeps an answer from starting as JSON or markup, but a small model that
+        means to call writes the call further in (``Here is the call: ```json {...}```"``,
+        ``({"name": ...``). Where calls are allowed they are taken as calls; an answer that
+        still holds one is invalid (the constrained tries go on).
+        """
+        found = find_tool_calls(reply, plan.allowed or list(plan.functions), formats=_TEXT_FORMATS)
+        if found.calls and plan.allowed and not found.problems:
+            written = [{"tool": call.name, "arguments": json.loads(call.arguments)} for call in found.calls]
+            calls = [plan.parse(json.dumps(call)) for call in written]
+            return [call for call in calls if isinstance(call, ToolCall)]
+        if found.found or _CALL_TEXT.search(reply):
+            raise InvalidToolReply("a tool call written into the answer")
+        return reply
 
     def answer_so_far(self, reply: str) -> str | None:
         return reply if reply and reply[0] not in _ANSWER_START and not reply[0].isspace() else None
