@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_tasks import TASKS, TOOLS, Task, run_tool, same_call  # noqa: E402
+from model_tasks import TASKS, TOOLS, Task, run_tool, same_call
 
 RESULTS = Path(__file__).resolve().parent / "results" / "models.json"
 PROTOCOLS = ("json", "template")
@@ -64,13 +64,20 @@ def first_turn(llm: Any, task: Task) -> dict[str, Any]:
 
 
 def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
-    """Run the task's tool loop; right when the final answer holds every expected fact."""
+    """Run the task's tool loop as `FunctionCallingAgent` does; right when the answer holds every expected fact.
+
+    Each reply's calls run and their results go back; a call made before is not run again
+    (its earlier result goes back with a note, plait's ``repeat_calls='reuse'``), and after a
+    turn of only such calls, or at the last turn, the answer is asked for (``tool_choice='none'``).
+    """
     tools = [TOOLS[name] for name in task.tools]
     messages: list[dict[str, Any]] = [{"role": "user", "content": task.question}]
     made: list[Any] = []
-    answer = ""
+    results: dict[str, str] = {}
+    answer, choice = "", "auto"
     for turn in range(MAX_TURNS):
-        choice = "none" if turn == MAX_TURNS - 1 else "auto"
+        if turn == MAX_TURNS - 1:
+            choice = "none"
         response = llm.complete(messages, tools=tools, tool_choice=choice)
         if not response.tool_calls:
             answer = response.content
@@ -80,9 +87,17 @@ def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
             for call in response.tool_calls
         ]
         messages.append({"role": "assistant", "content": response.content or "", "tool_calls": calls})
+        repeats = 0
         for call in response.tool_calls:
-            made.append((call.name, _arguments(call)))
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": run_tool(call.name, _arguments(call))})
+            key = json.dumps([call.name, _arguments(call)], sort_keys=True)
+            if key in results:
+                repeats += 1
+                result = f"{results[key]}\n(the same call as before: its earlier result)"
+            else:
+                made.append((call.name, _arguments(call)))
+                result = results[key] = run_tool(call.name, _arguments(call))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        choice = "none" if repeats == len(response.tool_calls) else "auto"
     flat = answer.replace(",", "").lower()
     return {"right": all(fact.lower() in flat for fact in task.answer), "calls": made, "text": answer[:300]}
 
@@ -106,11 +121,14 @@ def run_one(model: str, protocol: str, threads: int) -> dict[str, Any]:
                 row = end_to_end(llm, task) if task.kind == "end_to_end" else first_turn(llm, task)
             except UserError as exc:  # the protocol does not fit the model (no tool syntax in its template)
                 return {"model": model, "protocol": protocol, "unsupported": str(exc)}
-            except Exception as exc:  # noqa: BLE001 - a failed task is scored wrong, with the reason
+            except Exception as exc:
                 row = {"right": False, "calls": [], "text": f"{type(exc).__name__}: {exc}"[:300]}
             row.update(kind=task.kind, question=task.question, seconds=round(time.perf_counter() - start, 2))
             rows.append(row)
-            print(f"  {row['kind']:<11} {'ok ' if row['right'] else 'BAD'} {row['seconds']:>6}s {task.question}", file=sys.stderr)
+            print(
+                f"  {row['kind']:<11} {'ok ' if row['right'] else 'BAD'} {row['seconds']:>6}s {task.question}",
+                file=sys.stderr,
+            )
     finally:
         llm.close()
     return {
@@ -159,7 +177,7 @@ def _child(args: list[str]) -> dict[str, Any]:
 
 def score(run: dict[str, Any]) -> dict[str, str]:
     if "unsupported" in run:
-        return {kind: "n/a" for kind in KINDS}
+        return dict.fromkeys(KINDS, "n/a")
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for row in run["tasks"]:
         counts[row["kind"]][0] += int(row["right"])
@@ -169,7 +187,8 @@ def score(run: dict[str, Any]) -> dict[str, str]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all 40 | time | tokens |",
+        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all 40 "
+        "| time | tokens |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in results["runs"]:
@@ -179,7 +198,9 @@ def table(results: dict[str, Any]) -> str:
             continue
         total = sum(int(row["right"]) for row in run["tasks"])
         cells = " | ".join(s[kind] for kind in KINDS)
-        lines.append(f"| {run['model']} | {run['protocol']} | {cells} | {total}/40 | {run['seconds']} s | {run['tokens']:,} |")
+        lines.append(
+            f"| {run['model']} | {run['protocol']} | {cells} | {total}/40 | {run['seconds']} s | {run['tokens']:,} |"
+        )
     lines += [
         "",
         "| model | threads | load | peak RSS | prompt tok/s | generation tok/s |",
