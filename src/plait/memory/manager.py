@@ -45,6 +45,7 @@ class MemoryManager:
         self.cfg: Mapping[str, object] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
         self._registry = SessionRegistry()  # its own until an agent adopts it (`_attach`)
         self._path = ""
+        self._factory = self.make  # bound once: the registry calls it for a new session
 
     def _attach(self, registry: SessionRegistry, path: str, move: bool = True) -> None:
         """Be the view of the memories at `path` in `registry` (`move`: those held now move there)."""
@@ -74,22 +75,22 @@ class MemoryManager:
 
     def create_instance(self, session_id: Hashable) -> Memory:
         """Create (replacing any old one) and return the memory of `session_id`."""
-        memory = self._registry.new_memory(session_id, self._path, self.make)
+        memory = self._registry.new_memory(session_id, self._path, self._factory)
         if memory.journal is not None:
             memory.journal.rewrite([])
         return memory
 
     def set_summary(self, summary: ContextSummary | None, session_id: Hashable = 0) -> None:
         """Keep `summary` as the running summary of a session's older messages (see `Memory.set_summary`)."""
-        self._registry.memory(session_id, self._path, self.make).set_summary(summary)
+        self._registry.memory(session_id, self._path, self._factory).set_summary(summary)
 
     def add(self, memories: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
-        self._registry.memory(session_id, self._path, self.make).add(memories)
+        self._registry.memory(session_id, self._path, self._factory).add(memories)
 
     def get(self, session_id: Hashable = 0) -> Memory | None:
         """The `Memory` of a session, or None if it has none."""
-        return self._registry.stored(session_id, self._path, self.make)
+        return self._registry.stored(session_id, self._path, self._factory)
 
     def get_memory(self, session_id: Hashable = 0, **kwargs: Unpack[_MemoryQuery]) -> list[AgentMessage]:
         """A session's messages (see `Memory.get_memory` for `recent_n` / `filter_func`); [] for an unknown session."""
@@ -119,7 +120,7 @@ class MemoryManager:
         it after rolling the memory back; a turn still open when the session is read back in
         a new process is removed (see `plait.sessions.SessionRegistry.open_turn`).
         """
-        return self._registry.open_turn(session_id, self._path, self.make, mark)
+        return self._registry.open_turn(session_id, self._path, self._factory, mark)
 
     def reset(self, session_id: Hashable = 0) -> None:
         """Forget a session entirely (in the bound store too)."""
