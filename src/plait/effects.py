@@ -55,6 +55,7 @@ __all__ = [
     "Leaf",
     "ModelCall",
     "ToolCall",
+    "in_place",
     "perform",
     "runs_in_place",
 ]
@@ -135,14 +136,20 @@ IN_PLACE = "__plait_call_path__"
 
 
 def runs_in_place(method: F) -> F:
-    """Mark a ``__call__`` that only drives plait's own flow, so a calling driver may run that flow in place.
+    """Mark a method that only drives plait's own flow, so the caller may run that flow in place.
 
-    `AgentCall` and `ToolCall` run the flows of marked agents and executors in the caller's
-    driver (one driver per tree, every effect meeting the same interceptors); unmarked
-    callables (a user's own ``__call__``) are called as they are.
+    The one rule for running in place: a method marked here (an agent's or executor's
+    ``__call__``, an agent's ``forward``) is plait's own, and its flow runs in the calling
+    driver (one driver per tree, every effect meeting the same interceptors); an unmarked one
+    (a user's own ``__call__`` or ``forward``) is called as it is. See `in_place`.
     """
     setattr(method, IN_PLACE, True)
     return method
+
+
+def in_place(owner: object, name: str) -> bool:
+    """Whether `owner`'s class method `name` is marked `runs_in_place` (its flow may run in the caller's driver)."""
+    return getattr(getattr(type(owner), name, None), IN_PLACE, False) is True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -258,8 +265,7 @@ class AgentCall(Composite["AgentMessage"]):
     @property
     def inline(self) -> bool:
         """Whether the agent's call path can run in the calling driver (plait's own, no interceptors of its own)."""
-        marked = getattr(type(self.agent).__call__, IN_PLACE, False) is True
-        return marked and not getattr(self.agent, "_interceptors", None)
+        return in_place(self.agent, "__call__") and not getattr(self.agent, "_interceptors", None)
 
     def flow(self) -> Flow[AgentMessage]:
         """The agent's call path."""
@@ -284,7 +290,7 @@ class ToolCall(Composite[Any]):
     @property
     def inline(self) -> bool:
         """Whether the executor's steps can run in the calling driver."""
-        return getattr(type(self.executor).__call__, IN_PLACE, False) is True
+        return in_place(self.executor, "__call__")
 
     def flow(self) -> Flow[Any]:
         """The executor's call flow."""

@@ -41,9 +41,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def flow_forward(method: F) -> F:
-    """Mark a ``forward`` that only drives `forward_flow`, so the call path runs the flow in place."""
-    setattr(method, "__plait_forward__", True)  # noqa: B010 - a marker attribute on a function
-    return method
+    """Mark a ``forward`` that only drives `forward_flow`, so the call path runs the flow in place (`runs_in_place`)."""
+    return runs_in_place(method)
 
 
 Guardrail = Callable[[str], Any]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..effects import Call, Flow, HookCall, perform
+from ..effects import Call, Flow, HookCall, in_place, perform
 from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
 from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
 from ..memory.base_memory import MessageLike, to_message
@@ -280,7 +280,7 @@ def _forward(
     """What the agent answers: its paused run going on, its `forward_flow`, or a user-defined ``forward``."""
     if resuming:
         return (yield from agent.resume_flow(session_id, kwargs))
-    if getattr(type(agent).forward, "__plait_forward__", False):
+    if in_place(agent, "forward"):
         return (yield from agent.forward_flow(inputs, session_id, kwargs))
     return (
         yield Call(agent.forward, tuple(inputs), {"session_id": session_id, **kwargs}, stream=agent._stream_forward)
