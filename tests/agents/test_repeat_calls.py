@@ -113,3 +113,17 @@ def test_what_ran_is_kept_in_a_saved_run_state() -> None:
     assert call_key({"name": "t", "arguments": {"a": 2, "b": 1}}) in again.ran
     assert list(again.ran.values()) == ["earlier"]
     assert "ran" not in RunState("function_calling").to_dict()  # nothing ran: the JSON is as before
+
+
+def test_a_nonsense_call_gets_one_corrective_observation_not_four(mode: str) -> None:
+    """The web demo's poem case: Calculator('CALCULATOR') four times; now the error is told once."""
+    from plait.actions import get_tool
+
+    nonsense = ModelResponse(tool_calls=[ToolCall("c0", "Calculator", json.dumps({"expression": "CALCULATOR"}))])
+    cls = AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent
+    script = [nonsense, nonsense, "A poem about the sea.", "never asked", "never asked"]
+    agent = cls(scripted_llm(script, mode), [get_tool("Calculator")], max_turn=5)
+    reply = resolve(agent("Write a short poem about the sea."))
+    assert reply.content == "A poem about the sea." and len(agent.llm.calls) == 3
+    first, again = _tool_messages(agent)
+    assert REUSED not in str(first.content) and REUSED in str(again.content)  # one error, then the note
