@@ -13,15 +13,14 @@ from ..utils.config import create_object
 from .base_memory import ContextSummary, Memory, MessageLike
 
 if TYPE_CHECKING:
-    from ._session_journal import SessionJournal
-    from .session_store import SessionStore, StoredSession, Turn
+    from .backend import SessionBackend, SessionWriter, StoredSession, Turn
 
 __all__ = ["MemoryManager"]
 
 
 @runtime_checkable
 class _TurnJournal(Protocol):
-    """A journal that tracks agent calls (`SessionStore`'s)."""
+    """A journal that tracks agent calls (a `SessionBackend`'s)."""
 
     def open_turn(self, mark: int) -> Turn:
         """A call starts on a memory of `mark` messages."""
@@ -53,11 +52,11 @@ class MemoryManager:
     def __init__(self, cfg: Mapping[str, object] | type[Memory] | None = None) -> None:
         self.cfg: Mapping[str, object] = cfg if isinstance(cfg, Mapping) else {"type": cfg or Memory}
         self.memory_map: dict[Hashable, Memory] = {}
-        self.store: SessionStore | None = None
+        self.store: SessionBackend | None = None
         self.keypath = "memory"
 
-    def bind(self, store: SessionStore, keypath: str) -> None:
-        """Keep this manager's sessions in `store` under `keypath` (see `SessionStore.attach`).
+    def bind(self, store: SessionBackend, keypath: str) -> None:
+        """Keep this manager's sessions in `store` under `keypath` (see `SessionBackend.attach`).
 
         Sessions held now are written to the store (replacing what it holds of them); others
         are read from it on first use.
@@ -69,7 +68,7 @@ class MemoryManager:
             journal.summarise(memory.summary)
             memory.journal = journal
 
-    def _new(self, session_id: Hashable, journal: SessionJournal | None = None) -> Memory:
+    def _new(self, session_id: Hashable, journal: SessionWriter | None = None) -> Memory:
         kind = self.cfg.get("type")
         memory: Memory = kind() if len(self.cfg) == 1 and isinstance(kind, type) else create_object(self.cfg)
         if self.store is not None:
