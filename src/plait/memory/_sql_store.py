@@ -47,7 +47,7 @@ _READ = (  # the head first (kind 0), then the summary, the paused run, the mess
     "UNION ALL SELECT 3, position, NULL, message FROM messages WHERE keypath = ? AND session = ? "
     "ORDER BY 1, 2"
 )
-_STALE = "SELECT session, MAX(updated) FROM sessions GROUP BY session HAVING MAX(updated) < ? ORDER BY 2, 1"
+_STALE = "SELECT session, MIN(updated) FROM sessions WHERE updated < ? GROUP BY session ORDER BY 2, 1"
 _SURPLUS = "SELECT session, MAX(updated) FROM sessions GROUP BY session ORDER BY 2 DESC, 1 LIMIT ? OFFSET ?"
 _EVERY_ROW = 2**62  # a LIMIT both databases read as "no limit"
 
@@ -94,20 +94,31 @@ def _read(connection: Connection, keypath: str, session: str) -> _Row:
     return row
 
 
-def _remove(connection: Connection, dialect: Dialect, session: str, seen: float | None = None) -> bool:
-    """Remove a session (every key path) once its rows are locked; with `seen`, only if unchanged since."""
+def _remove(connection: Connection, dialect: Dialect, session: str, kept_from: float = math.inf) -> bool:
+    """Remove a session (every key path) once its rows are locked, unless it changed at `kept_from` or later."""
     rows = connection.execute("SELECT updated FROM sessions WHERE session = ?" + dialect.lock_rows, (session,))
     updated = [float(row[0]) for row in rows.fetchall()]
-    if seen is not None and updated and max(updated) > seen:
-        return False  # written again since it was found stale: kept
+    if updated and max(updated) >= kept_from:
+        return False  # written again since it was found: kept
     for table in SESSION_TABLES:
         connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
     return True
 
 
-def _remove_found(connection: Connection, dialect: Dialect, found: list[tuple[str, float]]) -> list[Hashable]:
-    """Remove the sessions `found` (with their last change) that did not change since; their ids."""
-    return [json.loads(session) for session, seen in found if _remove(connection, dialect, session, float(seen))]
+def _remove_stale(connection: Connection, dialect: Dialect, cutoff: float) -> list[Hashable]:
+    """Remove the sessions last changed before `cutoff`; their ids, oldest first."""
+    stale = connection.execute(_STALE, (cutoff,)).fetchall()
+    return [json.loads(session) for session, _ in stale if _remove(connection, dialect, session, cutoff)]
+
+
+def _remove_surplus(connection: Connection, dialect: Dialect, keep: int) -> list[Hashable]:
+    """Remove every session but the `keep` most recently changed; their ids, oldest first."""
+    surplus = connection.execute(_SURPLUS, (_EVERY_ROW, keep)).fetchall()
+    return [
+        json.loads(session)
+        for session, seen in reversed(surplus)
+        if _remove(connection, dialect, session, math.nextafter(float(seen), math.inf))
+    ]
 
 
 @dataclass(frozen=True)
@@ -121,11 +132,9 @@ class _Retention:
     def __call__(self, connection: Connection) -> list[Hashable]:
         removed: list[Hashable] = []
         if self.ttl is not None:
-            stale = connection.execute(_STALE, (time.time() - self.ttl,)).fetchall()
-            removed += _remove_found(connection, self.dialect, stale)
+            removed += _remove_stale(connection, self.dialect, time.time() - self.ttl)
         if self.max_sessions is not None:
-            surplus = connection.execute(_SURPLUS, (_EVERY_ROW, self.max_sessions)).fetchall()
-            removed += _remove_found(connection, self.dialect, surplus)
+            removed += _remove_surplus(connection, self.dialect, self.max_sessions)
         return removed
 
 
@@ -150,7 +159,7 @@ class SqlSessionStore:
         where: The store as messages name it (a file; a server address without its password).
         connect: Opens a ready connection (tables created or migrated).
         dialect: How the database runs the transactions.
-        secret: A string no message may show (the password).
+        secrets: Strings no message may show (a password).
         ttl: Remove sessions unchanged for this many seconds (None: keep them).
         max_sessions: Keep at most this many sessions, removing the least recently changed (None: no cap).
         sweep_every: With a retention policy, apply it after writes at most this often (seconds).
@@ -166,7 +175,7 @@ class SqlSessionStore:
         connect: Callable[[], Connection],
         dialect: Dialect,
         *,
-        secret: str | None = None,
+        secrets: tuple[str, ...] = (),
         ttl: float | None = None,
         max_sessions: int | None = None,
         sweep_every: float = 60.0,
@@ -179,7 +188,7 @@ class SqlSessionStore:
             where,
             connect,
             dialect,
-            secret=secret,
+            secrets=secrets,
             sweep=self._retention if policy else None,
             sweep_every=sweep_every,
         )
@@ -274,10 +283,7 @@ class SqlSessionStore:
         """Remove sessions whose last change is more than `older_than` seconds old; returns their ids."""
         cutoff = time.time() - older_than
 
-        def write(connection: Connection) -> list[Hashable]:
-            return _remove_found(connection, self._writer.dialect, connection.execute(_STALE, (cutoff,)).fetchall())
-
-        return self._writer.call(write)
+        return self._writer.call(lambda connection: _remove_stale(connection, self._writer.dialect, cutoff))
 
     def expire(self) -> list[Hashable]:
         """Remove what the retention policy (``ttl``, ``max_sessions``) no longer keeps; returns their ids.

@@ -67,7 +67,7 @@ class StoreWriter:
         path: The store as errors name it: the file, or the server's address without its password.
         connect: Opens a ready connection (tables created); the dialect's errors are the store's.
         dialect: How the database runs the transactions.
-        secret: A string no error message may show (the password); replaced by ``***``.
+        secrets: Strings no error message may show (a password); replaced by ``***``.
         sweep: A job run in its own transaction after writes (a retention policy), if any.
         sweep_every: Seconds between two sweeps at least.
     """
@@ -78,7 +78,7 @@ class StoreWriter:
         connect: Callable[[], Connection],
         dialect: Dialect,
         *,
-        secret: str | None = None,
+        secrets: tuple[str, ...] = (),
         sweep: Callable[[Connection], object] | None = None,
         sweep_every: float = 60.0,
     ) -> None:
@@ -87,7 +87,7 @@ class StoreWriter:
         self.closed = False
         self.path = path
         self.dialect = dialect
-        self._connect, self._secret = connect, secret
+        self._connect, self._secrets = connect, secrets
         self._sweep, self._sweep_every, self._next_sweep = sweep, sweep_every, 0.0
         try:
             self.connection: Connection | None = connect()
@@ -100,14 +100,16 @@ class StoreWriter:
         """The driver's `error` as plait's, naming the store (the original is its ``__cause__``)."""
         text = str(error)
         failure = SessionStoreError(f"the session store {self.path} failed: {self._redact(text)}", self.path)
-        if self._secret and self._secret in text:  # the driver quoted the password: its error stays out
+        if any(secret in text for secret in self._secrets):  # the driver quoted the password: its error stays out
             failure.__suppress_context__ = True
         else:
             failure.__cause__ = error
         return failure
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if self._secret else text
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     def _serve(self) -> None:
         try:
