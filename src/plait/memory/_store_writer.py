@@ -92,7 +92,8 @@ class StoreWriter:
         try:
             self.connection: Connection | None = connect()
         except dialect.errors as exc:  # 'file is not a database', a read-only or full disk, no server...
-            raise self.error(exc) from exc
+            failure = self.error(exc)
+            raise failure from failure.__cause__  # None where the driver's message held a secret
         self.thread = threading.Thread(target=self._serve, name="plait-session-store", daemon=True)
         self.thread.start()
 

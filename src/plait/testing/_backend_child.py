@@ -124,16 +124,18 @@ def writer(store: SessionBackend, session: str, name: str, count: str) -> None:
 def approval(store: SessionBackend, session: str, step: str, counter: str, crash: str = "") -> None:
     """Ask to pay bob (``pause``), or resume the paused run with `step`'s decisions (JSON)."""
     agent = store.attach(FunctionCallingAgent(FunctionLLM(_pay_model), [Transfer(counter, crash == "crash")]))
-    if step == "pause":
-        reply = agent("pay bob", session_id=session)
-        _say({"state": int(reply.stream_state), "ids": [call.id for call in reply.content]})
-        return
     try:
-        reply = agent.resume(json.loads(step), session_id=session)
+        if step == "pause":
+            reply = agent("pay bob", session_id=session)
+        else:
+            reply = agent.resume(json.loads(step), session_id=session)
     except ResumeError as exc:
         _say({"error": str(exc)})
-    else:
+        return
+    if isinstance(reply.content, str):
         _say({"content": reply.content})
+    else:  # paused: the calls waiting for a decision
+        _say({"state": int(reply.stream_state), "ids": [call.id for call in reply.content]})
 
 
 ROLES: dict[str, Callable[..., None]] = {"turns": turns, "writer": writer, "approval": approval}

@@ -23,6 +23,8 @@ and a scratch folder of its own. The checks:
 * `check_failed_call_leaves_nothing`: a call that fails stores nothing and leaves no open turn.
 * `check_conflict_in_process`: two store objects on one session: `SessionConflictError` in the
   stale one, nothing acknowledged lost, and it goes on after reading the session again.
+* `check_two_writers_create_one_session`: two writers starting one new session at the same moment:
+  one wins, the other gets `SessionConflictError`, no first turn overwritten.
 * `check_interrupted_turn`: a turn opened and never finished is left out when read back, and the
   model is never sent it.
 * `check_delete_prune_sessions`: `sessions`, `delete` (a live writer of it gets a conflict), `prune`.
@@ -35,6 +37,7 @@ and a scratch folder of its own. The checks:
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +45,7 @@ from typing import Any
 
 from ..agents import Agent, AsyncAgent
 from ..exceptions import SessionConflictError, SessionStoreError, UserError
+from ..memory.backend import SessionBackend
 from ..memory.base_memory import ContextSummary
 from ..schema import ActionReturn, AgentMessage, FunctionCall
 from ..types import JSONValue
@@ -69,6 +73,7 @@ __all__ = [
     "check_retention",
     "check_round_trip",
     "check_two_processes_one_session",
+    "check_two_writers_create_one_session",
     "run_checks",
 ]
 
@@ -217,6 +222,38 @@ def check_conflict_in_process(spec: BackendSpec, workdir: Path) -> None:
         expect(_contents(store.read("memory", "s")) == want, "an acknowledged turn was lost or a refused one kept")
 
 
+def check_two_writers_create_one_session(spec: BackendSpec, workdir: Path, sessions: int = 40) -> None:
+    """Two writers (store objects, threads) starting the same new sessions at the same moment: one wins each.
+
+    Neither finds the session missing and overwrites the other's first turn: every acknowledged
+    turn is stored, the other writer gets `SessionConflictError`.
+    """
+    gate = threading.Barrier(2)
+    outcomes: dict[str, list[str]] = {}
+
+    def write(store: SessionBackend, name: str) -> None:
+        agent = store.attach(_agent())
+        for i in range(sessions):
+            gate.wait(timeout=60)
+            try:
+                agent(f"{name} {i}", session_id=f"new-{i}")
+            except SessionConflictError:
+                outcomes.setdefault(name, []).append("conflict")
+            else:
+                outcomes.setdefault(name, []).append(f"{name} {i}")
+
+    with opened(spec) as one, opened(spec) as two:
+        threads = [threading.Thread(target=write, args=(store, name)) for store, name in ((one, "A"), (two, "B"))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        acked = [text for texts in outcomes.values() for text in texts if text != "conflict"]
+        expect(len(acked) + sum(t == "conflict" for v in outcomes.values() for t in v) == 2 * sessions, "a lost call")
+        stored = [text for i in range(sessions) for text in _contents(one.read("memory", f"new-{i}"))[::2]]
+    expect(sorted(stored) == sorted(acked), f"acknowledged {len(acked)} first turns, {len(stored)} stored")
+
+
 def check_interrupted_turn(spec: BackendSpec, workdir: Path) -> None:
     """A turn opened and never finished (its process died) is left out when read back, and never sent again."""
     with opened(spec) as store:
@@ -313,6 +350,7 @@ CHECKS: dict[str, Check] = {
     "continue_in_a_fresh_store": check_continue_in_a_fresh_store,
     "failed_call_leaves_nothing": check_failed_call_leaves_nothing,
     "conflict_in_process": check_conflict_in_process,
+    "two_writers_create_one_session": check_two_writers_create_one_session,
     "interrupted_turn": check_interrupted_turn,
     "delete_prune_sessions": check_delete_prune_sessions,
     "retention": check_retention,
