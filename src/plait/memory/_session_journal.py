@@ -101,21 +101,32 @@ class SessionJournal:
         return self.failure is not None and self.calls == 0
 
     # -- every write: checked first, then stamped -------------------------------------------------
-    def _lock(self, connection: Connection) -> int | None:
-        """Keep other writers off the session until the transaction ends; its generation now (None: no row)."""
+    def _lock(self, connection: Connection, claim: bool = False) -> int | None:
+        """Keep other writers off the session until the transaction ends; its generation now (None: no row).
+
+        A session without a row is claimed by its key (the dialect's `lock_new`), and so is any
+        session a `claim` replaces whatever it holds of.
+        """
         dialect = self.writer.dialect
-        if self.generation is None and dialect.lock_new is not None:  # no row to lock: its key, then
+        if (self.generation is None or claim) and dialect.lock_new is not None:  # no row to lock: its key
             connection.execute(dialect.lock_new, (self.keypath, self.session))
         row = connection.execute(_GENERATION + dialect.lock_rows, (self.keypath, self.session)).fetchone()
         return None if row is None else int(row[0])
 
     def _begin(self, connection: Connection) -> None:
-        """Before a write: refuse after a failed one; refuse when another writer changed the session."""
+        """Before a write: refuse after a failed one; refuse when another writer changed the session.
+
+        A session this transaction already checked is held by it (locked) and its generation is
+        known (`StoreWriter.held`): it is not read again.
+        """
         if self.failure is not None:
             raise self.failure
-        current = self._lock(connection)
+        key = (self.keypath, self.session)
+        held = self.writer.held
+        current = held[key] if key in held else self._lock(connection)
         if current != self.generation:
             raise SessionConflictError(self.writer.path, self.keypath, json.loads(self.session), current is None)
+        held[key] = current
         if self.interrupted is not None:  # what a killed process left: gone before anything is added
             connection.execute(_TAIL, (self.keypath, self.session, self.interrupted))
             connection.execute(_CLOSE, (current, self.keypath, self.session))
@@ -125,20 +136,23 @@ class SessionJournal:
         """Mark the session changed (a new generation); `statement` may set more (`_OPEN`'s open_from)."""
         generation = _new_generation()
         connection.execute(statement, (self.keypath, self.session, time.time(), *extra, generation))
-        self.generation = generation
+        self.generation = self.writer.held[(self.keypath, self.session)] = generation
 
     def _restamp(self, connection: Connection, statement: str = _RESTAMP) -> None:
-        """A new generation for a session row that exists (none is created)."""
+        """A new generation for the session's row, if it has one (after `_begin`: none is created)."""
+        if self.generation is None:  # checked in this transaction: the session has no row
+            return
         generation = _new_generation()
-        if connection.execute(statement, (generation, self.keypath, self.session)).rowcount:
-            self.generation = generation
+        connection.execute(statement, (generation, self.keypath, self.session))
+        self.generation = self.writer.held[(self.keypath, self.session)] = generation
 
     def _forget(self, connection: Connection) -> None:
         """Remove the whole session (unchecked: a reset is meant to replace whatever is there)."""
-        self._lock(connection)
+        self._lock(connection, claim=True)
         for table in SESSION_TABLES:
             connection.execute(f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session))
         self.generation = self.interrupted = self.failure = None
+        self.writer.held[(self.keypath, self.session)] = None
 
     # -- MemoryJournal ------------------------------------------------------------------------------
     def append(self, start: int, messages: Sequence[AgentMessage]) -> None:

@@ -15,7 +15,9 @@ session's writers apart:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +55,10 @@ def _never(connection: Connection) -> bool:
     return False
 
 
+def _as_is(connection: Connection) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
+
+
 @dataclass(frozen=True)
 class Dialect:
     """How one database runs the stores' transactions.
@@ -66,6 +72,8 @@ class Dialect:
             two writers creating it cannot both find it missing (None: `begin` already does).
         errors: The driver's exceptions: any of them fails the whole transaction.
         broken: Whether a connection is lost after a failed transaction (then it is opened again).
+        batch: Wraps a whole transaction, ``BEGIN`` to ``COMMIT`` (PostgreSQL: pipeline mode, where
+            statements go out without waiting for their results until one is read).
     """
 
     name: str
@@ -74,3 +82,4 @@ class Dialect:
     lock_new: str | None
     errors: tuple[type[Exception], ...]
     broken: Callable[[Connection], bool] = _never
+    batch: Callable[[Connection], AbstractContextManager[object]] = _as_is

@@ -87,6 +87,10 @@ class StoreWriter:
         self.closed = False
         self.path = path
         self.dialect = dialect
+        self.held: dict[tuple[str, str], int | None] = {}
+        """The sessions (key path, session) the open transaction checked, locked and holds, with their
+        generation now (None: no row); emptied by every new transaction and before any job that is
+        not a journal's (a delete, a read), so only journals' changes, which keep it, come between."""
         self._connect, self._secrets = connect, secrets
         self._sweep, self._sweep_every, self._next_sweep = sweep, sweep_every, 0.0
         try:
@@ -140,18 +144,22 @@ class StoreWriter:
             if self.connection is None:  # the server dropped the last one
                 self.connection = self._connect()
             connection = self.connection
-            connection.execute(self.dialect.begin)
-            for job, future, owner in batch:
-                try:
-                    done = job(connection)
-                except errors:
-                    raise  # the transaction is in doubt: every job of it fails
-                except Exception as exc:
-                    self._failed(exc, future, owner)
-                else:
-                    if future is not None:
-                        committed.append(done)
-            connection.execute("COMMIT")
+            self.held.clear()
+            with self.dialect.batch(connection):  # a driver's error may surface as late as its end
+                connection.execute(self.dialect.begin)
+                for job, future, owner in batch:
+                    if owner is None:
+                        self.held.clear()
+                    try:
+                        done = job(connection)
+                    except errors:
+                        raise  # the transaction is in doubt: every job of it fails
+                    except Exception as exc:
+                        self._failed(exc, future, owner)
+                    else:
+                        if future is not None:
+                            committed.append(done)
+                connection.execute("COMMIT")
         except errors as exc:  # disk full, I/O error, a corrupted file, the file locked too long, no server
             self._abort()
             failure = self.error(exc)

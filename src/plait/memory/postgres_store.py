@@ -32,10 +32,12 @@ store is named by its address without it (``postgresql://user@host:port/db``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +107,11 @@ class _PgConnection:
         self.raw.close()
 
     @staticmethod
+    def pipeline(connection: Connection) -> AbstractContextManager[object]:
+        """A transaction in pipeline mode: statements are sent at once, results awaited only where read."""
+        return connection.raw.pipeline() if isinstance(connection, _PgConnection) else contextlib.nullcontext()
+
+    @staticmethod
     def lost(connection: Connection) -> bool:
         """Whether the server is gone from `connection` (it is opened again for the next transaction)."""
         return isinstance(connection, _PgConnection) and (connection.raw.broken or connection.raw.closed)
@@ -120,6 +127,7 @@ def _dialect() -> Dialect:
         lock_new="SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))",  # (keypath, session): no row to lock yet
         errors=(_psycopg().Error,),
         broken=_PgConnection.lost,
+        batch=_PgConnection.pipeline,
     )
 
 
