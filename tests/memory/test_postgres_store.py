@@ -145,6 +145,25 @@ def test_a_connection_the_server_drops_fails_one_call_then_is_opened_again(postg
         assert [m["content"] for m in store.read("memory", "s") or []] == ["before", "1:before", "after", "3:after"]
 
 
+def test_a_reopened_connection_that_finds_a_newer_schema_fails_the_call_and_the_store_lives_on(
+    postgres_dsn: str,
+) -> None:
+    with PostgresSessionStore(postgres_dsn) as store:
+        agent = store.attach(_agent())
+        agent("before", session_id="s")
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute("UPDATE plait.plait_schema SET version = 99")  # a newer plait migrated meanwhile
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'plait-session-store'"
+            )
+            with pytest.raises(SessionStoreError):
+                agent("lost", session_id="s")  # the dropped connection
+            with pytest.raises(SessionStoreError, match="version 99, newer than this plait's"):
+                agent("refused", session_id="s")  # reopened: a database this plait must not write
+            admin.execute("UPDATE plait.plait_schema SET version = 2")
+        assert agent("after", session_id="s").content == "3:after"  # the writer thread is still there
+
+
 def test_a_session_another_transaction_holds_fails_after_the_lock_timeout(postgres_dsn: str) -> None:
     with PostgresSessionStore(postgres_dsn, lock_timeout=0.5) as store:
         agent = store.attach(_agent())

@@ -141,9 +141,7 @@ class StoreWriter:
         committed: list[Callable[[], None]] = []  # waited-for jobs' results, handed over once stored
         errors = self.dialect.errors
         try:
-            if self.connection is None:  # the server dropped the last one
-                self.connection = self._connect()
-            connection = self.connection
+            connection = self._connected()
             self.held.clear()
             with self.dialect.batch(connection):  # a driver's error may surface as late as its end
                 connection.execute(self.dialect.begin)
@@ -162,16 +160,28 @@ class StoreWriter:
                 connection.execute("COMMIT")
         except errors as exc:  # disk full, I/O error, a corrupted file, the file locked too long, no server
             self._abort()
-            failure = self.error(exc)
-            for _, future, owner in batch:
-                if owner is not None and owner.failure is None:
-                    owner.failure = failure
-                if future is not None and not future.done():
-                    future.set_exception(failure)
-            self._keep(failure)
+            self._fail_all(batch, self.error(exc))
+            return
+        except SessionStoreError as exc:  # a reopened database that cannot be used (a newer schema)
+            self._fail_all(batch, exc)
             return
         for hand_over in committed:
             hand_over()
+
+    def _connected(self) -> Connection:
+        """The connection, opened again if the server dropped the last one."""
+        if self.connection is None:
+            self.connection = self._connect()
+        return self.connection
+
+    def _fail_all(self, batch: list[Pending], failure: SessionStoreError) -> None:
+        """The transaction failed: every job of it fails with `failure`, and so does each owner's next write."""
+        for _, future, owner in batch:
+            if owner is not None and owner.failure is None:
+                owner.failure = failure
+            if future is not None and not future.done():
+                future.set_exception(failure)
+        self._keep(failure)
 
     def _abort(self) -> None:
         """Roll a failed transaction back; drop a connection the server lost (opened again when next needed)."""
