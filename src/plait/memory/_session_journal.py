@@ -15,9 +15,9 @@ a counter: a session deleted and written again never comes back to a number a st
 still holds.
 
 **A failed write stops the journal.** After a write fails (a conflict, a full disk, an I/O
-error), the journal refuses the later ones: a later message must never land in a file that lacks
+error), the journal refuses the later ones: a later message must never land in a store that lacks
 the one before it. The agent call path then rolls the call back, and the memory, once no call is
-open on it, is read again from the file (`stale`): memory equals the file again.
+open on it, is read again from the store (`stale`): memory equals the store again.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ _TAIL = "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= 
 
 
 def encode(message: AgentMessage) -> str:
-    """A message as the file stores it."""
+    """A message as the stores keep it (JSON text)."""
     return json.dumps(message.model_dump(), ensure_ascii=False, default=json_default)
 
 
@@ -74,8 +74,8 @@ class SessionJournal:
         writer: The store's writer.
         keypath: The memory's key (``memory``, ``writer.memory``...).
         session: The session id as stored (JSON).
-        generation: The session's generation when it was read (None: it was not in the file).
-        interrupted: Where the file's interrupted call begins (None: none); the first write
+        generation: The session's generation when it was read (None: it was not stored).
+        interrupted: Where the stored interrupted call begins (None: none); the first write
             removes that call's messages.
     """
 
@@ -97,7 +97,7 @@ class SessionJournal:
 
     @property
     def stale(self) -> bool:
-        """A write failed and no call is open: the file, not this memory, holds the session as it is."""
+        """A write failed and no call is open: the store, not this memory, holds the session as it is."""
         return self.failure is not None and self.calls == 0
 
     # -- every write: checked first, then stamped -------------------------------------------------
@@ -182,7 +182,7 @@ class SessionJournal:
         self._replace(messages, claim=False)
 
     def claim(self, messages: Sequence[AgentMessage]) -> None:
-        """Store `messages` as the whole session, whatever the file held (`SessionStore.attach`)."""
+        """Store `messages` as the whole session, whatever the store held (`attach`)."""
         self._replace(messages, claim=True)
 
     def _replace(self, messages: Sequence[AgentMessage], claim: bool) -> None:
