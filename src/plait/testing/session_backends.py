@@ -115,7 +115,10 @@ def check_round_trip(spec: BackendSpec, workdir: Path) -> None:
         memory.add([AgentMessage(sender="user", content=text), AgentMessage(sender="a", content=call)], "rt")
         memory.add(AgentMessage(sender="ActionExecutor", content=result), "rt")
         memory.set_summary(summary, "rt")
-        memory.keep_paused_run(run, "rt", wait=True)
+        held = memory.get("rt")
+        if held is None or held.journal is None:
+            raise AssertionError("a bound memory has no journal")
+        held.journal.pause(run, wait=True)  # what the tool loop does when a run pauses
         memory.add("zero as an int", 0)
         memory.add("zero as a str", "0")
         store.flush()
