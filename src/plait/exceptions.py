@@ -30,8 +30,8 @@ PlaitError
 │   │       └── APIResponseError    an error payload, or not a valid answer
 │   └── MCPError              an MCP server failed to start, to handshake, or to answer
 ├── SandboxError              the sandbox itself failed (a process could not be started or talked to)
-├── SessionStoreError         a SessionStore's file failed: disk full, I/O error, not a database (names the file)
-│   └── SessionConflictError  another writer changed a stored session since this one read it (names session and file)
+├── SessionStoreError         a session store failed: disk full, I/O error, not a database, no server (names it)
+│   └── SessionConflictError  another writer changed a stored session since this one read it (names session and store)
 ├── ReplayMismatchError       a replayed run made a call its recording does not hold
 ├── GuardrailTripped          an input or output guardrail refused (reason, guardrail, stage)
 ├── OutputValidationError     an answer did not match the agent's output_type after its retries (raw, errors)
@@ -409,13 +409,14 @@ class SandboxError(PlaitError):
 
 
 class SessionStoreError(PlaitError):
-    """A `SessionStore`'s database file failed (disk full, I/O error, not a SQLite database).
+    """A session store failed: disk full, I/O error, not a SQLite database, the PostgreSQL server gone.
 
-    The message names the file and SQLite's reason. A call that meets it is not stored, and
-    its messages are taken back out of memory too: the session stays as the file holds it.
+    The message names the store (the file, or the server's address without its password) and
+    the database's reason. A call that meets it is not stored, and its messages are taken back
+    out of memory too: the session stays as the store holds it.
 
     Attributes:
-        path: The database file.
+        path: The store: the database file, or the server's address without its password.
     """
 
     def __init__(self, message: str, path: str) -> None:
@@ -426,13 +427,14 @@ class SessionStoreError(PlaitError):
 class SessionConflictError(SessionStoreError):
     """Another writer changed a stored session since this one read it.
 
-    The other writer is another process, or another `SessionStore` (or agent) on the same
-    file and session. One writer per session at a time: the write that finds the change is
-    refused (nothing either side stored is lost), the call that made it fails and is taken
-    back out of memory, and the session is read again from the file on its next use.
+    The other writer is another process (or machine, on a shared database), or another store
+    object (or agent) on the same database and session. One writer per session at a time: the
+    write that finds the change is refused (nothing either side stored is lost), the call that
+    made it fails and is taken back out of memory, and the session is read again from the store
+    on its next use.
 
     Attributes:
-        path: The database file.
+        path: The store: the database file, or the server's address without its password.
         keypath: The memory's key (``memory``, ``writer.memory``...).
         session_id: The session.
     """
@@ -441,8 +443,8 @@ class SessionConflictError(SessionStoreError):
         change = "deleted it" if deleted else "wrote to it"
         super().__init__(
             f"session {session_id!r} ({keypath}) in {path}: another writer {change} since this one read it "
-            "(another process or SessionStore); this write was refused and the session is read again "
-            "from the file on its next use. Write each session from one place at a time",
+            "(another process or store object); this write was refused and the session is read again "
+            "from the store on its next use. Write each session from one place at a time",
             path,
         )
         self.keypath = keypath

@@ -134,11 +134,11 @@ def test_sessions_held_before_attaching_are_written(tmp_path: Path) -> None:
 
 
 def test_delete_and_prune(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from plait.memory import _session_journal, session_store
+    from plait.memory import _session_journal, _sql_store
 
     clock = {"now": 1000.0}
     fake_time = type("Clock", (), {"time": staticmethod(lambda: clock["now"])})
-    monkeypatch.setattr(session_store, "time", fake_time)  # prune's cutoff
+    monkeypatch.setattr(_sql_store, "time", fake_time)  # prune's cutoff
     monkeypatch.setattr(_session_journal, "time", fake_time)  # the writes' timestamps
     with SessionStore(tmp_path / "prune.db") as store:
         agent = store.attach(make_agent("sync"))

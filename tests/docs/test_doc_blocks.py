@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 NO_RUN = {
     "README.md": 1,  # the MCP filesystem server (Node.js, fetched from npm)
+    "docs/memory.md": 2,  # a PostgreSQL server; pytest running a third party's backend through the suite
     "docs/models.md": 2,  # HF transformers and vLLM load multi-GB weights (vLLM needs a GPU); a client of a running
     # `plait models serve`
     "docs/serving.md": 1,  # a Ray actor (Ray starts a local runtime: tens of seconds)

@@ -1,26 +1,29 @@
-"""`SessionJournal` writes one stored session's changes; `Turn` is one agent call on it.
+"""`SessionJournal` writes one stored session's changes; `JournalTurn` is one agent call on it.
+
+One body for every SQL backend (SQLite, PostgreSQL): what differs is the `Dialect` the writer
+runs its transactions with (see `plait.memory._sql_dialect`).
 
 **One writer per session.** Every session row carries a *generation*, a random number that each
 write replaces. A journal knows the generation it last read or wrote, and each of its writes
-checks it first, in the write's own transaction (``BEGIN IMMEDIATE``). A different number means
-another writer (another process, another `SessionStore` on the file) changed the session since:
-the write is refused with `SessionConflictError` instead of overwriting the other writer's
-messages, the call that made it fails, and the session is read again on its next use. (The same
-check is a ``SELECT ... FOR UPDATE`` or a conditional ``UPDATE ... WHERE generation = ?`` on a
-server database.) Random numbers, not a counter: a session deleted and written again never
-comes back to a number a stale writer still holds.
+checks it first, in the write's own transaction, with the session's row locked for the rest of
+it (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: ``SELECT ... FOR UPDATE``, and an advisory lock on
+the key of a session that has no row yet). A different number means another writer (another
+process or machine, another store object on the same database) changed the session since: the
+write is refused with `SessionConflictError` instead of overwriting the other writer's messages,
+the call that made it fails, and the session is read again on its next use. Random numbers, not
+a counter: a session deleted and written again never comes back to a number a stale writer
+still holds.
 
 **A failed write stops the journal.** After a write fails (a conflict, a full disk, an I/O
-error), the journal refuses the later ones: a later message must never land in a file that lacks
+error), the journal refuses the later ones: a later message must never land in a store that lacks
 the one before it. The agent call path then rolls the call back, and the memory, once no call is
-open on it, is read again from the file (`stale`): memory equals the file again.
+open on it, is read again from the store (`stale`): memory equals the store again.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 
@@ -28,13 +31,19 @@ from ..exceptions import SessionConflictError
 from ..schema import AgentMessage
 from ..types import JSONValue
 from ..utils._json import json_default
+from ._sql_dialect import Connection
 from ._store_writer import StoreWriter
 from .base_memory import ContextSummary
 
-__all__ = ["SESSION_TABLES", "SessionJournal", "Turn", "encode"]
+__all__ = ["SESSION_TABLES", "JournalTurn", "SessionJournal", "encode"]
 
 SESSION_TABLES = ("messages", "sessions", "summaries", "runs")
 _GENERATION = "SELECT generation FROM sessions WHERE keypath = ? AND session = ?"
+_MESSAGES = (
+    "INSERT INTO messages VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (keypath, session, position) DO UPDATE SET message = excluded.message"
+)
+_ONE_ROW = {"runs": "state", "summaries": "summary"}  # the tables of one value per session: their column
 _STAMP = (
     "INSERT INTO sessions (keypath, session, updated, generation) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (keypath, session) DO UPDATE SET updated = excluded.updated, generation = excluded.generation"
@@ -50,7 +59,7 @@ _TAIL = "DELETE FROM messages WHERE keypath = ? AND session = ? AND position >= 
 
 
 def encode(message: AgentMessage) -> str:
-    """A message as the file stores it."""
+    """A message as the stores keep it (JSON text)."""
     return json.dumps(message.model_dump(), ensure_ascii=False, default=json_default)
 
 
@@ -65,8 +74,8 @@ class SessionJournal:
         writer: The store's writer.
         keypath: The memory's key (``memory``, ``writer.memory``...).
         session: The session id as stored (JSON).
-        generation: The session's generation when it was read (None: it was not in the file).
-        interrupted: Where the file's interrupted call begins (None: none); the first write
+        generation: The session's generation when it was read (None: it was not stored).
+        interrupted: Where the stored interrupted call begins (None: none); the first write
             removes that call's messages.
     """
 
@@ -88,50 +97,72 @@ class SessionJournal:
 
     @property
     def stale(self) -> bool:
-        """A write failed and no call is open: the file, not this memory, holds the session as it is."""
+        """A write failed and no call is open: the store, not this memory, holds the session as it is."""
         return self.failure is not None and self.calls == 0
 
     # -- every write: checked first, then stamped -------------------------------------------------
-    def _begin(self, connection: sqlite3.Connection) -> None:
-        """Before a write: refuse after a failed one; refuse when another writer changed the session."""
+    def _lock(self, connection: Connection, claim: bool = False) -> int | None:
+        """Keep other writers off the session until the transaction ends; its generation now (None: no row).
+
+        A session without a row is claimed by its key (the dialect's `lock_new`), and so is any
+        session a `claim` replaces whatever it holds of.
+        """
+        dialect = self.writer.dialect
+        if (self.generation is None or claim) and dialect.lock_new is not None:  # no row to lock: its key
+            connection.execute(dialect.lock_new, (self.keypath, self.session))
+        row = connection.execute(_GENERATION + dialect.lock_rows, (self.keypath, self.session)).fetchone()
+        return None if row is None else int(row[0])
+
+    def _begin(self, connection: Connection) -> None:
+        """Before a write: refuse after a failed one; refuse when another writer changed the session.
+
+        A session this transaction already checked is held by it (locked) and its generation is
+        known (`StoreWriter.held`): it is not read again.
+        """
         if self.failure is not None:
             raise self.failure
-        row = connection.execute(_GENERATION, (self.keypath, self.session)).fetchone()
-        current = None if row is None else row[0]
+        key = (self.keypath, self.session)
+        held = self.writer.held
+        current = held[key] if key in held else self._lock(connection)
         if current != self.generation:
             raise SessionConflictError(self.writer.path, self.keypath, json.loads(self.session), current is None)
+        held[key] = current
         if self.interrupted is not None:  # what a killed process left: gone before anything is added
             connection.execute(_TAIL, (self.keypath, self.session, self.interrupted))
             connection.execute(_CLOSE, (current, self.keypath, self.session))
             self.interrupted = None
 
-    def _stamp(self, connection: sqlite3.Connection, statement: str = _STAMP, *extra: object) -> None:
+    def _stamp(self, connection: Connection, statement: str = _STAMP, *extra: object) -> None:
         """Mark the session changed (a new generation); `statement` may set more (`_OPEN`'s open_from)."""
         generation = _new_generation()
         connection.execute(statement, (self.keypath, self.session, time.time(), *extra, generation))
-        self.generation = generation
+        self.generation = self.writer.held[(self.keypath, self.session)] = generation
 
-    def _restamp(self, connection: sqlite3.Connection, statement: str = _RESTAMP) -> None:
-        """A new generation for a session row that exists (none is created)."""
+    def _restamp(self, connection: Connection, statement: str = _RESTAMP) -> None:
+        """A new generation for the session's row, if it has one (after `_begin`: none is created)."""
+        if self.generation is None:  # checked in this transaction: the session has no row
+            return
         generation = _new_generation()
-        if connection.execute(statement, (generation, self.keypath, self.session)).rowcount:
-            self.generation = generation
+        connection.execute(statement, (generation, self.keypath, self.session))
+        self.generation = self.writer.held[(self.keypath, self.session)] = generation
 
-    def _forget(self, connection: sqlite3.Connection) -> None:
+    def _forget(self, connection: Connection) -> None:
         """Remove the whole session (unchecked: a reset is meant to replace whatever is there)."""
+        self._lock(connection, claim=True)
         for table in SESSION_TABLES:
             connection.execute(f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session))
         self.generation = self.interrupted = self.failure = None
+        self.writer.held[(self.keypath, self.session)] = None
 
     # -- MemoryJournal ------------------------------------------------------------------------------
     def append(self, start: int, messages: Sequence[AgentMessage]) -> None:
         """`messages` were added at positions ``start``, ``start + 1``, ..."""
         messages = list(messages)
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             rows = [(self.keypath, self.session, start + i, encode(m)) for i, m in enumerate(messages)]
             self._begin(connection)
-            connection.executemany("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?)", rows)
+            connection.executemany(_MESSAGES, rows)
             self._stamp(connection)
 
         self.writer.submit(write, self)
@@ -139,7 +170,7 @@ class SessionJournal:
     def truncate(self, length: int) -> None:
         """Every message from position `length` on was dropped."""
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             self._begin(connection)
             connection.execute(_TAIL, (self.keypath, self.session, length))
             self._stamp(connection)
@@ -151,13 +182,13 @@ class SessionJournal:
         self._replace(messages, claim=False)
 
     def claim(self, messages: Sequence[AgentMessage]) -> None:
-        """Store `messages` as the whole session, whatever the file held (`SessionStore.attach`)."""
+        """Store `messages` as the whole session, whatever the store held (`attach`)."""
         self._replace(messages, claim=True)
 
     def _replace(self, messages: Sequence[AgentMessage], claim: bool) -> None:
         messages = list(messages)
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             rows = [(self.keypath, self.session, i, encode(m)) for i, m in enumerate(messages)]
             if claim or not rows:
                 self._forget(connection)
@@ -184,15 +215,18 @@ class SessionJournal:
         """Store `value` as the session's one row of `table` (``runs``, ``summaries``); None deletes it."""
         text = None if value is None else json.dumps(value, ensure_ascii=False, default=json_default)
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             self._begin(connection)
             if text is None:
                 connection.execute(
                     f"DELETE FROM {table} WHERE keypath = ? AND session = ?", (self.keypath, self.session)
                 )
             else:
+                column = _ONE_ROW[table]
                 connection.execute(
-                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?)", (self.keypath, self.session, text)
+                    f"INSERT INTO {table} VALUES (?, ?, ?) "
+                    f"ON CONFLICT (keypath, session) DO UPDATE SET {column} = excluded.{column}",
+                    (self.keypath, self.session, text),
                 )
             self._restamp(connection)
 
@@ -202,25 +236,25 @@ class SessionJournal:
             self.writer.submit(write, self)
 
     # -- turns --------------------------------------------------------------------------------------
-    def open_turn(self, mark: int) -> Turn:
+    def open_turn(self, mark: int) -> JournalTurn:
         """A call starts on a memory of `mark` messages (queued, not waited for)."""
         self.calls += 1
 
-        def write(connection: sqlite3.Connection) -> None:
+        def write(connection: Connection) -> None:
             self._begin(connection)
             self._stamp(connection, _OPEN, mark)
 
         self.writer.submit(write, self)
-        return Turn(self)
+        return JournalTurn(self)
 
-    def close_turn(self, connection: sqlite3.Connection) -> None:
+    def close_turn(self, connection: Connection) -> None:
         """The open call is over (finished, or rolled back)."""
         self._begin(connection)
         self._restamp(connection, _CLOSE)
 
 
-class Turn:
-    """One agent call on a stored session, open until `commit` or `abandon`."""
+class JournalTurn:
+    """One agent call on a stored session, open until `commit` or `abandon` (a `Turn`)."""
 
     __slots__ = ("journal", "open")
 

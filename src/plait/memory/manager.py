@@ -13,7 +13,7 @@ from ..utils.config import create_object
 from .base_memory import ContextSummary, Memory, MessageLike
 
 if TYPE_CHECKING:
-    from ._session_journal import Turn
+    from .backend import Turn
 
 __all__ = ["MemoryManager"]
 

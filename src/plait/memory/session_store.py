@@ -29,7 +29,8 @@ conversation.
 **Safety.** One writer per session: every write checks that no other writer (another process,
 another `SessionStore` on the file) changed the session since this one read it, and is refused
 with `SessionConflictError` when one did, so no turn is ever silently overwritten (see
-`plait.memory._session_journal`). A write the file refuses (disk full, I/O error, a corrupted
+`plait.memory._session_journal`; the file's write lock, ``BEGIN IMMEDIATE``, keeps the check and
+the write together). A write the file refuses (disk full, I/O error, a corrupted
 file) raises `SessionStoreError`, naming the file; either way the call that made it fails and
 is rolled back from memory too, so memory never holds a turn the file lacks.
 
@@ -38,30 +39,27 @@ sessions). Agents' extra state (`get_extra_state`) is not stored; `save_state` c
 memory's running summary (`ContextSummary`, kept by a ``'summarise'`` `ContextPolicy`) is stored
 with its messages, and so is a run paused for approval (its `RunState`), so a paused session
 survives a restart.
+
+**Retention.** ``SessionStore(path, ttl=..., max_sessions=...)`` removes sessions unchanged for
+``ttl`` seconds and, beyond ``max_sessions``, the least recently changed ones: after writes (at
+most every ``sweep_every`` seconds) and on `expire`. `prune` removes by age on demand.
+
+The body shared with the PostgreSQL backend (`PostgresSessionStore`) is
+`plait.memory._sql_store`; this module holds what is SQLite's: the file, its tables and how
+files written by earlier versions are upgraded in place.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import sqlite3
-import time
-import weakref
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
 
-from ..exceptions import SessionStoreError, UserError
-from ..types import JSONValue
-from ._session_journal import SESSION_TABLES, SessionJournal, Turn
-from ._store_writer import StoreWriter
-from .base_memory import ContextSummary
+from ._sql_dialect import Connection, Dialect
+from ._sql_store import SqlSessionStore
+from .backend import StoredSession, Turn
 
-__all__ = ["SessionStore", "StoredSession", "Turn"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["SQLITE", "SessionStore", "StoredSession", "Turn"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -99,6 +97,15 @@ _UPGRADES = {  # columns files written by earlier versions lack (added in place 
     "generation": "ALTER TABLE sessions ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
 }
 
+SQLITE = Dialect(
+    name="SQLite",
+    begin="BEGIN IMMEDIATE",  # the file's one write lock, first: nothing another writer does gets in between
+    lock_rows="",
+    lock_new=None,
+    errors=(sqlite3.Error,),
+)
+"""SQLite's way of running the stores' transactions (see `plait.memory._sql_dialect`)."""
+
 
 def _prepare(connection: sqlite3.Connection) -> None:
     """Create the tables of a new file; add the columns an older file lacks."""
@@ -109,232 +116,46 @@ def _prepare(connection: sqlite3.Connection) -> None:
             connection.execute(statement)
 
 
-class _AgentTree(Protocol):
-    """An agent whose tree can be walked (`AgentModule.named_agents`)."""
-
-    def named_agents(self) -> Iterable[tuple[str, object]]:
-        """Every agent of the tree with its dotted path."""
-
-
-AgentT = TypeVar("AgentT", bound=_AgentTree)
-
-
-def _session_key(session_id: Hashable) -> str:
+def _connect(path: str) -> Connection:
+    """The file opened for the writer thread (autocommit: the writer begins its transactions)."""
+    connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
-        return json.dumps(session_id)
-    except TypeError:
-        raise UserError(f"a SessionStore keeps sessions with str or int ids, not {type(session_id).__name__}") from None
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        _prepare(connection)
+    except sqlite3.Error:  # 'file is not a database', a read-only or full disk...
+        connection.close()
+        raise
+    return connection
 
 
-@dataclass
-class _Row:
-    """A session as one read transaction found it."""
-
-    messages: list[dict[str, JSONValue]]
-    summary: str | None
-    run: str | None
-    generation: int | None
-    interrupted: int | None  # open_from of a call that did not finish
-    removed: int  # how many messages that call left
-
-
-def _read(connection: sqlite3.Connection, keypath: str, session: str) -> _Row:
-    """The session's committed state: a call that did not finish is left out (its messages stay in the file)."""
-    key = (keypath, session)
-    head = connection.execute(
-        "SELECT open_from, generation FROM sessions WHERE keypath = ? AND session = ?", key
-    ).fetchone()
-    interrupted, generation = (None, None) if head is None else head
-    cut = (*key, interrupted if interrupted is not None else 2**62)
-    rows = connection.execute(
-        "SELECT message FROM messages WHERE keypath = ? AND session = ? AND position < ? ORDER BY position", cut
-    ).fetchall()
-    removed = 0
-    if interrupted is not None:
-        tail = "SELECT COUNT(*) FROM messages WHERE keypath = ? AND session = ? AND position >= ?"
-        removed = connection.execute(tail, cut).fetchone()[0]
-    found = [
-        connection.execute(f"SELECT {column} FROM {table} WHERE keypath = ? AND session = ?", key).fetchone()
-        for table, column in (("summaries", "summary"), ("runs", "state"))
-    ]
-    summary, run = (None if row is None else str(row[0]) for row in found)
-    return _Row([json.loads(row[0]) for row in rows], summary, run, generation, interrupted, removed)
-
-
-@dataclass
-class StoredSession:
-    """A session read back from the file, with the journal that goes on writing it.
-
-    Attributes:
-        journal: Writes the session's changes from now on (it knows what was read).
-        messages: The messages (dicts), without any call that was interrupted.
-        summary: The memory's running summary, if any.
-        run: The state of a run paused for approval (`RunState.to_dict`), if any.
-    """
-
-    journal: SessionJournal
-    messages: list[dict[str, JSONValue]]
-    summary: ContextSummary | None
-    run: dict[str, JSONValue] | None
-
-    @property
-    def found(self) -> bool:
-        """Whether the file holds the session: messages, or a call that was interrupted (to remove)."""
-        return bool(self.messages) or self.journal.interrupted is not None
-
-
-class SessionStore:
-    """Sessions of agent memories kept in a SQLite file (see the module docstring).
+class SessionStore(SqlSessionStore):
+    """Sessions of agent memories kept in a SQLite file (a `SessionBackend`; see the module docstring).
 
     Args:
         path: The database file (created with its folder if missing).
+        ttl: Remove sessions unchanged for this many seconds (None: keep them).
+        max_sessions: Keep at most this many sessions, removing the least recently changed (None: no cap).
+        sweep_every: With a retention policy, apply it after writes at most this often (seconds).
+
+    Raises:
+        SessionStoreError: The file could not be opened (it is named).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        ttl: float | None = None,
+        max_sessions: int | None = None,
+        sweep_every: float = 60.0,
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = StoreWriter(str(self.path), _prepare)
-        self._finalizer = weakref.finalize(self, self._writer.stop)  # also runs at interpreter exit
-
-    # -- agents -------------------------------------------------------------------------------
-    def attach(self, agent: AgentT) -> AgentT:
-        """Persist every memory of `agent`'s tree here; returns `agent`.
-
-        Sessions already in memory are written now (replacing what the file holds of them);
-        the others are read back on first use.
-        """
-        registry = getattr(agent, "_session_registry", None)
-        if registry is None:
-            raise UserError(f"SessionStore.attach takes an agent, not {type(agent).__name__}")
-        paths = [
-            str(getattr(module, "_session_path", ""))
-            for _, module in agent.named_agents()
-            if getattr(module, "memory", None) is not None
-        ]
-        registry.bind(self, paths)
-        return agent
-
-    def journal(self, keypath: str, session_id: Hashable) -> SessionJournal:
-        """The writer of one memory's changes, for a session not read from the file (see `load`)."""
-        return SessionJournal(self._writer, keypath, _session_key(session_id))
-
-    def load(self, keypath: str, session_id: Hashable) -> StoredSession:
-        """A memory's stored session (no messages: none stored) with the journal that goes on writing it.
-
-        A call that was interrupted (the process died before it finished) is left out, and its
-        messages are removed from the file by the journal's first write.
-
-        Raises:
-            SessionStoreError: The file could not be read (it is named).
-        """
-        session = _session_key(session_id)
-        row = self._writer.call(lambda connection: _read(connection, keypath, session))
-        self._report(row, keypath, session)
-        journal = SessionJournal(self._writer, keypath, session, row.generation, row.interrupted)
-        summary = None if row.summary is None else ContextSummary.from_dict(json.loads(row.summary))
-        run = None if row.run is None else json.loads(row.run)
-        return StoredSession(journal, row.messages, summary, run if isinstance(run, dict) else None)
-
-    @staticmethod
-    def _report(row: _Row, keypath: str, session: str) -> None:
-        if row.interrupted is not None:
-            logger.warning(
-                "session %s (%s): removed %d message(s) of a call interrupted before it finished",
-                session,
-                keypath,
-                row.removed,
-            )
-
-    def read(self, keypath: str, session_id: Hashable) -> list[dict[str, JSONValue]] | None:
-        """The stored messages of a session (as dicts), or None when it has none.
-
-        A call that was interrupted (the process died before it finished) is left out (the next
-        write of the session removes it from the file).
-        """
-        session = _session_key(session_id)
-        row = self._writer.call(lambda connection: _read(connection, keypath, session))
-        self._report(row, keypath, session)
-        return row.messages or None
-
-    def read_run(self, keypath: str, session_id: Hashable) -> dict[str, JSONValue] | None:
-        """The stored state of a session's paused run (`RunState.to_dict`), or None."""
-        session = _session_key(session_id)
-        text = self._writer.call(lambda connection: _read(connection, keypath, session).run)
-        data = None if text is None else json.loads(text)
-        return data if isinstance(data, dict) else None
-
-    def read_summary(self, keypath: str, session_id: Hashable) -> ContextSummary | None:
-        """The stored running summary of a session's memory, or None when it has none."""
-        session = _session_key(session_id)
-        text = self._writer.call(lambda connection: _read(connection, keypath, session).summary)
-        return None if text is None else ContextSummary.from_dict(json.loads(text))
-
-    # -- sessions -----------------------------------------------------------------------------
-    def sessions(self, keypath: str = "memory") -> list[Hashable]:
-        """The ids of the sessions stored for a memory (the root agent's by default), oldest change first."""
-
-        def read(connection: sqlite3.Connection) -> list[Hashable]:
-            rows = connection.execute(
-                "SELECT session FROM sessions WHERE keypath = ? ORDER BY updated", (keypath,)
-            ).fetchall()
-            return [json.loads(row[0]) for row in rows]
-
-        return self._writer.call(read)
-
-    def delete(self, session_id: Hashable) -> None:
-        """Remove a session from the file (every memory's part of it).
-
-        An agent that already loaded it is another writer of it: its next write to it raises
-        `SessionConflictError`, and then it reads the session again (gone).
-        """
-        session = _session_key(session_id)
-
-        def write(connection: sqlite3.Connection) -> None:
-            for table in SESSION_TABLES:
-                connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
-
-        self._writer.call(write)
-
-    def prune(self, older_than: float) -> list[Hashable]:
-        """Remove sessions whose last change is more than `older_than` seconds old; returns their ids."""
-        cutoff = time.time() - older_than
-
-        def write(connection: sqlite3.Connection) -> list[Hashable]:
-            query = "SELECT session FROM sessions GROUP BY session HAVING MAX(updated) < ?"
-            stale = [row[0] for row in connection.execute(query, (cutoff,))]
-            for session in stale:
-                for table in SESSION_TABLES:
-                    connection.execute(f"DELETE FROM {table} WHERE session = ?", (session,))
-            return [json.loads(session) for session in stale]
-
-        return self._writer.call(write)
-
-    # -- lifetime -----------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Wait until every change so far is on disk.
-
-        Raises:
-            SessionStoreError: A queued write could not be stored (the file is named;
-                `SessionConflictError`: another writer changed its session).
-            UserError: A queued write failed (for instance a message that is not JSON-able).
-                Either way its session is read again from the file on its next use.
-        """
-        self._writer.call(lambda connection: None)
-        failure = self._writer.take_failure()
-        if isinstance(failure, SessionStoreError):
-            raise failure
-        if failure is not None:
-            raise UserError(f"a session write to {self.path} failed: {failure}") from failure
-
-    def close(self) -> None:
-        """Flush and close the file (idempotent)."""
-        self._finalizer()
-
-    def __enter__(self) -> SessionStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        where = str(self.path)
+        super().__init__(
+            where, lambda: _connect(where), SQLITE, ttl=ttl, max_sessions=max_sessions, sweep_every=sweep_every
+        )
 
     def __repr__(self) -> str:
         return f"SessionStore({str(self.path)!r})"

@@ -18,9 +18,8 @@ from ..types import JSONValue
 from .session import AgentPart, Session, memory_keypath
 
 if TYPE_CHECKING:
-    from ..memory._session_journal import SessionJournal, Turn
+    from ..memory.backend import SessionWriter, StoredSession, Turn
     from ..memory.base_memory import Memory
-    from ..memory.session_store import StoredSession
 
 __all__ = ["MemoryFactory", "SessionRegistry", "SessionSource"]
 
@@ -31,7 +30,7 @@ MemoryFactory = Callable[[], "Memory"]
 class SessionSource(Protocol):
     """What a registry asks of the store it is bound to."""
 
-    def journal(self, keypath: str, session_id: Hashable) -> SessionJournal:
+    def journal(self, keypath: str, session_id: Hashable) -> SessionWriter:
         """The writer of one memory's changes, for a session not read from the store."""
 
     def load(self, keypath: str, session_id: Hashable) -> StoredSession:
@@ -43,7 +42,7 @@ class SessionSource(Protocol):
 
 @runtime_checkable
 class _TurnJournal(Protocol):
-    """A journal that tracks agent calls (`SessionJournal`)."""
+    """A journal that tracks agent calls (`SessionWriter`)."""
 
     def open_turn(self, mark: int) -> Turn:
         """A call starts on a memory of `mark` messages."""
@@ -98,7 +97,7 @@ class SessionRegistry:
     def held(self, session_id: Hashable, path: str) -> Memory | None:
         """The memory at `path` held in this process (None: none, or one the store must be read for again).
 
-        A memory whose store write failed (`SessionJournal.stale`: another writer changed the
+        A memory whose store write failed (`SessionWriter.stale`: another writer changed the
         session, the disk was full...) is dropped once no call is open on it: it is read back,
         so memory holds what the store holds.
         """
@@ -128,7 +127,7 @@ class SessionRegistry:
         return self._adopt(session_id, path, factory, self.store.load(memory_keypath(path), session_id))
 
     def new_memory(
-        self, session_id: Hashable, path: str, factory: MemoryFactory, journal: SessionJournal | None = None
+        self, session_id: Hashable, path: str, factory: MemoryFactory, journal: SessionWriter | None = None
     ) -> Memory:
         """A new empty memory at `path` (replacing any), written on by `journal` or a new one of the store."""
         memory = factory()
