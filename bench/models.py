@@ -27,6 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_tasks import TASKS, TOOLS, Task, run_tool, same_call
 
+from plait.agents.tool_loop import REUSED
+
 RESULTS = Path(__file__).resolve().parent / "results" / "models.json"
 PROTOCOLS = ("json", "template")
 KINDS = ("simple", "several", "parallel", "irrelevant", "end_to_end")
@@ -86,18 +88,19 @@ def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
             {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
             for call in response.tool_calls
         ]
+        keys = [json.dumps([call.name, _arguments(call)], sort_keys=True) for call in response.tool_calls]
+        if all(key in results for key in keys):  # only calls made before: the answer is asked for on what ran
+            choice = "none"
+            continue
         messages.append({"role": "assistant", "content": response.content or "", "tool_calls": calls})
-        repeats = 0
-        for call in response.tool_calls:
-            key = json.dumps([call.name, _arguments(call)], sort_keys=True)
+        for call, key in zip(response.tool_calls, keys):
             if key in results:
-                repeats += 1
-                result = f"{results[key]}\n(the same call as before: its earlier result)"
+                result = f"{results[key]}\n{REUSED}"
             else:
                 made.append((call.name, _arguments(call)))
                 result = results[key] = run_tool(call.name, _arguments(call))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        choice = "none" if repeats == len(response.tool_calls) else "auto"
+        choice = "auto"
     flat = answer.replace(",", "").lower()
     return {"right": all(fact.lower() in flat for fact in task.answer), "calls": made, "text": answer[:300]}
 

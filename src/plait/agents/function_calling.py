@@ -130,6 +130,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
     def __init__(self, agent: FunctionCallingCore, inputs: Sequence[AgentMessage] = ()) -> None:
         super().__init__(agent)
         self._tools: list[dict[str, object]] | None = None
+        self._before_turn: int | None = None  # the memory length before the last reply with calls
         self._question = "\n".join(m.content for m in inputs if isinstance(m.content, str))
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
@@ -171,8 +172,23 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             return Done(self.agent.make_response(response.content, extra_info=_usage(response)))
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         turn = AgentMessage(sender=self.agent.name, content=response.content, formatted={"tool_calls": calls})
+        memory = self.agent._memory
+        self._before_turn = memory.length(session_id) if memory is not None else None
         self.agent.update_memory(turn, session_id)
         return Act([PlannedCall(name=c.name, arguments=c.arguments, id=c.id) for c in response.tool_calls])
+
+    def withdraw(self, state: RunState, session_id: Hashable) -> bool:
+        """Take the last reply (all its calls made before) out of memory: the answer is asked on what ran.
+
+        Measured (bench/models.py): shown its repeated call with the earlier result and `REUSED`,
+        Qwen2.5-Coder-1.5B answered with the note itself or a refusal; without it, with the answer.
+        """
+        memory = self.agent._memory
+        if memory is None or self._before_turn is None:
+            return False
+        memory.truncate(session_id, self._before_turn)
+        self._before_turn = None
+        return True
 
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The call through the executor, its argument JSON decoded."""

@@ -170,6 +170,15 @@ class LoopProtocol(ABC, Generic[A]):
         """Take tool results in (observations, step records); None asks the model again."""
         return None
 
+    def withdraw(self, state: RunState, session_id: Hashable) -> bool:
+        """Take back the last reply, whose calls were all made before in this run; True when taken back.
+
+        Called (``repeat_calls='reuse'``, policy ``'force'``) instead of running such a reply:
+        the answer is then asked for on the conversation as it was. A protocol that cannot
+        take a reply back returns False, and the repeats get their earlier results with `REUSED`.
+        """
+        return False
+
     def needs_approval(self, state: RunState, call: PlannedCall) -> bool:
         """Whether `call` must wait for a person's decision (its tool's ``requires_approval``)."""
         check = getattr(getattr(self.agent, "executor", None), "needs_approval", None)
@@ -312,6 +321,10 @@ def _loop(
         if isinstance(decision, Act):
             if decision.calls is not state.pending:  # a new turn's calls (a resumed run goes on with its own)
                 state.pending, state.outcomes = _one_id_per_call(decision.calls), []
+                if _only_repeats(protocol, state) and protocol.withdraw(state, session_id):
+                    state.pending = []
+                    decision = FINAL  # the model only repeats itself: answer on what ran
+                    continue
             results, repeats = yield from _run_calls(protocol, state, session_id)
             if state.waiting:
                 return _interrupted(protocol, state)
@@ -384,6 +397,13 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
     return results, ready
+
+
+def _only_repeats(protocol: LoopProtocol[Any], state: RunState) -> bool:
+    """Whether every pending call was made before in this run (and repeats are answered by reuse)."""
+    if getattr(protocol.agent, "repeat_calls", "run") != "reuse" or protocol.out_of_budget != "force":
+        return False
+    return bool(state.pending) and all(call_key(call) in state.ran for call in state.pending)
 
 
 def _repeats(state: RunState, ready: Sequence[int]) -> tuple[dict[int, str], list[int]]:
