@@ -93,7 +93,7 @@ def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
             choice = "none"
             continue
         messages.append({"role": "assistant", "content": response.content or "", "tool_calls": calls})
-        for call, key in zip(response.tool_calls, keys):
+        for call, key in zip(response.tool_calls, keys, strict=True):
             if key in results:
                 result = f"{results[key]}\n{REUSED}"
             else:
@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads for the task runs (default: 2)")
     parser.add_argument("--no-speed", action="store_true", help="skip the speed runs")
     parser.add_argument("--table", action="store_true", help="print the tables of the saved results and stop")
+    parser.add_argument("--speed-only", action="store_true", help="measure speed only, into the saved results")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "PROTOCOL"), help=argparse.SUPPRESS)
     parser.add_argument("--speed-one", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -235,6 +236,13 @@ def main() -> None:
         return
     if args.table:
         print(table(json.loads(RESULTS.read_text())))
+        return
+    if args.speed_only:
+        saved = json.loads(RESULTS.read_text())
+        names = args.models.split(",") if args.models else sorted({run["model"] for run in saved["runs"]})
+        saved["speed"] = [_child(["--speed-one", name, str(threads)]) for name in names for threads in (1, 2)]
+        RESULTS.write_text(json.dumps(saved, indent=1))
+        print(table(saved))
         return
     from plait.llms.catalogue import installed_models
 
