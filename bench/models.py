@@ -3,7 +3,8 @@
 Every installed catalogue model (`plait models`) runs bench/model_tasks.py's 40 tasks under
 each tool protocol of the embedded engine (``json``: plait's schema-constrained protocol;
 ``template``: the model's own chat template and ``<tool_call>`` syntax, grammar-constrained),
-at temperature 0 with ``tool_choice='auto'`` (the model decides whether to call). Each
+at temperature 0 with ``tool_choice='auto'`` (the model decides whether to call), after the
+system prompt of plait's apps (`plait.cli.DEFAULT_SYSTEM`). Each
 (model, protocol) runs in a fresh process. Speed: load time, peak RSS, prompt and generation
 tokens/s (llama.cpp's own timings) at 1 and 2 threads, one fresh process each.
 
@@ -51,10 +52,17 @@ def _arguments(call: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def system() -> list[dict[str, Any]]:
+    """The system message of plait's apps (``plait run/chat/serve/web``), which every task starts with."""
+    from plait.cli import DEFAULT_SYSTEM
+
+    return [{"role": "system", "content": DEFAULT_SYSTEM}]
+
+
 def first_turn(llm: Any, task: Task) -> dict[str, Any]:
     """Score a task on the model's first reply."""
     tools = [TOOLS[name] for name in task.tools]
-    response = llm.complete([{"role": "user", "content": task.question}], tools=tools, tool_choice="auto")
+    response = llm.complete([*system(), {"role": "user", "content": task.question}], tools=tools, tool_choice="auto")
     made = [(call.name, _arguments(call)) for call in response.tool_calls]
     if task.kind == "irrelevant":
         right = not made
@@ -73,7 +81,7 @@ def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
     turn of only such calls, or at the last turn, the answer is asked for (``tool_choice='none'``).
     """
     tools = [TOOLS[name] for name in task.tools]
-    messages: list[dict[str, Any]] = [{"role": "user", "content": task.question}]
+    messages: list[dict[str, Any]] = [*system(), {"role": "user", "content": task.question}]
     made: list[Any] = []
     results: dict[str, str] = {}
     answer, choice = "", "auto"
