@@ -233,6 +233,7 @@ def main() -> None:
     parser.add_argument("--no-speed", action="store_true", help="skip the speed runs")
     parser.add_argument("--table", action="store_true", help="print the tables of the saved results and stop")
     parser.add_argument("--speed-only", action="store_true", help="measure speed only, into the saved results")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"the results file (default: {RESULTS.name})")
     parser.add_argument("--one", nargs=2, metavar=("MODEL", "PROTOCOL"), help=argparse.SUPPRESS)
     parser.add_argument("--speed-one", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -263,8 +264,8 @@ def main() -> None:
         if not args.no_speed:
             for threads in (1, 2):
                 results["speed"].append(_child(["--speed-one", model, str(threads)]))
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1))
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1))
     print(table(results))
 
 
