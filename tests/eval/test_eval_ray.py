@@ -13,6 +13,8 @@ from plait.testing.fake_openai import FakeOpenAIServer
 
 pytest.importorskip("ray", reason="the Ray tests need the 'ray' extra (test extra)")
 
+RAY_S = 900  # a run that starts a local Ray runtime: seconds when idle, over 120 s at 4 busy threads per core
+
 pytestmark = pytest.mark.slow
 
 
@@ -27,10 +29,14 @@ def test_ray_gives_the_local_results_and_resumes(tmp_path: Path) -> None:
     with FakeOpenAIServer(handler=capital_reply) as server:
         assert plait(server.base_url, "eval", str(data), *agent, "--out", str(local)).returncode == 0
         server.requests.clear()
-        first = plait(server.base_url, "eval", str(data), *agent, "--out", str(remote), "--ray", "--limit", "8")
+        first = plait(
+            server.base_url, "eval", str(data), *agent, "--out", str(remote), "--ray", "--limit", "8", timeout=RAY_S
+        )
         assert first.returncode == 0, first.stderr
         assert len(server.requests) == 8
-        second = plait(server.base_url, "eval", str(data), *agent, "--out", str(remote), "--ray", "--actors", "2")
+        second = plait(
+            server.base_url, "eval", str(data), *agent, "--out", str(remote), "--ray", "--actors", "2", timeout=RAY_S
+        )
         assert second.returncode == 0, second.stderr
         assert len(server.requests) == 20  # the rerun asked only the 12 missing cases
     assert _by_id(remote / "results.jsonl") == _by_id(local / "results.jsonl")
@@ -51,6 +57,7 @@ def test_ray_records_tool_trajectories_for_export(tmp_path: Path) -> None:
             "--out",
             str(tmp_path / "o"),
             "--ray",
+            timeout=RAY_S,
         )
         assert run.returncode == 0, run.stderr
     assert plait("", "export", str(tmp_path / "o"), "-o", str(tmp_path / "t.jsonl")).returncode == 0
