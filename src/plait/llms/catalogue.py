@@ -181,7 +181,7 @@ def _entries() -> list[CatalogueModel]:
             provenance="the GGUF's metadata names Qwen2.5 Coder 0.5B Instruct AWQ: an AWQ checkpoint "
             "re-quantised to Q4_K_M, not Qwen's own GGUF",
             rank=1,
-            tool_protocol="template",  # bench/models.py: 21 of 40 tasks against 12 under 'json'
+            tool_protocol="template",  # bench/models.py: 21 of 40 tasks against 5 under 'json'
             extra="qwen2-5-coder-0-5b",
         ),
         CatalogueModel(
@@ -196,7 +196,7 @@ def _entries() -> list[CatalogueModel]:
             licence=_QWEN_LICENCE,
             provenance="the GGUF's metadata names Qwen2.5 Coder 1.5B Instruct GGUF; who quantised it is not stated",
             rank=2,
-            tool_protocol="template",  # bench/models.py: 27 of 40 tasks against 16 under 'json'
+            tool_protocol="template",  # bench/models.py: 27 of 40 tasks against 11 under 'json'
             extra="qwen2-5-coder-1-5b",
         ),
     ]
