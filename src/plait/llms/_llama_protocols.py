@@ -192,17 +192,7 @@ class TemplateProtocol:
 
     def constraint(self, plan: ToolPlan) -> dict[str, object]:
         """An llguidance grammar: up to `MAX_PARALLEL_CALLS` calls, or (when allowed) an answer."""
-        options = []
-        for name in plan.allowed:
-            arguments = {"type": "object"} if plan.loose else plan.schemas[name]
-            options.append(
-                {
-                    "type": "object",
-                    "properties": {"name": {"const": name}, "arguments": arguments},
-                    "required": ["name", "arguments"],
-                    "additionalProperties": False,
-                }
-            )
+        options = plan.call_options("name")
         starts = []
         lines = ["%llguidance {}"]
         if options:
@@ -238,10 +228,7 @@ class TemplateProtocol:
             if key in seen:
                 continue
             seen.add(key)
-            call = plan.parse(json.dumps({"tool": data.get("name"), "arguments": data.get("arguments", {})}))
-            if not isinstance(call, ToolCall):  # pragma: no cover - a {"tool": ...} reply parses to a call
-                raise InvalidToolReply("not a call")
-            calls.append(call)
+            calls.append(plan.call(data.get("name"), data.get("arguments", {})))
         if not calls or not reply.rstrip().endswith("</tool_call>"):
             raise InvalidToolReply("a <tool_call> that does not end")
         return calls
@@ -257,9 +244,7 @@ class TemplateProtocol:
         """
         found = find_tool_calls(reply, plan.allowed or list(plan.functions), formats=_TEXT_FORMATS)
         if found.calls and plan.allowed and not found.problems:
-            written = [{"tool": call.name, "arguments": json.loads(call.arguments)} for call in found.calls]
-            calls = [plan.parse(json.dumps(call)) for call in written]
-            return [call for call in calls if isinstance(call, ToolCall)]
+            return [plan.call(call.name, json.loads(call.arguments)) for call in found.calls]
         if found.found or _CALL_TEXT.search(reply):
             raise InvalidToolReply("a tool call written into the answer")
         return reply

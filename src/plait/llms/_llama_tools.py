@@ -179,19 +179,24 @@ class ToolPlan:
         self.required = chosen is not None or tool_choice == "required"
         self.loose = False  # set when the engine cannot compile a tool's parameter schema
 
+    def call_options(self, name_key: str) -> list[dict[str, object]]:
+        """One JSON schema per allowed tool: ``{name_key: <its name>, "arguments": <its parameters>}``."""
+        return [
+            {
+                "type": "object",
+                "properties": {
+                    name_key: {"const": name},
+                    "arguments": {"type": "object"} if self.loose else self.schemas[name],
+                },
+                "required": [name_key, "arguments"],
+                "additionalProperties": False,
+            }
+            for name in self.allowed
+        ]
+
     def schema(self) -> dict[str, object]:
         """The JSON schema the reply is constrained to."""
-        options: list[dict[str, object]] = []
-        for name in self.allowed:
-            arguments = {"type": "object"} if self.loose else self.schemas[name]
-            options.append(
-                {
-                    "type": "object",
-                    "properties": {"tool": {"const": name}, "arguments": arguments},
-                    "required": ["tool", "arguments"],
-                    "additionalProperties": False,
-                }
-            )
+        options = self.call_options("tool")
         if not self.required:
             options.append(
                 {
@@ -246,6 +251,17 @@ class ToolPlan:
         schema = json.dumps(self.answer_schema, ensure_ascii=False, separators=(",", ":"))
         return f'{lead}: {{"answer": <JSON that matches this schema>}}, the schema: {schema}'
 
+    def call(self, name: object, arguments: object) -> ToolCall:
+        """A call of an allowed tool with arguments that fit its schema; raises `InvalidToolReply`."""
+        if name not in self.allowed:
+            raise InvalidToolReply(f"unknown tool {name!r}")
+        problem = validate(arguments, self.schemas[str(name)])
+        if problem:
+            raise InvalidToolReply(f"arguments of {name}: {problem}")
+        return ToolCall(
+            id=f"call_{uuid.uuid4().hex[:24]}", name=str(name), arguments=json.dumps(arguments, ensure_ascii=False)
+        )
+
     def parse(self, reply: str) -> ToolCall | str:
         """The `ToolCall` or answer text in a constrained reply; raises `InvalidToolReply`."""
         try:
@@ -255,18 +271,7 @@ class ToolPlan:
         if not isinstance(data, dict):
             raise InvalidToolReply("not a JSON object")
         if "tool" in data:
-            name = data.get("tool")
-            if name not in self.allowed:
-                raise InvalidToolReply(f"unknown tool {name!r}")
-            arguments = data.get("arguments", {})
-            problem = validate(arguments, self.schemas[str(name)])
-            if problem:
-                raise InvalidToolReply(f"arguments of {name}: {problem}")
-            return ToolCall(
-                id=f"call_{uuid.uuid4().hex[:24]}",
-                name=str(name),
-                arguments=json.dumps(arguments, ensure_ascii=False),
-            )
+            return self.call(data.get("tool"), data.get("arguments", {}))
         if not self.required and "answer" in data:
             if self.answer_schema is not None:
                 return json.dumps(data["answer"], ensure_ascii=False)  # the output type validates it
