@@ -103,9 +103,11 @@ class SessionRegistry:
         """
         session = self.sessions.get(session_id)
         part = None if session is None else session.parts.get(path)
-        memory = None if part is None else part.memory
-        if memory is not None and memory.journal is not None and getattr(memory.journal, "stale", False):
-            part.memory = None  # type: ignore[union-attr]
+        if part is None or part.memory is None:
+            return None
+        memory = part.memory
+        if memory.journal is not None and getattr(memory.journal, "stale", False):
+            part.memory = None
             return None
         return memory
 
