@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall, in_place, perform
 from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
-from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
+from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun, Interceptor
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode, owned_copy, shallow_copy
@@ -56,6 +56,10 @@ class CallPathAgent(LoopAgent, Protocol):
 
     def update_memory(self, message: MessageLike | Sequence[MessageLike] | None, session_id: Hashable = 0) -> None:
         """Add messages to a session's memory."""
+        ...
+
+    def interceptors(self) -> tuple[Interceptor, ...]:
+        """The interceptors around the agent's effects (`AgentModule.interceptors`)."""
         ...
 
     def run_state(self, session_id: Hashable = 0) -> RunState | None:
@@ -165,6 +169,8 @@ def _guarded(
     if session is not None and not session.claim(path, token):  # one call per agent and session
         raise SessionBusyError(agent.name, session_id)
     try:
+        if session is not None:
+            _refresh(agent, session_id)
         inputs, mark = yield from _opening(agent, session_id, messages, decisions)
         # a crash mid-call drops what the call added (a resume: what it adds to the paused turn, which stays)
         if memory is not None:  # a call's mark is the length now; a resume's, where its paused call began
@@ -202,6 +208,13 @@ def _guarded(
     finally:
         if session is not None:
             session.release(path, token)
+
+
+def _refresh(agent: CallPathAgent, session_id: Hashable) -> None:
+    """A call starts: when a shared store holds a newer session (another worker took turns), read it back."""
+    if agent._session_registry.refresh(session_id, agent._session_path):
+        for interceptor in agent.interceptors():  # what they kept of it (a context policy's cut) is old
+            interceptor.reset(session_id)
 
 
 def _keep(

@@ -100,6 +100,18 @@ class SessionJournal:
         """A write failed and no call is open: the store, not this memory, holds the session as it is."""
         return self.failure is not None and self.calls == 0
 
+    def current(self) -> bool:
+        """Whether the store still holds the session as this journal last read or wrote it (one round trip).
+
+        Runs after the journal's queued writes; a journal whose write failed is not current.
+        """
+
+        def check(connection: Connection) -> bool:
+            row = connection.execute(_GENERATION, (self.keypath, self.session)).fetchone()
+            return self.failure is None and (None if row is None else int(row[0])) == self.generation
+
+        return self.writer.call(check)
+
     # -- every write: checked first, then stamped -------------------------------------------------
     def _lock(self, connection: Connection, claim: bool = False) -> int | None:
         """Keep other writers off the session until the transaction ends; its generation now (None: no row).

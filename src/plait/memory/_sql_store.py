@@ -163,6 +163,9 @@ class SqlSessionStore:
         ttl: Remove sessions unchanged for this many seconds (None: keep them).
         max_sessions: Keep at most this many sessions, removing the least recently changed (None: no cap).
         sweep_every: With a retention policy, apply it after writes at most this often (seconds).
+        shared: Other processes take turns on the same sessions (several server workers): each
+            call first checks that this process holds the latest of its session, and reads it
+            back when not (see `plait.memory.backend`).
 
     Raises:
         SessionStoreError: The database could not be opened (it is named).
@@ -179,9 +182,12 @@ class SqlSessionStore:
         ttl: float | None = None,
         max_sessions: int | None = None,
         sweep_every: float = 60.0,
+        shared: bool = False,
     ) -> None:
         _check_retention(ttl, max_sessions, sweep_every)
-        self.ttl, self.max_sessions = ttl, max_sessions
+        if not isinstance(shared, bool):
+            raise UserError(f"shared must be True or False, got {shared!r}")
+        self.ttl, self.max_sessions, self.shared = ttl, max_sessions, shared
         self._retention = _Retention(dialect, ttl, max_sessions)
         policy = ttl is not None or max_sessions is not None
         self._writer = StoreWriter(

@@ -16,6 +16,12 @@ each backend guarantees:
 * **One writer per session.** A journal's write is refused with `SessionConflictError` when
   another writer (another process, machine or store object) changed the session since the journal
   read it: never a silent overwrite.
+* **Sessions that move.** A backend built with ``shared=True`` is one that several processes
+  (server workers, machines) use for the same sessions, any of them taking any turn: each call
+  first asks its session's journal whether it is `current` and, when another process changed
+  the session since, reads it back (`plait.sessions.SessionRegistry.refresh`). Calls that truly
+  overlap on one session still meet the one-writer rule. Unshared (the default), a process that
+  holds a session keeps using its copy, and a stale copy is refused on its next write.
 * **Errors named.** A failed write raises `SessionStoreError` naming the store (never a password).
 * **Retention.** `prune` removes sessions by age; a backend built with ``ttl`` / ``max_sessions``
   removes what the policy no longer keeps (`expire`, and by itself while it writes).
@@ -61,6 +67,13 @@ class SessionWriter(MemoryJournal, Protocol):
     def interrupted(self) -> int | None:
         """Where a call the backend holds unfinished begins (None: none); its first write removes it."""
 
+    def current(self) -> bool:
+        """Whether the backend still holds the session as this journal last read or wrote it.
+
+        Asked at the start of each call when the backend is `shared` (one round trip, after this
+        journal's own queued writes); False: another writer changed it since.
+        """
+
     def claim(self, messages: Sequence[AgentMessage]) -> None:
         """Store `messages` as the whole session, whatever the backend held (`attach`)."""
 
@@ -102,6 +115,10 @@ AgentT = TypeVar("AgentT", bound=AgentTree)
 
 class SessionBackend(Protocol):
     """A store of agent sessions (see the module docstring for what it guarantees)."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether processes take turns on the same sessions: each call then starts from what the backend holds."""
 
     def attach(self, agent: AgentT) -> AgentT:
         """Persist every memory of `agent`'s tree here; returns `agent` (see `attach`)."""

@@ -203,6 +203,8 @@ class PostgresSessionStore(SqlSessionStore):
         max_sessions: Keep at most this many sessions, removing the least recently changed (None: no cap).
         sweep_every: With a retention policy, apply it after writes at most this often (seconds).
         lock_timeout: Seconds a write waits for a session another writer holds before it fails.
+        shared: Other processes or machines take turns on the same sessions (server workers,
+            replicas): each call first reads its session back when another process changed it.
 
     Attributes:
         url: The database's address without the password (what errors and the repr show).
@@ -222,6 +224,7 @@ class PostgresSessionStore(SqlSessionStore):
         max_sessions: int | None = None,
         sweep_every: float = 60.0,
         lock_timeout: float = 30.0,
+        shared: bool = False,
     ) -> None:
         psycopg = _psycopg()
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
@@ -247,8 +250,10 @@ class PostgresSessionStore(SqlSessionStore):
             ttl=ttl,
             max_sessions=max_sessions,
             sweep_every=sweep_every,
+            shared=shared,
         )
 
     def __repr__(self) -> str:
         schema = "" if self.schema == "plait" else f", schema={self.schema!r}"
-        return f"PostgresSessionStore({self.url!r}{schema})"
+        shared = ", shared=True" if self.shared else ""
+        return f"PostgresSessionStore({self.url!r}{schema}{shared})"

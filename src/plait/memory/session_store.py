@@ -137,6 +137,8 @@ class SessionStore(SqlSessionStore):
         ttl: Remove sessions unchanged for this many seconds (None: keep them).
         max_sessions: Keep at most this many sessions, removing the least recently changed (None: no cap).
         sweep_every: With a retention policy, apply it after writes at most this often (seconds).
+        shared: Other processes (server workers on this machine) take turns on the same
+            sessions: each call first reads its session back when another process changed it.
 
     Raises:
         SessionStoreError: The file could not be opened (it is named).
@@ -149,13 +151,21 @@ class SessionStore(SqlSessionStore):
         ttl: float | None = None,
         max_sessions: int | None = None,
         sweep_every: float = 60.0,
+        shared: bool = False,
     ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         where = str(self.path)
         super().__init__(
-            where, lambda: _connect(where), SQLITE, ttl=ttl, max_sessions=max_sessions, sweep_every=sweep_every
+            where,
+            lambda: _connect(where),
+            SQLITE,
+            ttl=ttl,
+            max_sessions=max_sessions,
+            sweep_every=sweep_every,
+            shared=shared,
         )
 
     def __repr__(self) -> str:
-        return f"SessionStore({str(self.path)!r})"
+        shared = ", shared=True" if self.shared else ""
+        return f"SessionStore({str(self.path)!r}{shared})"

@@ -30,6 +30,10 @@ MemoryFactory = Callable[[], "Memory"]
 class SessionSource(Protocol):
     """What a registry asks of the store it is bound to."""
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes take turns on the same sessions (each call then checks it holds the latest)."""
+
     def journal(self, keypath: str, session_id: Hashable) -> SessionWriter:
         """The writer of one memory's changes, for a session not read from the store."""
 
@@ -38,6 +42,14 @@ class SessionSource(Protocol):
 
     def sessions(self, keypath: str = "memory") -> list[Hashable]:
         """The ids of the sessions stored for a memory."""
+
+
+@runtime_checkable
+class _CheckedJournal(Protocol):
+    """A journal that can tell whether the store still holds what it last read or wrote (`SessionWriter`)."""
+
+    def current(self) -> bool:
+        """False: another writer changed the session since."""
 
 
 @runtime_checkable
@@ -190,6 +202,29 @@ class SessionRegistry:
         if self.store is None:
             return held
         return held + [s for s in self.store.sessions(memory_keypath(path)) if s not in held]
+
+    def refresh(self, session_id: Hashable, path: str) -> bool:
+        """A call starts at `path`: drop the agent's part when a shared store holds a newer session.
+
+        With a store shared by processes (``shared=True``: several server workers), a session's
+        turns may run anywhere; what this process holds of it is checked against the store (one
+        round trip) and, when another process changed it since, dropped, so the call reads the
+        session back. Without a shared store, nothing is asked (a stale writer is refused instead).
+
+        Returns:
+            Whether the part was dropped.
+        """
+        store = self.store
+        if store is None or not store.shared:
+            return False
+        part = self.part(session_id, path)
+        memory = None if part is None else part.memory
+        journal = None if memory is None else memory.journal
+        if part is None or journal is None or not isinstance(journal, _CheckedJournal) or journal.current():
+            return False
+        part.memory = None
+        part.run = part.stored_run = None
+        return True
 
     # -- runs and turns --
 

@@ -37,7 +37,7 @@ class BackendSpec:
     Attributes:
         factory: ``"module:callable"`` returning a `SessionBackend` (``"plait.memory:SessionStore"``).
             It also takes the keyword options ``ttl``, ``max_sessions`` and ``sweep_every`` (the
-            retention checks pass them).
+            retention checks pass them) and ``shared`` (two workers taking turns on a session).
         args: Its positional arguments (JSON values: a file path, a DSN).
         kwargs: Its keyword arguments (JSON values).
 
@@ -54,7 +54,7 @@ class BackendSpec:
             raise UserError(f"factory must be 'module:callable' ('plait.memory:SessionStore'), got {self.factory!r}")
 
     def open(self, **options: Any) -> SessionBackend:
-        """A new store object on the backend (`options`: ``ttl``, ``max_sessions``, ``sweep_every``)."""
+        """A new store object on the backend (`options`: ``ttl``, ``max_sessions``, ``sweep_every``, ``shared``)."""
         module, name = self.factory.split(":")
         make = getattr(importlib.import_module(module), name)
         return cast("SessionBackend", make(*self.args, **{**self.kwargs, **options}))

@@ -30,6 +30,9 @@ and a scratch folder of its own. The checks:
 * `check_delete_prune_sessions`: `sessions`, `delete` (a live writer of it gets a conflict), `prune`.
 * `check_retention`: ``ttl`` and ``max_sessions``, by `expire` and by the store itself.
 * `check_closed_and_bad_ids`: a closed store refuses writes; ids other than str and int are refused.
+* `check_shared_sessions_move`: two ``shared=True`` store objects (two server workers) taking
+  turns on one session: each turn sees every earlier one, no conflict; an approval paused on one
+  is resumed on the other exactly once, and the first then knows it is over.
 * `check_kill_9_mid_turn`, `check_approval_resumed_in_another_process`,
   `check_two_processes_one_session`: real processes (see `plait.testing._backend_processes`).
 """
@@ -43,11 +46,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agents import Agent, AsyncAgent
-from ..exceptions import SessionConflictError, SessionStoreError, UserError
+from ..agents import Agent, AsyncAgent, FunctionCallingAgent
+from ..exceptions import ResumeError, SessionConflictError, SessionStoreError, UserError
 from ..memory.backend import SessionBackend
 from ..memory.base_memory import ContextSummary
-from ..schema import ActionReturn, AgentMessage, FunctionCall
+from ..schema import ActionReturn, AgentMessage, AgentStatusCode, FunctionCall
 from ..types import JSONValue
 from ._backend_processes import (
     check_approval_resumed_in_another_process,
@@ -72,6 +75,7 @@ __all__ = [
     "check_kill_9_mid_turn",
     "check_retention",
     "check_round_trip",
+    "check_shared_sessions_move",
     "check_two_processes_one_session",
     "check_two_writers_create_one_session",
     "run_checks",
@@ -348,6 +352,44 @@ def check_closed_and_bad_ids(spec: BackendSpec, workdir: Path) -> None:
         raise AssertionError("a closed store took a write")
 
 
+def check_shared_sessions_move(spec: BackendSpec, workdir: Path) -> None:
+    """Two ``shared=True`` store objects (two workers) taking turns on one session: nothing stale, nothing refused."""
+    from ._backend_child import Transfer, _pay_model
+
+    with opened(spec, shared=True) as one, opened(spec, shared=True) as two:
+        expect(one.shared and two.shared, "the store does not say it is shared")
+        workers = [one.attach(_agent()), two.attach(_agent())]
+        for turn in range(6):  # worker 0, 1, 0, 1...: each holds the session, and each copy goes old in turn
+            reply = workers[turn % 2](f"t{turn}", session_id="moving")
+            expect(reply.content == f"{2 * turn + 1}:t{turn}", f"turn {turn} saw another history: {reply.content}")
+        want = [text for turn in range(6) for text in (f"t{turn}", f"{2 * turn + 1}:t{turn}")]
+        stored = _contents(one.read("memory", "moving"))
+        expect(stored == want, f"stored {stored}")
+        held = [m.content for m in workers[0].memory.get_memory("moving")]
+        expect(held[-2:] == want[-4:-2], "the first worker's copy changed without a call")  # read back at its call
+
+        counter = workdir / "transfers"
+        pay = [
+            store.attach(FunctionCallingAgent(FunctionLLM(_pay_model), [Transfer(str(counter), False)]))
+            for store in (one, two)
+        ]
+        paused = pay[0]("pay bob", session_id="pay")
+        expect(paused.stream_state == AgentStatusCode.INTERRUPTED, f"the run did not pause: {paused.content}")
+        (call,) = paused.content
+        done = pay[1].resume({call.id: True}, session_id="pay")
+        expect(done.content == "done: sent 5 to bob", f"resumed on the second worker: {done.content}")
+        try:
+            pay[0].resume({call.id: True}, session_id="pay")
+        except ResumeError:
+            pass
+        else:
+            raise AssertionError("the first worker resumed a run the second had finished")
+        expect(counter.read_text("utf-8").count("ran") == 1, "the approved tool did not run exactly once")
+        again = pay[0]("pay bob", session_id="pay")
+        expect(again.stream_state == AgentStatusCode.INTERRUPTED, "the first worker did not start a new run")
+        expect(len(pay[0].memory.get_memory("pay")) == 6, "the first worker's next call did not see the resumed run")
+
+
 CHECKS: dict[str, Check] = {
     "round_trip": check_round_trip,
     "continue_in_a_fresh_store": check_continue_in_a_fresh_store,
@@ -358,6 +400,7 @@ CHECKS: dict[str, Check] = {
     "delete_prune_sessions": check_delete_prune_sessions,
     "retention": check_retention,
     "closed_and_bad_ids": check_closed_and_bad_ids,
+    "shared_sessions_move": check_shared_sessions_move,
     "kill_9_mid_turn": check_kill_9_mid_turn,
     "approval_resumed_in_another_process": check_approval_resumed_in_another_process,
     "two_processes_one_session": check_two_processes_one_session,
