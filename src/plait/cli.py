@@ -251,7 +251,14 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", parents=[common], help="serve the agent over HTTP (OpenAI-compatible too)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8090, help="port to listen on (default: 8090)")
-    serve.add_argument("--store", metavar="DB", help="keep every session in this SQLite file (survives restarts)")
+    serve.add_argument(
+        "--store",
+        metavar="DB",
+        help="keep every session in this SQLite file or postgresql:// URL, no password (default: $PLAIT_STORE)",
+    )
+    serve.add_argument(
+        "--workers", type=int, default=1, help="server processes sharing the port and --store (default: 1)"
+    )
     serve.add_argument(
         "--token-file",
         metavar="FILE",
@@ -464,6 +471,10 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
 
         printer = Printer(sys.stderr if args.command == "serve" else out)
         try:
+            if args.command == "serve" and _supervising(args):
+                from .distributed.http_serve.workers import supervise
+
+                return supervise(args, sys.argv[1:] if argv is None else argv, has_token=bool(_server_token(args)))
             if args.command in ("chat", "serve"):
                 args.model = app_model(args.model, args.api_base, sys.stderr)
             agent, meter = _setup(args, printer)
@@ -520,19 +531,25 @@ def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:
     return server_token(args.token_file)
 
 
+def _supervising(args: argparse.Namespace) -> bool:
+    """Whether this ``plait serve`` starts workers (``--workers`` > 1, and it is not one of them)."""
+    from .distributed.http_serve.workers import WORKER_ENV, store_setting
+
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1, got {args.workers}")
+    store_setting(args)  # a password on the command line is refused before anything starts
+    return args.workers > 1 and WORKER_ENV not in os.environ
+
+
 def _serve(
     agent: StreamingFunctionCallingAgent,
     args: argparse.Namespace,
     token: str | dict[str, str] | None,
     limits: ServerLimits,
 ) -> None:
-    from .distributed.http_serve.app import AgentAPIServer
+    from .distributed.http_serve.workers import serve
 
-    if args.store:
-        from .memory.session_store import SessionStore
-
-        SessionStore(args.store).attach(agent)
-    AgentAPIServer(agent, args.host, args.port, token=token, limits=limits, insecure=args.insecure).serve_forever()
+    serve(agent, args, token, limits)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..effects import Call, Flow, HookCall, in_place, perform
 from ..exceptions import GuardrailTripped, ResumeError, SessionBusyError, UserError
-from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun, Interceptor
+from ..interceptors import GLOBAL_INTERCEPTORS, AgentRun
 from ..memory.base_memory import MessageLike, to_message
 from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode, owned_copy, shallow_copy
@@ -58,8 +58,8 @@ class CallPathAgent(LoopAgent, Protocol):
         """Add messages to a session's memory."""
         ...
 
-    def interceptors(self) -> tuple[Interceptor, ...]:
-        """The interceptors around the agent's effects (`AgentModule.interceptors`)."""
+    def _refresh_part(self, session_id: Hashable) -> None:
+        """Read the agent's part of a session back when a shared store holds a newer one."""
         ...
 
     def run_state(self, session_id: Hashable = 0) -> RunState | None:
@@ -169,8 +169,8 @@ def _guarded(
     if session is not None and not session.claim(path, token):  # one call per agent and session
         raise SessionBusyError(agent.name, session_id)
     try:
-        if session is not None:
-            _refresh(agent, session_id)
+        if session is not None:  # another worker may have taken turns on it (a shared store): read it back
+            agent._refresh_part(session_id)
         inputs, mark = yield from _opening(agent, session_id, messages, decisions)
         # a crash mid-call drops what the call added (a resume: what it adds to the paused turn, which stays)
         if memory is not None:  # a call's mark is the length now; a resume's, where its paused call began
@@ -208,13 +208,6 @@ def _guarded(
     finally:
         if session is not None:
             session.release(path, token)
-
-
-def _refresh(agent: CallPathAgent, session_id: Hashable) -> None:
-    """A call starts: when a shared store holds a newer session (another worker took turns), read it back."""
-    if agent._session_registry.refresh(session_id, agent._session_path):
-        for interceptor in agent.interceptors():  # what they kept of it (a context policy's cut) is old
-            interceptor.reset(session_id)
 
 
 def _keep(

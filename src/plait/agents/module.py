@@ -408,6 +408,24 @@ class AgentModule(metaclass=ABCMeta):
         self._drop(session_id, agents, stored=True)
         return True
 
+    def refresh(self, session_id: Hashable = 0) -> None:
+        """Read a session back where a shared store holds a newer one than this process (another worker's turns).
+
+        Each agent of the tree that no call runs on asks its session's journal whether it is
+        current (`plait.sessions.SessionRegistry.refresh`); a call does the same by itself when it
+        starts. Without a ``shared=True`` store, nothing is asked.
+        """
+        for agent in self.agents():
+            session = agent._session_registry.sessions.get(session_id)
+            if session is not None and agent._session_path not in session.calls:
+                agent._refresh_part(session_id)
+
+    def _refresh_part(self, session_id: Hashable) -> None:
+        """This agent's part of a session is read back when a shared store holds a newer one (the call path's check)."""
+        if self._session_registry.refresh(session_id, self._session_path):
+            for interceptor in self.interceptors():  # what they kept of it (a context policy's cut) is old
+                interceptor.reset(session_id)
+
     def _drop(self, session_id: Hashable, agents: list[AgentModule], *, stored: bool) -> None:
         """Drop a session from `agents` (memories, runs) and this agent's interceptors; `stored`: a store keeps it."""
         for agent in agents:

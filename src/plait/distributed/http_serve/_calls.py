@@ -8,7 +8,15 @@ import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
 from typing import Any
 
-from ...exceptions import LLMError, ParseError, ResumeError, SessionBusyError, UserError
+from ...exceptions import (
+    LLMError,
+    ParseError,
+    ResumeError,
+    SessionBusyError,
+    SessionConflictError,
+    SessionStoreError,
+    UserError,
+)
 from ...llms._threaded import Producer, aiterate_thread
 from ...memory.base_memory import MessageLike
 from ...schema import AgentMessage
@@ -71,13 +79,16 @@ def http_status(error: BaseException) -> int:
     """The HTTP status of a failed agent call.
 
     502 the model backend failed, 409 the session is answering another request
-    (`SessionBusyError`) or its run waits for decisions / has none to take
-    (`ResumeError`), 400 a bad request or argument, else 500.
+    (`SessionBusyError`, or in another worker: `SessionConflictError`; the turn was rolled
+    back, so a retry is safe) or its run waits for decisions / has none to take
+    (`ResumeError`), 503 the session store failed, 400 a bad request or argument, else 500.
     """
     if isinstance(error, LLMError):
         return 502
-    if isinstance(error, (SessionBusyError, ResumeError)):
+    if isinstance(error, (SessionBusyError, SessionConflictError, ResumeError)):
         return 409
+    if isinstance(error, SessionStoreError):
+        return 503
     if isinstance(error, (UserError, ParseError, TypeError, ValueError)):
         return 400
     return 500

@@ -24,6 +24,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -65,6 +66,8 @@ def check_exposure(host: str, *, has_token: bool, insecure: bool, what: str) -> 
         has_token: Whether requests will need a bearer token.
         insecure: Serve a non-loopback `host` without a token (behind an authenticating proxy).
         what: What a stranger could do, for the refusal (``'use the agent'``).
+        sock: A socket already listening on `host`:`port` to accept from instead (one that
+            several worker processes share, `plait.distributed.http_serve.workers`).
 
     Raises:
         UserError: A non-loopback `host` without a token (and without `insecure`).
@@ -216,6 +219,7 @@ async def listen(
     insecure: bool,
     gate: ConnectionGate,
     what: str,
+    sock: socket.socket | None = None,
 ) -> asyncio.Server:
     """Set `runner` up and listen on `host`:`port`, every connection admitted by `gate`.
 
@@ -230,6 +234,8 @@ async def listen(
         insecure: Serve a non-loopback `host` without a token (behind an authenticating proxy).
         gate: Connection caps (per client address too), deadlines and reserved slots.
         what: What a stranger could do, for the refusal (``'use the agent'``).
+        sock: A socket already listening on `host`:`port` to accept from instead (one that
+            several worker processes share, `plait.distributed.http_serve.workers`).
 
     Raises:
         UserError: A non-loopback `host` without a token (and without `insecure`).
@@ -238,4 +244,7 @@ async def listen(
     runner.app.middlewares.insert(0, gate.middleware())  # before setup freezes the application
     await runner.setup()
     assert runner.server is not None  # set by setup()
-    return await asyncio.get_running_loop().create_server(gate.factory(runner.server), host, port, reuse_address=True)
+    loop = asyncio.get_running_loop()
+    if sock is not None:
+        return await loop.create_server(gate.factory(runner.server), sock=sock)
+    return await loop.create_server(gate.factory(runner.server), host, port, reuse_address=True)

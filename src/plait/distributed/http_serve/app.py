@@ -45,9 +45,10 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -120,6 +121,8 @@ class AgentAPIServer:
         limits: Body size, message count, generation caps, connection caps and deadlines, and
             how long sessions stay in memory (`ServerLimits`).
         insecure: Serve without a token on an address other than loopback.
+        sock: Accept from this listening socket (on `host`:`port`) instead of opening one: the
+            socket several worker processes share (`plait serve --workers`).
 
     Attributes:
         gate: Admits connections (`ConnectionGate`: its counters say who was refused or cut).
@@ -138,8 +141,10 @@ class AgentAPIServer:
         token: str | Mapping[str, str] | None = None,
         limits: ServerLimits | None = None,
         insecure: bool = False,
+        sock: socket.socket | None = None,
     ) -> None:
         self.agent = build_agent(config)
+        self.sock = sock
         self.host = host
         self.port = port
         self.limits = limits or ServerLimits()
@@ -197,6 +202,8 @@ class AgentAPIServer:
         except UserError as exc:
             return _error(exc, 400)
         scoped = self.access.scope(request, session)
+        if isinstance(self.agent, AgentModule):
+            self.agent.refresh(scoped)  # another worker may have taken turns on it (a shared store)
         state = self.agent.state_dict(scoped)
         if any(state.values()):  # held in memory now (perhaps read back from a store)
             self.sessions.touch(AccessControl.tenant_of(request), scoped)
@@ -322,6 +329,7 @@ class AgentAPIServer:
             insecure=self.insecure,
             gate=self.gate,
             what="use the agent",
+            sock=self.sock,
         )
         if self._server.sockets:
             self.port = int(self._server.sockets[0].getsockname()[1])
@@ -371,8 +379,12 @@ class AgentAPIServer:
             self._loop.close(self.stop_async)
             self._loop = None
 
-    def serve_forever(self) -> None:
-        """Serve in this thread until interrupted (Ctrl-C or SIGTERM end it cleanly, so exit handlers run)."""
+    def serve_forever(self, on_ready: Callable[[], None] | None = None) -> None:
+        """Serve in this thread until interrupted (Ctrl-C or SIGTERM end it cleanly, so exit handlers run).
+
+        Args:
+            on_ready: Called once listening (default: print ``plait agent server running on URL``).
+        """
 
         async def serve() -> None:
             stop = asyncio.Event()
@@ -381,8 +393,11 @@ class AgentAPIServer:
                 with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform/thread
                     loop.add_signal_handler(signum, stop.set)
             await self.start_async()
-            sys.stdout.write(f"plait agent server running on http://{self.host}:{self.port}\n")
-            sys.stdout.flush()
+            if on_ready is not None:
+                on_ready()
+            else:
+                sys.stdout.write(f"plait agent server running on http://{self.host}:{self.port}\n")
+                sys.stdout.flush()
             try:
                 await stop.wait()
             finally:
