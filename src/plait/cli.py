@@ -37,6 +37,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, TextIO
 
 from typing_extensions import TypedDict
@@ -257,8 +258,9 @@ def _parser() -> argparse.ArgumentParser:
         help="keep every session in this SQLite file or postgresql:// URL, no password (default: $PLAIT_STORE)",
     )
     serve.add_argument(
-        "--workers", type=int, default=1, help="server processes sharing the port and --store (default: 1)"
+        "--workers", type=int, default=1, help="server processes (or Ray Serve replicas) sharing --store (default: 1)"
     )
+    serve.add_argument("--ray", action="store_true", help="serve as a Ray Serve deployment of --workers replicas")
     serve.add_argument(
         "--token-file",
         metavar="FILE",
@@ -474,7 +476,8 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             if args.command == "serve" and _supervising(args):
                 from .distributed.http_serve.workers import supervise
 
-                return supervise(args, sys.argv[1:] if argv is None else argv, has_token=bool(_server_token(args)))
+                command = sys.argv[1:] if argv is None else list(argv)
+                return supervise(args, command, _server_token(args), server_limits(args), partial(_agent_for, args))
             if args.command in ("chat", "serve"):
                 args.model = app_model(args.model, args.api_base, sys.stderr)
             agent, meter = _setup(args, printer)
@@ -531,14 +534,22 @@ def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:
     return server_token(args.token_file)
 
 
+def _agent_for(args: argparse.Namespace) -> StreamingFunctionCallingAgent:
+    """The agent ``plait serve``'s settings describe, as each worker or Ray Serve replica builds it."""
+    from .repl import Printer
+
+    args.model = app_model(args.model, args.api_base, sys.stderr)
+    return _setup(args, Printer(sys.stderr))[0]
+
+
 def _supervising(args: argparse.Namespace) -> bool:
-    """Whether this ``plait serve`` starts workers (``--workers`` > 1, and it is not one of them)."""
+    """Whether this ``plait serve`` starts workers or a Ray Serve deployment (and is not one of its workers)."""
     from .distributed.http_serve.workers import WORKER_ENV, store_setting
 
     if args.workers < 1:
         raise UserError(f"--workers must be at least 1, got {args.workers}")
     store_setting(args)  # a password on the command line is refused before anything starts
-    return args.workers > 1 and WORKER_ENV not in os.environ
+    return (args.workers > 1 or args.ray) and WORKER_ENV not in os.environ
 
 
 def _serve(

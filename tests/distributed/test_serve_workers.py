@@ -30,6 +30,7 @@ from plait.memory import PostgresSessionStore
 from plait.testing.fake_openai import FakeOpenAIServer
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+RAY_S = 900  # starting a local Ray runtime and Serve: a minute here under load, more when busier
 _SERVED = re.compile(r"\[worker (\d+)\] .*session=(\S+) .*-> 200")
 
 
@@ -58,7 +59,7 @@ class Workers:
 
 
 @contextlib.contextmanager
-def plait_workers(*args: str, workers: int = 2) -> Iterator[Workers]:
+def plait_workers(*args: str, workers: int = 2, start_s: float = 300, announced: str = "workers") -> Iterator[Workers]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -67,13 +68,14 @@ def plait_workers(*args: str, workers: int = 2) -> Iterator[Workers]:
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     running = Workers(process, port)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/health_check", process, timeout=300)
         assert process.stdout is not None
-        assert process.stdout.readline().strip().endswith(f"({workers} workers)")
+        line = process.stdout.readline().strip()  # printed once every worker serves
+        assert line.endswith(f"({workers} {announced})"), "\n".join(running.lines[-30:])
+        wait_for_http(f"http://127.0.0.1:{port}/health_check", process, timeout=start_s)
         yield running
     finally:
         process.terminate()
-        process.communicate(timeout=60)
+        process.communicate(timeout=start_s)
         running.reader.join(timeout=10)
     assert process.returncode == 0, "\n".join(running.lines[-30:])  # SIGTERM stops the workers, then the supervisor
 
@@ -187,3 +189,17 @@ def test_a_store_password_stays_off_the_command_line(model: FakeOpenAIServer, st
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "keep the database password out of the command line" in result.stderr and "s3cret" not in result.stderr
+
+
+@pytest.mark.slow
+def test_ray_serve_replicas_over_postgres_keep_every_turn(model: FakeOpenAIServer, postgres_dsn: str) -> None:
+    """The same load through ``plait serve --ray``: Ray Serve's proxy spreads the requests over two replicas."""
+    sessions, turns = 256, 10
+    ray = ("--ray", "--api-base", model.base_url, "--store", postgres_dsn)
+    with plait_workers(*ray, start_s=RAY_S, announced="Ray Serve replicas") as served:
+        acked = load(served.port, sessions, turns)
+    assert sum(len(turns_) for turns_ in acked.values()) == sessions * turns
+    for session, exchanges in acked.items():
+        assert exchanges == [(f"{session} t{t}", f"echo {session} t{t} after {t} earlier") for t in range(turns)]
+    for session in ("s0", f"s{sessions - 1}"):
+        assert stored(postgres_dsn, session) == [text for exchange in acked[session] for text in exchange]

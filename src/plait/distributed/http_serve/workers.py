@@ -28,7 +28,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -302,21 +302,44 @@ def _how(returncode: int | None) -> str:
     return f"exit {returncode}"
 
 
-def supervise(args: argparse.Namespace, argv: Sequence[str], *, has_token: bool) -> int:
-    """``plait serve --workers N`` (N > 1): check the settings, then run `Supervisor`; the exit status.
+def supervise(
+    args: argparse.Namespace,
+    argv: Sequence[str],
+    token: str | Mapping[str, str] | None,
+    limits: ServerLimits,
+    build: Callable[[], object],
+) -> int:
+    """``plait serve --workers N`` (N > 1) or ``--ray``: check the settings, then serve; the exit status.
 
     Args:
         args: ``plait serve``'s settings.
         argv: Its command line (each worker runs it again).
-        has_token: Whether the workers will ask for a token.
+        token: The token(s) the workers ask for.
+        limits: The server's limits.
+        build: Builds the agent (in each Ray Serve replica).
 
     Raises:
-        UserError: No session store, or settings the workers cannot serve with.
+        UserError: No session store for several workers, or settings they cannot serve with.
     """
-    if not store_setting(args):
+    store = store_setting(args)
+    if args.workers > 1 and not store:
         raise UserError(
             "--workers needs --store (a SQLite file or a postgresql:// URL; or $PLAIT_STORE): "
             "each turn of a session may land on any worker, and only a shared store holds the whole conversation"
         )
+    if args.ray:
+        from .ray_deployment import run_deployment
+
+        run_deployment(
+            build,
+            replicas=args.workers,
+            store=store,
+            host=args.host,
+            port=args.port,
+            token=token,
+            limits=limits,
+            insecure=args.insecure,
+        )
+        return 0
     command = [sys.executable, "-m", "plait.cli", *argv]
-    return Supervisor(command, args.host, args.port, args.workers, has_token=has_token, insecure=args.insecure).run()
+    return Supervisor(command, args.host, args.port, args.workers, has_token=bool(token), insecure=args.insecure).run()
