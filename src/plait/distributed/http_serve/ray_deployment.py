@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -145,7 +146,10 @@ def run_deployment(
     ray = _import("ray")
     serve = _import("ray.serve")
     if not ray.is_initialized():
-        ray.init(include_dashboard=False, log_to_driver=False)
+        if os.environ.get("RAY_ADDRESS"):  # a cluster to join (`ray start --head`, then workers)
+            ray.init(log_to_driver=False)
+        else:  # a runtime of its own on this machine, gone with the server
+            ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": host, "port": port})
     deployment = serve.deployment(AgentReplica, name="plait-agent", num_replicas=replicas, max_ongoing_requests=256)
     serve.run(deployment.bind(build, store, token, limits), name="plait", route_prefix="/", blocking=False)
