@@ -369,11 +369,18 @@ class WebError(ToolExecutionError):
 
 
 class HTTPStatusError(WebError, _ErrorAnswer):
-    """The server answered with an error status (4xx/5xx; `status`, `body`)."""
+    """The server answered with an error status (4xx/5xx; `status`, `body`).
 
-    def __init__(self, message: str, *, status: int, body: str = "", tool: str | None = None) -> None:
+    Attributes:
+        raw: The whole response body as text (its first 64 KiB, secrets redacted), for callers
+            that hand the server's answer on (Lagent's ``GoogleSearch._search``); `body` is
+            the error message found in it.
+    """
+
+    def __init__(self, message: str, *, status: int, body: str = "", raw: str = "", tool: str | None = None) -> None:
         super().__init__(message, tool=tool)
         self._answered(status, body)
+        self.raw = raw
 
 
 class WebTimeoutError(WebError):

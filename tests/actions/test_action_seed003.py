@@ -12,7 +12,12 @@ from plait.actions import ActionExecutor, JsonParser, TupleParser
 from plait.actions.base_action import BaseAction, tool_api
 from plait.schema import ActionReturn, ActionStatusCode
 
-JSON_HINT = "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称"
+# The seed prints the Chinese hint of Lagent's code before 0.5; every Lagent 0.5.x (the code the
+# seed documents today, and what reaches prompts) adds this English one (issue 38).
+JSON_HINT = (
+    "If you call this tool, you must pass arguments in the JSON format {key: value}, "
+    "where the key is the parameter name."
+)
 
 
 # ---- "Make Functions Tools" ---------------------------------------------------------------------
@@ -123,7 +128,7 @@ def test_base_action_with_a_description_dict() -> None:
                          'type': 'STRING',
                          'description': 'input content'}],
          'required': ['text'],
-         'parameter_description': '如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称'},
+         'parameter_description': JSON_HINT},
     )
     assert action.name == 'bold' and not action.is_toolkit and action.enable
     # A description without an implementation is an error return, not an exception.
@@ -217,14 +222,14 @@ def test_list_tools_and_get_tool() -> None:
                                        'type': 'STRING',
                                        'description': 'input text'}],
                        'required': ['text'],
-                       'parameter_description': '如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称'},  # noqa: E501
+                       'parameter_description': JSON_HINT},
                       {'name': 'italic',
                        'description': 'make text italic',
                        'parameters': [{'name': 'text',
                                        'type': 'STRING',
                                        'description': 'input text'}],
                        'required': ['text'],
-                       'parameter_description': '如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称'}]},  # noqa: E501
+                       'parameter_description': JSON_HINT}]},
     )
 
 

@@ -21,6 +21,11 @@ from plait.actions import BaseAction, tool_api
 from plait.hooks import Hook
 from plait.schema import ActionReturn, ActionStatusCode, AgentMessage
 
+# Lagent 0.5.x's JsonParser hint (issue 38).
+JSON_HINT = (
+    "If you call this tool, you must pass arguments in the JSON format {key: value}, "
+    "where the key is the parameter name."
+)
 SEED_TOOLS = Path(__file__).resolve().parent.parent / "fixtures" / "seed_tools"
 
 
@@ -142,7 +147,7 @@ def test_weather_description(weather_cls: Any) -> None:
         "description": "一个天气查询API。可以根据城市名查询天气信息。",
         "parameters": [{"name": "query", "type": "STRING", "description": "The city name to query."}],
         "required": ["query"],
-        "parameter_description": "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称",
+        "parameter_description": JSON_HINT,
     }
 
 
@@ -199,7 +204,7 @@ def test_env_checker_description() -> None:
                 "description": "获取PyTorch相关环境信息",
                 "parameters": [],
                 "required": [],
-                "parameter_description": "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称",
+                "parameter_description": JSON_HINT,
             }
         ],
     }

@@ -13,6 +13,11 @@ from plait.actions.web import APIResponseError
 from plait.schema import ActionStatusCode
 from plait.testing.fake_http import Canned, FakeHTTPServer
 
+# Lagent 0.5.x's JsonParser hint (issue 38).
+JSON_HINT = (
+    "If you call this tool, you must pass arguments in the JSON format {key: value}, "
+    "where the key is the parameter name."
+)
 API = "get_arxiv_article_information"
 EMPTY_FEED = """<?xml version="1.0" encoding="UTF-8"?>
 <feed xmlns="http://www.w3.org/2005/Atom" xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/">
@@ -86,7 +91,7 @@ def test_seed_003_executor_description() -> None:
             "parameters": [{"name": "query", "type": "STRING", "description": "the content of search query"}],
             "required": ["query"],
             "return_data": [{"name": "content", "description": "a list of 3 arxiv search papers", "type": "STRING"}],
-            "parameter_description": "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称",
+            "parameter_description": JSON_HINT,
         }
     ]
     assert ArxivSearch().description["description"].startswith("Search information from Arxiv.org. Useful for")

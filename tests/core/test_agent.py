@@ -268,7 +268,7 @@ def test_registration_traversal_and_repr(mode: str) -> None:
     assert team.get_agent("crew.0").name == "c0"
     cls = agent_cls(mode).__name__
     assert repr(team) == (
-        "Team(name='Team'\n"
+        "Team(name='Team')(\n"  # Lagent 0.5's tree: the name, then the children in parentheses
         f"  (writer): {cls}(name='writer')\n"
         "  (crew): AgentList(\n"
         f"    (0): {cls}(name='c0')\n"

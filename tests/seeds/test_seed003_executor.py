@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from plait import ActionExecutor, ArxivSearch, IPythonInterpreter
 
-PARAMETER_DESCRIPTION = "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称"
+# Lagent 0.5.x's text (the seed prints the older Chinese one; issue 38).
+PARAMETER_DESCRIPTION = (
+    "If you call this tool, you must pass arguments in the JSON format {key: value}, "
+    "where the key is the parameter name."
+)
 
 
 def test_executor_flattens_names_and_runs_the_interpreter() -> None:

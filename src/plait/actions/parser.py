@@ -201,7 +201,10 @@ class JsonParser(BaseParser):
     other text. Unknown and missing arguments are errors that name them.
     """
 
-    PARAMETER_DESCRIPTION = "如果调用该工具,你必须使用Json格式 {key: value} 传参,其中key为参数名称"
+    PARAMETER_DESCRIPTION = (
+        "If you call this tool, you must pass arguments in the JSON format {key: value}, "
+        "where the key is the parameter name."
+    )
 
     def parse_inputs(self, inputs: object, name: str = "run") -> dict[str, object]:
         """Parse a dict / JSON string into keyword arguments."""
@@ -257,7 +260,10 @@ class JsonParser(BaseParser):
 class TupleParser(BaseParser):
     """Arguments as a positional tuple: ``"('a', 1)"`` or a Python tuple (a dict also works)."""
 
-    PARAMETER_DESCRIPTION = "调用该工具时,请用元组格式 (参数1, 参数2, ...) 按参数列表的顺序传参"
+    PARAMETER_DESCRIPTION = (
+        "If you call this tool, you must pass arguments in the tuple format like (arg1, arg2, arg3), "
+        "and the arguments are ordered."
+    )
 
     def parse_inputs(self, inputs: object, name: str = "run") -> dict[str, object]:
         """Parse a tuple / tuple literal into keyword arguments, in parameter order."""

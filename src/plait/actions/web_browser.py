@@ -12,6 +12,10 @@ Example:
     browser({'query': ['plait agents', 'lagent']}, 'search', session_id=1)
     browser({'select_ids': [0, 2]}, 'select', session_id=1)
     ```
+
+The search backends are importable from here as in Lagent (``from plait.actions.web_browser
+import SearxngSearch``); ``GoogleSearch`` here is the serper.dev *backend*, as in Lagent, not
+the `plait.actions.GoogleSearch` tool.
 """
 
 from __future__ import annotations
@@ -26,9 +30,31 @@ from .base_action import ActionCore, AsyncActionMixin, BaseAction, tool_api
 from .parser import BaseParser, JsonParser
 from .web import URLGuard, WebClient, WebError, WebToolMixin, as_data, error_return
 from .web.fetcher import ContentFetcher
-from .web.searchers import DEFAULT_BLACK_LIST, BaseSearch, get_searcher, search_all
+from .web.searchers import (
+    DEFAULT_BLACK_LIST,
+    BaseSearch,
+    BingSearch,
+    BraveSearch,
+    DuckDuckGoSearch,
+    GoogleSearch,
+    SearxngSearch,
+    TencentSearch,
+    get_searcher,
+    search_all,
+)
 
-__all__ = ["AsyncWebBrowser", "WebBrowser"]
+__all__ = [
+    "AsyncWebBrowser",
+    "BaseSearch",
+    "BingSearch",
+    "BraveSearch",
+    "ContentFetcher",
+    "DuckDuckGoSearch",
+    "GoogleSearch",
+    "SearxngSearch",
+    "TencentSearch",
+    "WebBrowser",
+]
 
 logger = logging.getLogger("plait.actions.web")
 

@@ -449,11 +449,17 @@ class AgentModule(metaclass=ABCMeta):
         return f"name={name!r}" if name else ""
 
     def __repr__(self) -> str:
-        head = f"{type(self).__name__}({self.extra_repr()}"
+        """Lagent's tree: ``Class(extra)`` and, when it has sub-agents, ``(`` one line per child ``)``.
+
+        E.g. ``Sequential(name='Sequential')(`` / ``  (0): Agent(name='a')`` / ``)``; a container
+        without an `extra_repr` prints ``AgentList(`` / ... / ``)``.
+        """
+        extra = self.extra_repr()
+        head = f"{type(self).__name__}({extra})" if extra else type(self).__name__
         children = list(self.named_children())
         if not children:
-            return head + ")"
-        lines = [head]
+            return head if extra else head + "()"
+        lines = [head + "("]
         for name, child in children:
             body = repr(child).replace("\n", "\n  ")
             lines.append(f"  ({name}): {body}")

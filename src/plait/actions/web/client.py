@@ -63,6 +63,10 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+_RAW_LIMIT = 64 * 1024
+"""The most bytes of an error answer's body an `HTTPStatusError` keeps (``raw``)."""
+
+
 def _status_phrase(status: int) -> str:
     try:
         return f"{status} {HTTPStatus(status).phrase}"
@@ -213,7 +217,8 @@ class WebClient:
         message = f"{request.label} answered HTTP {_status_phrase(response.status)}"
         if detail:
             message += f": {detail}"
-        return HTTPStatusError(message, status=response.status, body=detail)
+        raw = redact(response.body[:_RAW_LIMIT].decode("utf-8", errors="replace"), request.secrets)
+        return HTTPStatusError(message, status=response.status, body=detail, raw=raw)
 
     async def _send_once(self, request: HTTPRequest) -> HTTPResponse:
         session = await self._sessions.get()

@@ -87,7 +87,7 @@ class SearchOptions(TypedDict, total=False):
     backoff: float
     cache_ttl: float
     cache_size: int
-    proxy: str | None
+    proxy: str | Mapping[str, str] | None
 
 
 class BaseSearch(ABC):
@@ -101,7 +101,8 @@ class BaseSearch(ABC):
         backoff: First wait between attempts, in seconds (doubles each time).
         cache_ttl: Seconds a query's results are reused (0: no cache).
         cache_size: Most queries cached.
-        proxy: An HTTP proxy URL.
+        proxy: An HTTP proxy URL, or Lagent's ``requests``-style ``{'http': url, 'https': url}``
+            (its ``http`` entry, else its ``https`` one, as Lagent's async searchers use it).
     """
 
     service: ClassVar[str] = "search"
@@ -121,8 +122,10 @@ class BaseSearch(ABC):
         backoff: float = 0.5,
         cache_ttl: float = 600.0,
         cache_size: int = 100,
-        proxy: str | None = None,
+        proxy: str | Mapping[str, str] | None = None,
     ) -> None:
+        if isinstance(proxy, Mapping):
+            proxy = proxy.get("http") or proxy.get("https") or None
         if topk < 1:
             raise UserError(f"topk must be at least 1, got {topk}")
         if max_retry < 1:

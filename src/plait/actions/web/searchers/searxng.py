@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
 
 from typing_extensions import Unpack
 
@@ -14,12 +15,17 @@ from .base import DEFAULT_BLACK_LIST, BaseSearch, SearchHit, SearchOptions, clea
 class SearxngSearch(BaseSearch):
     """A self-hosted SearXNG instance (``/search?format=json``; JSON output must be enabled).
 
+    Lagent's ``SearxngSearch`` signature (``lagent.actions.web_browser``): `url` may be the
+    instance (``http://host:8888``, ``/search`` is appended) or its search endpoint, as Lagent
+    writes it (``http://host:8888/search``, used as it is).
+
     Args:
         api_key: A token, sent in the `auth_name` header when given.
-        auth_name: The header that carries `api_key`.
+        auth_name: The header that carries `api_key` (Lagent's ``searxng``).
         language: The ``language`` parameter.
         categories: The ``categories`` parameter.
-        url: The instance's base URL (else ``$SEARXNG_URL``, else ``http://127.0.0.1:8080``).
+        url: The instance or its ``/search`` endpoint (else ``$SEARXNG_URL``, else Lagent's
+            ``http://127.0.0.1:18883``).
         topk: Most results per query.
         black_list: Result URLs containing any of these strings are dropped.
         **kwargs: `BaseSearch` options.
@@ -31,7 +37,7 @@ class SearxngSearch(BaseSearch):
     def __init__(
         self,
         api_key: str | None = None,
-        auth_name: str = "Authorization",
+        auth_name: str = "searxng",
         language: str = "zh",
         categories: str = "general",
         url: str | None = None,
@@ -44,16 +50,16 @@ class SearxngSearch(BaseSearch):
         self.auth_name = auth_name
         self.language = language
         self.categories = categories
-        self.url = (env_or(url, self.env_key) or "http://127.0.0.1:8080").rstrip("/")
+        self.url = (env_or(url, self.env_key) or "http://127.0.0.1:18883").rstrip("/")
 
     def build_request(self, query: str) -> HTTPRequest:
-        """GET ``{url}/search?q=...&format=json``."""
+        """GET ``{url}/search?q=...&format=json`` (``{url}?...`` when `url` is the ``/search`` endpoint)."""
         headers = {"Accept": "application/json"}
         if self._token:
             headers[self.auth_name] = self._token
         return HTTPRequest.build(
             "GET",
-            f"{self.url}/search",
+            self.url if urlsplit(self.url).path.endswith("/search") else f"{self.url}/search",
             params={"q": query, "format": "json", "language": self.language, "categories": self.categories},
             headers=headers,
             secrets=[self._token or ""],
