@@ -126,7 +126,8 @@ def test_streaming_variant_streams_turns_and_ends_once(mode: str) -> None:
     assert [c.stream_state for c in chunks].count(AgentStatusCode.END) == 1
     assert chunks[-1].content == "37 times 91 is 3367"
     streamed = [c.content for c in chunks[:-1] if c.content]
-    assert streamed and streamed[-1] == "37 times 91 is 3367" and streamed[0] == "37 "
+    # whitespace at the end shows with the next word: it would go if tool-call markup came next
+    assert streamed and streamed[-1] == "37 times 91 is 3367" and streamed[0] == "37"
     assert [m["sender"] for m in agent.state_dict()["memory"]] == ["user", cls.__name__, "ActionExecutor", cls.__name__]
     assert all(call.method == "stream_chat" for call in agent.llm.calls)
 

@@ -16,12 +16,15 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
+from ..llms.text_tool_calls import check_formats
 from ..schema import AgentMessage, AgentStatusCode, FunctionCall
 from ..untrusted import decode_arguments
+from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .routing import ROUTED, ToolRouter
@@ -56,6 +59,11 @@ class FunctionCallingCore(ToolLoopCore):
         reset_tool_choice: What a forcing choice (``'required'``, one function) becomes once a
             tool has run, so the model can answer: ``'auto'`` (default), ``'none'`` (answer
             now), or None to keep forcing.
+        text_call_formats: The markup read as tool calls in a reply that has no native ones
+            (a server without a tool parser for the model): names from
+            `plait.llms.text_tool_calls.FORMATS`; None (default) reads them all, ``()`` none.
+            The markup is never shown nor answered: calls to offered tools run, anything
+            else is told to the model (`plait.agents._text_calls`).
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
     Example:
@@ -76,6 +84,7 @@ class FunctionCallingCore(ToolLoopCore):
         tool_choice: Any = "auto",
         *,
         reset_tool_choice: Any = "auto",
+        text_call_formats: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggregator", FunctionCallAggregator())
@@ -84,6 +93,7 @@ class FunctionCallingCore(ToolLoopCore):
         self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
+        self.text_call_formats = None if text_call_formats is None else check_formats(text_call_formats)
 
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
         """This agent's paradigm on the tool loop (for a new run on `inputs`, or a paused one to resume)."""
@@ -96,10 +106,14 @@ class FunctionCallingCore(ToolLoopCore):
 
         Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
         the chunks pass through to the caller and the final one carries the `ModelResponse`.
+        When tools are offered, tool-call markup in the text is held back from the chunks (`HeldMarkup`).
         """
         prompt = self.get_prompt(session_id) if prompt is None else prompt
         if self._stream_forward and getattr(self.llm, "stream_tools", False):
-            return self.model_call("stream_chat", prompt, session_id, params, self._turn_chunk)
+            offered = offered_tools(params.get("tools"))
+            formats = self.text_call_formats
+            held = HeldMarkup(offered, formats) if offered and (formats is None or formats) else None
+            return self.model_call("stream_chat", prompt, session_id, params, partial(self._turn_chunk, held=held))
         return self.model_call("complete", prompt, session_id, params)
 
     def _chat_flow(
@@ -109,10 +123,11 @@ class FunctionCallingCore(ToolLoopCore):
         response = _as_response((yield self._turn(session_id, params, prompt)))
         return self.make_response(response.content, extra_info=_usage(response))
 
-    def _turn_chunk(self, item: Any) -> AgentMessage:
+    def _turn_chunk(self, item: Any, held: HeldMarkup | None = None) -> AgentMessage:
         status, text, extra = item
         if status != AgentStatusCode.END:
-            return self.make_response(text, AgentStatusCode.STREAM_ING)
+            shown = held.visible(text) if held is not None and isinstance(text, str) else text
+            return self.make_response(shown, AgentStatusCode.STREAM_ING)
         response = extra if isinstance(extra, ModelResponse) else (extra or {}).get("response")
         final = response if isinstance(response, ModelResponse) else ModelResponse(content=text)
         return AgentMessage(sender=self.name, content=text, extra_info={"response": final})
@@ -166,16 +181,34 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         return Ask(self.agent._turn(session_id, self._params(kwargs, "none")))
 
     def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
-        """Text ends the run (with the usage); tool calls run."""
-        response = _as_response(reply)
-        if state.forced or not response.tool_calls:
+        """Text ends the run (with the usage); tool calls run, native or written in the text (`read_reply`).
+
+        Markup in the text that names no offered tool, or whose arguments are not a JSON
+        object, never runs and is never the answer: the model is told what was wrong (after
+        the results of the turn's other calls) and asked again.
+        """
+        read = read_reply(_as_response(reply), offered_tools(self._tools), self.agent.text_call_formats, state.turns)
+        response = read.response
+        if state.forced or not (response.tool_calls or read.problems):
             return Done(self.agent.make_response(response.content, extra_info=_usage(response)))
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
-        turn = AgentMessage(sender=self.agent.name, content=response.content, formatted={"tool_calls": calls})
+        turn = AgentMessage(
+            sender=self.agent.name, content=response.content, formatted={"tool_calls": calls} if calls else None
+        )
         memory = self.agent._memory
         self._before_turn = memory.length(session_id) if memory is not None else None
         self.agent.update_memory(turn, session_id)
+        if not calls:  # only markup that could not be used
+            self._observe(read.problems, session_id)
+            return None
+        if read.problems:
+            state.scratch[_PROBLEMS] = list(read.problems)
         return Act([PlannedCall(name=c.name, arguments=c.arguments, id=c.id) for c in response.tool_calls])
+
+    def _observe(self, problems: Sequence[str], session_id: Hashable) -> None:
+        """Tell the model what was wrong with the calls it wrote in its text (a user turn)."""
+        if problems:
+            self.agent.update_memory(AgentMessage(sender=OBSERVER, content="\n".join(problems)), session_id)
 
     def withdraw(self, state: RunState, session_id: Hashable) -> bool:
         """Take the last reply (all its calls made before) out of memory: the answer is asked on what ran.
@@ -207,6 +240,8 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             self.agent.update_memory(
                 AgentMessage(sender="ActionExecutor", content=content, extra_info=extra), session_id
             )
+        problems = state.scratch.pop(_PROBLEMS, None)
+        self._observe(problems if isinstance(problems, list) else [], session_id)
         return None
 
 
@@ -228,6 +263,10 @@ class AsyncStreamingFunctionCallingAgent(FunctionCallingCore, AsyncStreamingAgen
     """Async twin of `StreamingFunctionCallingAgent`: ``async for chunk in agent(...)``."""
 
     _executor_cls: ClassVar[str] = "AsyncActionExecutor"
+
+
+_PROBLEMS = "text_call_problems"
+"""`RunState.scratch` key: what was wrong with calls written in the text, told after the turn's results."""
 
 
 def _as_response(result: Any) -> ModelResponse:

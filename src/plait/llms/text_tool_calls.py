@@ -61,7 +61,7 @@ from ._call_shapes import CallBuilder, FoundCall, Offered
 from ._held_text import ProseJoiner
 from ._text_call_formats import FORMATS, Markup, Pending, Scanner, ScanState
 
-__all__ = ["FORMATS", "FoundCall", "Offered", "TextCallStream", "TextToolCalls", "find_tool_calls"]
+__all__ = ["FORMATS", "FoundCall", "Offered", "TextCallStream", "TextToolCalls", "check_formats", "find_tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,12 @@ class TextToolCalls:
         return bool(self.calls or self.problems)
 
 
-def _check_formats(formats: Sequence[str] | None) -> tuple[str, ...]:
+def check_formats(formats: Sequence[str] | None) -> tuple[str, ...]:
+    """`formats` as a tuple of format names (all of `FORMATS` for None).
+
+    Raises:
+        UserError: A string instead of a sequence, or an unknown name (the closest one is named).
+    """
     if formats is None:
         return FORMATS
     if isinstance(formats, str):
@@ -128,7 +133,7 @@ class TextCallStream:
     """
 
     def __init__(self, offered: Offered, formats: Sequence[str] | None = None) -> None:
-        self._scanner = Scanner(CallBuilder(offered), _check_formats(formats))
+        self._scanner = Scanner(CallBuilder(offered), check_formats(formats))
         self._text = ""
         self._pos = 0
         self._state = ScanState()
