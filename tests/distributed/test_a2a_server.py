@@ -157,7 +157,8 @@ def test_an_approval_pause_is_input_required_and_the_next_message_resumes_it(
             task_id = paused.task.id if paused.HasField("task") else paused.status_update.task_id
             waiting = await client.get_task(GetTaskRequest(id=task_id))
             assert transfer.paid == []  # nothing ran before the approval
-            done = await events(client, ask("approve", task_id=task_id, context_id=waiting.context_id))
+            resumed = await events(client, ask("approve", task_id=task_id, context_id=waiting.context_id))
+            assert resumed  # blocking: the finished task; streamed: its updates
             return waiting, await client.get_task(GetTaskRequest(id=task_id))
 
         waiting, done = run(pay, server, streaming=streaming)
