@@ -26,6 +26,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
@@ -90,6 +91,10 @@ def ask(text: str, task_id: str = "", context_id: str = "") -> SendMessageReques
 
 async def events(client: Any, request: SendMessageRequest) -> list[StreamResponse]:
     return [event async for event in client.send_message(request)]
+
+
+async def _all(stream: Any) -> list[Any]:
+    return [item async for item in stream]
 
 
 def answer(task: Any) -> str:
@@ -203,16 +208,27 @@ def test_cancel_stops_a_working_task_and_its_model_call() -> None:
         async def cancel(client: Any) -> tuple[Any, Any, Any]:
             (submitted,) = await events(client, ask("think hard"))  # polling: the send returns at once
             await asyncio.to_thread(started.wait, 30)
+            follower = await create_client(server.url, ClientConfig(streaming=True))
+            following = asyncio.ensure_future(_all(follower.subscribe(SubscribeToTaskRequest(id=submitted.task.id))))
+            assert server.a2a is not None
+            while not server.a2a.tasks.get("", submitted.task.id).listeners:  # subscribed
+                assert not following.done(), following.result()
+                await asyncio.sleep(0.01)
             canceled = await client.cancel_task(CancelTaskRequest(id=submitted.task.id))
+            followed.extend(await following)
+            await follower.close()
             with pytest.raises(TaskNotCancelableError) as again:  # -32002, as the SDK maps it
                 await client.cancel_task(CancelTaskRequest(id=submitted.task.id))
             return submitted.task, canceled, again.value
 
+        followed: list[StreamResponse] = []
         submitted, canceled, again = run(cancel, server, streaming=False, polling=True)
         assert len(agent.memory.get_memory(submitted.context_id)) == 0  # the turn rolled back
     assert submitted.status.state == TaskState.TASK_STATE_WORKING
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED and stopped.is_set()
     assert "cannot be canceled" in str(again)
+    states = [e.task.status.state if e.HasField("task") else e.status_update.status.state for e in followed]
+    assert states == [TaskState.TASK_STATE_WORKING, TaskState.TASK_STATE_CANCELED]  # SubscribeToTask saw the cancel
 
 
 def test_tokens_and_tenants_hold_for_a2a(model: FakeOpenAIServer) -> None:
