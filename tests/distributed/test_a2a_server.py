@@ -279,6 +279,12 @@ def test_protocol_errors_are_json_rpc_errors(model: FakeOpenAIServer) -> None:
             server, {"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "x"}}, {"A2A-Version": "0.3"}
         )
         push = post(server, {"jsonrpc": "2.0", "id": 5, "method": "CreateTaskPushNotificationConfig", "params": {}})
+        file = {"messageId": "f", "role": "ROLE_USER", "parts": [{"url": "http://x/a.png"}]}
+        files = post(server, {"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": file}})
+        hello = {"messageId": "h", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+        done = post(server, {"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": {"message": hello}})
+        after = {**hello, "messageId": "h2", "taskId": done["result"]["task"]["id"]}
+        late = post(server, {"jsonrpc": "2.0", "id": 8, "method": "SendMessage", "params": {"message": after}})
         request = urllib.request.Request(server.url + "/a2a", data=b"{not json", headers={})
         parse = fetch(request)
     assert unknown["error"]["code"] == -32601 and unknown["id"] == 1
@@ -287,6 +293,9 @@ def test_protocol_errors_are_json_rpc_errors(model: FakeOpenAIServer) -> None:
     assert version["error"]["code"] == -32009
     assert push["error"]["code"] == -32003
     assert parse["error"]["code"] == -32700
+    assert files["error"]["code"] == -32005  # content type not supported: the agent takes text and data
+    assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert late["error"]["code"] == -32004  # a completed task takes no message (CORE-SEND-002)
 
 
 class Weather(BaseModel):
