@@ -270,6 +270,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--insecure", action="store_true", help="serve a non-loopback address without a token (behind an auth proxy)"
     )
+    serve.add_argument(
+        "--a2a", action="store_true", help="serve over A2A 1.0 too (Agent Card at /.well-known/agent-card.json)"
+    )
     add_server_limit_flags(serve)
     mcp = sub.add_parser("mcp-serve", help="serve tools over MCP: MODULE:ATTR names an MCPServer, tools or an agent")
     mcp.add_argument("target", metavar="MODULE:ATTR", help="a module (or .py file) and the attribute to serve")

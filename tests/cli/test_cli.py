@@ -204,6 +204,14 @@ def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> N
     assert calls and calls[0].startswith("[tool call session=openai-")  # the server's log shows the tool round
 
 
+def test_serve_a2a_offers_the_agent_to_a2a_clients(server: FakeOpenAIServer) -> None:
+    from plait.agents import RemoteA2AAgent
+
+    with plait_serve("--api-base", server.base_url, "--a2a") as (port, _):
+        remote = RemoteA2AAgent(f"http://127.0.0.1:{port}")
+        assert remote("hello", session_id="a2a").content == "You said: hello"
+
+
 def test_serve_keeps_sessions_across_restarts(server: FakeOpenAIServer, tmp_path: Path) -> None:
     from plait.distributed import HTTPAgentClient
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     )
     from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
     from .react import AsyncReAct, ReAct
+    from .remote_a2a import AsyncRemoteA2AAgent, RemoteA2AAgent
     from .rewoo import AsyncReWOO, ReWOO
     from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
 
@@ -42,6 +43,7 @@ _PARADIGMS = {
     ),
     ".internlm2_agent": ("AgentReturn", "Internlm2Agent", "Internlm2Protocol"),
     ".react": ("AsyncReAct", "ReAct"),
+    ".remote_a2a": ("AsyncRemoteA2AAgent", "RemoteA2AAgent"),
     ".rewoo": ("AsyncReWOO", "ReWOO"),
     ".stream": ("AgentForInternLM", "AsyncAgentForInternLM", "AsyncMathCoder", "MathCoder"),
 }
@@ -61,6 +63,7 @@ __all__ = [
     "AsyncMathCoder",
     "AsyncReAct",
     "AsyncReWOO",
+    "AsyncRemoteA2AAgent",
     "AsyncSequential",
     "AsyncStreamingAgent",
     "AsyncStreamingFunctionCallingAgent",
@@ -74,6 +77,7 @@ __all__ = [
     "MathCoder",
     "ReAct",
     "ReWOO",
+    "RemoteA2AAgent",
     "Sequential",
     "StreamingAgent",
     "StreamingFunctionCallingAgent",

@@ -10,6 +10,8 @@ Routes (Lagent's, plus streaming):
   `AgentMessage` dict per chunk, the final (END) one last
 * ``GET /memory/{session_id}`` -> ``agent.state_dict(session_id)``
 * ``DELETE /memory/{session_id}`` -> forget the session (in a bound `SessionStore` too)
+* with ``a2a=True``: A2A 1.0, the Agent Card at ``/.well-known/agent-card.json`` and JSON-RPC at
+  ``/a2a`` (`plait.distributed.http_serve.a2a_route`)
 
 Sync agents run in worker threads, async agents on the server's loop, so one slow
 conversation never holds up another. Errors come back as ``{"error": {"type", "message"}}``
@@ -67,6 +69,7 @@ from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
 from ._calls import agent_chunks, http_status
+from .a2a_route import A2ARoute
 from .access import TOKEN_ENV, AccessControl, listen, read_tokens
 from .connections import ConnectionGate
 from .openai_route import openai_routes
@@ -123,10 +126,13 @@ class AgentAPIServer:
         insecure: Serve without a token on an address other than loopback.
         sock: Accept from this listening socket (on `host`:`port`) instead of opening one: the
             socket several worker processes share (`plait serve --workers`).
+        a2a: Serve the agent over A2A 1.0 too: its Agent Card at ``/.well-known/agent-card.json``,
+            JSON-RPC at ``/a2a`` (`plait.distributed.http_serve.a2a_route`).
 
     Attributes:
         gate: Admits connections (`ConnectionGate`: its counters say who was refused or cut).
         sessions: The sessions held in memory (`SessionTable`: ``len``, ``evicted``).
+        a2a: The A2A routes and their tasks (`A2ARoute`), or None.
 
     Raises:
         UserError: (from `start`) A non-loopback `host` without a token or ``insecure=True``.
@@ -142,6 +148,7 @@ class AgentAPIServer:
         limits: ServerLimits | None = None,
         insecure: bool = False,
         sock: socket.socket | None = None,
+        a2a: bool = False,
     ) -> None:
         self.agent = build_agent(config)
         self.sock = sock
@@ -185,6 +192,12 @@ class AgentAPIServer:
                 ),
             ]
         )
+        self.a2a: A2ARoute | None = None
+        if a2a:
+            self.a2a = A2ARoute(
+                lambda: self.agent, self.sessions.use, self.meter, self.tool_log, secured=self.access.enabled
+            )
+            self.app.add_routes(self.a2a.routes())
         self._runner: web.AppRunner | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._server: asyncio.Server | None = None
@@ -360,6 +373,8 @@ class AgentAPIServer:
             task.cancel()
         if inflight:
             await asyncio.wait(inflight, timeout=SHUTDOWN_S)
+        if self.a2a is not None:
+            await self.a2a.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -437,12 +452,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--config", required=True, help='the agent as JSON: {"type": "...", ...}, or - to read stdin')
     parser.add_argument("--token-file", help=f"bearer token(s), mode 0600 (default: ${TOKEN_ENV})")
     parser.add_argument("--insecure", action="store_true", help="allow a non-loopback address without a token")
+    parser.add_argument("--a2a", action="store_true", help="serve over A2A 1.0 too")
     add_server_limit_flags(parser)
     args = parser.parse_args(argv)
     limits = server_limits(args)
     config = json.loads(sys.stdin.read() if args.config == "-" else args.config)
     token = server_token(args.token_file)
-    AgentAPIServer(config, args.host, args.port, token=token, limits=limits, insecure=args.insecure).serve_forever()
+    server = AgentAPIServer(
+        config, args.host, args.port, token=token, limits=limits, insecure=args.insecure, a2a=args.a2a
+    )
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ class AgentReplica:
         store: The session store (`plait.distributed.http_serve.workers.open_store`), opened shared.
         token: The bearer token(s) requests need, as `AgentAPIServer` takes them.
         limits: The server's limits.
+        a2a: Serve over A2A 1.0 too.
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class AgentReplica:
         store: str | None = None,
         token: str | Mapping[str, str] | None = None,
         limits: ServerLimits | None = None,
+        a2a: bool = False,
     ) -> None:
         from .app import AgentAPIServer
         from .workers import open_store
@@ -73,7 +75,7 @@ class AgentReplica:
         agent = build()
         if store:
             open_store(store, shared=True).attach(agent)
-        self.server = AgentAPIServer(agent, "127.0.0.1", 0, token=token, limits=limits).start()
+        self.server = AgentAPIServer(agent, "127.0.0.1", 0, token=token, limits=limits, a2a=a2a).start()
         self.base = self.server.url
         self._http: Any = None
 
@@ -123,6 +125,7 @@ def run_deployment(
     token: str | Mapping[str, str] | None = None,
     limits: ServerLimits | None = None,
     insecure: bool = False,
+    a2a: bool = False,
     ready: Callable[[], None] | None = None,
 ) -> None:
     """Serve the agent `build` returns through Ray Serve until SIGTERM or Ctrl-C (see the module docstring).
@@ -136,6 +139,7 @@ def run_deployment(
         token: The bearer token(s) requests need.
         limits: The server's limits.
         insecure: Serve an address beyond loopback without a token.
+        a2a: Serve over A2A 1.0 too.
         ready: Called once the deployment answers (default: print where it runs).
 
     Raises:
@@ -152,7 +156,7 @@ def run_deployment(
             ray.init(address="local", include_dashboard=False, log_to_driver=False)
     serve.start(http_options={"host": host, "port": port})
     deployment = serve.deployment(AgentReplica, name="plait-agent", num_replicas=replicas, max_ongoing_requests=256)
-    serve.run(deployment.bind(build, store, token, limits), name="plait", route_prefix="/", blocking=False)
+    serve.run(deployment.bind(build, store, token, limits, a2a), name="plait", route_prefix="/", blocking=False)
     if ready is not None:
         ready()
     else:

@@ -158,6 +158,7 @@ def serve(
         limits=limits,
         insecure=args.insecure,
         sock=None if listening is None else listening.sock,
+        a2a=bool(getattr(args, "a2a", False)),
     )
     server.serve_forever(on_ready=None if listening is None else listening.ready)
 
@@ -339,6 +340,7 @@ def supervise(
             token=token,
             limits=limits,
             insecure=args.insecure,
+            a2a=bool(getattr(args, "a2a", False)),
         )
         return 0
     command = [sys.executable, "-m", "plait.cli", *argv]
