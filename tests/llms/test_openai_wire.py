@@ -252,6 +252,15 @@ def test_sse_decoder_flush_dispatches_an_unterminated_event() -> None:
     assert decoder.flush() == ["x"]
 
 
+def test_sse_decoder_keeps_the_last_event_id_and_the_retry_hint() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"id: 7\nretry: 250\ndata: \n\n") == [""]  # an MCP priming event
+    assert (decoder.last_event_id, decoder.retry) == ("7", 250)
+    assert decoder.feed(b"id: 8\n") == [] and decoder.last_event_id == "7"  # set when the event is dispatched
+    assert decoder.feed(b"retry: soon\ndata: x\n\n") == ["x"]
+    assert (decoder.last_event_id, decoder.retry) == ("8", 250)  # a retry that is not digits is ignored
+
+
 def _accumulate(transcript: str, chunk_size: int) -> tuple[StreamAccumulator, list[str]]:
     acc = StreamAccumulator()
     decoder = SSEDecoder()

@@ -2,7 +2,9 @@ r"""Incremental Server-Sent Events decoder (sans-IO: bytes in, event data out).
 
 Follows the WHATWG event-stream rules that matter for chat streaming: lines end with
 ``\n``, ``\r\n`` or ``\r``; ``data:`` lines accumulate (joined by ``\n``); a blank line
-dispatches the event; lines starting with ``:`` are comments; other fields are ignored.
+dispatches the event; lines starting with ``:`` are comments. ``id`` and ``retry`` are
+kept for a client that reconnects (`SSEDecoder.last_event_id`, `SSEDecoder.retry`); other
+fields are ignored.
 """
 
 from __future__ import annotations
@@ -21,12 +23,17 @@ class SSEDecoder:
         ```
     """
 
-    __slots__ = ("_buffer", "_data", "_has_data")
+    __slots__ = ("_buffer", "_data", "_has_data", "_id", "last_event_id", "retry")
 
     def __init__(self) -> None:
         self._buffer = b""
         self._data: list[str] = []
         self._has_data = False
+        self._id: str | None = None
+        self.last_event_id: str | None = None
+        """The ``id`` of the last event dispatched (kept across events, as WHATWG's "last event ID")."""
+        self.retry: int | None = None
+        """The last ``retry`` hint: milliseconds to wait before reconnecting."""
 
     def feed(self, chunk: bytes) -> list[str]:
         """Decode `chunk`; return the data of every event it completed (possibly none)."""
@@ -57,6 +64,8 @@ class SSEDecoder:
 
     def _line(self, raw: bytes, events: list[str]) -> None:
         if not raw:
+            if self._id is not None:
+                self.last_event_id = self._id
             if self._has_data:
                 events.append("\n".join(self._data))
                 self._data = []
@@ -65,9 +74,13 @@ class SSEDecoder:
         if raw.startswith(b":"):
             return
         field, sep, value = raw.partition(b":")
-        if field != b"data":
-            return
         if sep and value.startswith(b" "):
             value = value[1:]
+        if field != b"data":
+            if field == b"id" and b"\0" not in value:
+                self._id = value.decode("utf-8", errors="replace")
+            elif field == b"retry" and value.isdigit():
+                self.retry = int(value)
+            return
         self._data.append(value.decode("utf-8", errors="replace"))
         self._has_data = True

@@ -1,18 +1,22 @@
 """An MCP server for the tests, written with the official SDK (the `mcp` package).
 
-``python demo_server.py`` serves stdio; ``python demo_server.py http PORT [json]`` serves
-Streamable HTTP on 127.0.0.1:PORT/mcp (``json``: plain JSON answers instead of SSE).
+``python demo_server.py`` serves stdio; ``python demo_server.py http PORT [json|resumable]``
+serves Streamable HTTP on 127.0.0.1:PORT/mcp (``json``: plain JSON answers instead of SSE;
+``resumable``: events kept in memory and a 200 ms ``retry`` hint, so `polled` can end its
+stream mid-call and the client resumes it with ``Last-Event-ID``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import os
 import sys
 
 import mcp_types
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
 
 PIXEL = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -105,6 +109,37 @@ async def grow(ctx: Context) -> str:
     return "grown"
 
 
+@server.tool()
+async def polled(ctx: Context) -> str:
+    """End this request's SSE stream at once (the client must resume it), then answer."""
+    await ctx.close_sse_stream()
+    await asyncio.sleep(0.3)
+    return "answered after the stream was closed"
+
+
+class MemoryEventStore(EventStore):
+    """Every event of every stream, in memory: enough to replay a stream after its last seen event."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[EventId, StreamId, mcp_types.JSONRPCMessage | None]] = []
+        self.ids = itertools.count(1)
+
+    async def store_event(self, stream_id: StreamId, message: mcp_types.JSONRPCMessage | None) -> EventId:
+        event_id = str(next(self.ids))
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+        found = [i for i, event in enumerate(self.events) if event[0] == last_event_id]
+        if not found:
+            return None
+        stream_id = self.events[found[0]][1]
+        for event_id, stream, message in self.events[found[0] + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
 @server.resource("demo://greeting", name="greeting", description="A friendly text.", mime_type="text/plain")
 def greeting() -> str:
     """A friendly text."""
@@ -127,6 +162,11 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["http"]:
         port = int(sys.argv[2])
         json_response = sys.argv[3:4] == ["json"]
-        asyncio.run(server.run_streamable_http_async(port=port, json_response=json_response))
+        store = MemoryEventStore() if sys.argv[3:4] == ["resumable"] else None
+        asyncio.run(
+            server.run_streamable_http_async(
+                port=port, json_response=json_response, event_store=store, retry_interval=200 if store else None
+            )
+        )
     else:
         asyncio.run(server.run_stdio_async())

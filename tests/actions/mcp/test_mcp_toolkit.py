@@ -42,6 +42,7 @@ def test_tools_become_the_apis_of_one_toolkit(make_toolkit: Callable[..., MCPToo
         "meet",
         "crash",
         "grow",
+        "polled",
     ]
     assert toolkit.description["description"].startswith("Arithmetic, echo and failure tools")
     add = toolkit.description["api_list"][0]

@@ -3,7 +3,8 @@
 `ClientSession` matches responses to requests by id, answers the server's own requests
 (``ping``; anything else gets "method not found"), performs the ``initialize`` handshake
 and offers the calls plait needs: the ``tools``, ``resources`` and ``prompts`` lists (all
-pages), ``tools/call``, ``resources/read`` and ``prompts/get``. A server's
+pages), ``tools/call``, ``resources/read`` and ``prompts/get``; resources and prompts only
+of a server whose capabilities announce them. A server's
 ``notifications/tools/list_changed`` bumps `ClientSession.tools_version`.
 A transport only moves JSON objects; see `plait.actions.mcp._transports`.
 
@@ -35,6 +36,8 @@ __all__ = ["PROTOCOL_VERSIONS", "ClientSession", "RPCError", "Transport"]
 logger = logging.getLogger(__name__)
 
 TOOLS_CHANGED = "notifications/tools/list_changed"
+#: What is asked of a server only when it announced the capability (tools are asked of every server).
+UNLISTED_UNLESS_OFFERED = ("resources", "prompts")
 
 Deliver = Callable[[JSONValue], None]
 Closed = Callable[[str], None]
@@ -86,6 +89,7 @@ class ClientSession:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.server_info: dict[str, JSONValue] = {}
+        self.capabilities: dict[str, JSONValue] = {}
         self.instructions = ""
         self.protocol_version = ""
         self._ids = itertools.count(1)
@@ -117,6 +121,8 @@ class ClientSession:
             raise MCPError(f"the MCP server speaks protocol {version!r}; plait supports {', '.join(PROTOCOL_VERSIONS)}")
         self.protocol_version = version
         self.transport.set_protocol_version(version)
+        capabilities = result.get("capabilities")
+        self.capabilities = dict(capabilities) if isinstance(capabilities, Mapping) else {}
         server_info = result.get("serverInfo")
         self.server_info = dict(server_info) if isinstance(server_info, Mapping) else {}
         self.instructions = str(result.get("instructions") or "")
@@ -163,11 +169,18 @@ class ClientSession:
         """Send a notification (no answer expected)."""
         await self.transport.send(notification_message(method, params))
 
+    def offers(self, kind: str) -> bool:
+        """Whether the server announced capability `kind` (``resources``, ``prompts``...) in the handshake."""
+        return isinstance(self.capabilities.get(kind), Mapping)
+
     async def list_all(self, kind: str, key: str = "name") -> list[dict[str, JSONValue]]:
         """Every item of ``{kind}/list`` (``tools``, ``resources``, ``prompts``), following ``nextCursor`` pages.
 
-        Items without a `key` member are left out.
+        Items without a `key` member are left out. Resources and prompts are asked only of a
+        server that announced them (else ``[]``); tools are always asked for.
         """
+        if kind in UNLISTED_UNLESS_OFFERED and not self.offers(kind):
+            return []
         items: list[dict[str, JSONValue]] = []
         cursor: JSONValue = None
         method = f"{kind}/list"
@@ -194,8 +207,12 @@ class ClientSession:
         """A request whose result must be an object (``resources/read``, ``prompts/get``).
 
         Raises:
-            MCPError: The server failed, or answered with something else.
+            MCPError: The server failed, answered with something else, or does not offer
+                ``resources`` / ``prompts`` (it is then not asked).
         """
+        kind = method.partition("/")[0]
+        if kind in UNLISTED_UNLESS_OFFERED and not self.offers(kind):
+            raise MCPError(f"the MCP server does not offer {kind} (its capabilities: {sorted(self.capabilities)})")
         return _members(method, await self.request(method, params))
 
     async def _cancel(self, request_id: int, reason: str) -> None:

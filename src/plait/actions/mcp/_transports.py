@@ -6,7 +6,9 @@
   so API keys in plait's environment do not leak to third-party servers by default.
 * `HTTPTransport` POSTs each message to the server's endpoint and reads the answer as
   JSON or as a Server-Sent-Events stream, carrying the ``Mcp-Session-Id`` the server
-  assigns and the negotiated ``MCP-Protocol-Version``.
+  assigns and the negotiated ``MCP-Protocol-Version``. A server that ends (or loses) a
+  request's stream before its answer is asked again with a ``GET`` and ``Last-Event-ID``
+  after its ``retry`` hint, as spec 2025-11-25 (SEP-1699) has clients resume.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ SAFE_VARIABLES = (
 )
 _STDERR_KEPT = 4096
 _LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message per line; results may be large
+_DEFAULT_RETRY = 1.0  # seconds before resuming a stream when the server gave no retry hint
+_MAX_RETRY = 30.0  # the longest wait between reconnections that bring nothing
+_FRUITLESS_RESUMES = 5  # reconnections in a row without a new event before a request fails
 
 
 def safe_environment(extra: Mapping[str, str] | None = None, inherit: bool = False) -> dict[str, str]:
@@ -199,36 +204,80 @@ class HTTPTransport:
         return headers
 
     async def send(self, message: Mapping[str, JSONValue]) -> None:
-        """POST `message`; deliver whatever the answer holds."""
-        if self._http is None or self._deliver is None:
+        """POST `message`; deliver whatever the answer holds, resuming a stream the server ended early.
+
+        Raises:
+            MCPError: The server refused the message, could not be reached, or ended a
+                request's stream before answering it without a way to resume.
+        """
+        http, deliver = self._http, self._deliver
+        if http is None or deliver is None:
             raise MCPError("the MCP HTTP transport is not started (or was closed)")
+        request_id = message.get("id") if "method" in message else None
+        stream = _RequestStream(request_id, deliver)
         try:
-            async with self._http.post(self.url, json=message, headers=self._request_headers()) as response:
+            async with http.post(self.url, json=message, headers=self._request_headers()) as response:
                 session_id = response.headers.get("Mcp-Session-Id")
                 if session_id:
                     self.session_id = session_id
                 if response.status >= 400:
-                    body = (await response.text(errors="replace"))[:500]
-                    expired = response.status == 404 and self.session_id is not None
-                    what = "the MCP session expired on the server" if expired else "the MCP server refused a request"
-                    raise MCPError(f"{what}: HTTP {response.status} from {self.url}: {body}")
-                if response.status == 202 or "id" not in message or "method" not in message:
+                    raise await self._refused(response)
+                if response.status == 202 or request_id is None:
                     return  # a notification or a response: nothing comes back
-                await self._read_answer(response, self._deliver)
+                if response.content_type != "text/event-stream":
+                    _deliver_json(await response.text(), deliver)
+                    return
+                await stream.read(response)
         except aiohttp.ClientError as exc:
-            raise MCPError(f"could not reach the MCP server at {self.url}: {exc}") from exc
+            if stream.last_event_id is None:
+                raise MCPError(f"could not reach the MCP server at {self.url}: {exc}") from exc
+            logger.debug("the MCP server's stream broke (%s); resuming after event %s", exc, stream.last_event_id)
+        if not stream.answered:
+            await self._resume(http, stream, str(message.get("method")))
 
-    @staticmethod
-    async def _read_answer(response: aiohttp.ClientResponse, deliver: Deliver) -> None:
-        if response.content_type == "text/event-stream":
-            decoder = SSEDecoder()
-            async for chunk in response.content.iter_any():
-                for data in decoder.feed(chunk):
-                    _deliver_json(data, deliver)
-            for data in decoder.flush():
-                _deliver_json(data, deliver)
-            return
-        _deliver_json(await response.text(), deliver)
+    async def _resume(self, http: aiohttp.ClientSession, stream: _RequestStream, method: str) -> None:
+        """GET the request's stream again from its last event id until its answer comes (spec 2025-11-25, SEP-1699).
+
+        The server's ``retry`` hint sets the wait before each reconnection (1 s without one);
+        reconnections that bring no new event back off (doubling, at most 30 s) and end
+        after `_FRUITLESS_RESUMES`. The request's own timeout bounds the whole.
+        """
+        fruitless = 0
+        while not stream.answered:
+            if stream.last_event_id is None:
+                raise MCPError(
+                    f"the MCP server at {self.url} ended the stream of {method} before answering it, "
+                    "with no event id to resume from"
+                )
+            if fruitless >= _FRUITLESS_RESUMES:
+                raise MCPError(
+                    f"the MCP server at {self.url} did not answer {method}: {fruitless} reconnections "
+                    f"from event {stream.last_event_id!r} brought nothing"
+                )
+            wait = stream.retry / 1000 if stream.retry is not None else _DEFAULT_RETRY
+            await asyncio.sleep(min(wait * 2**fruitless, _MAX_RETRY) if fruitless else wait)
+            before = stream.events
+            headers = {**self._request_headers(), "Accept": "text/event-stream", "Last-Event-ID": stream.last_event_id}
+            try:
+                async with http.get(self.url, headers=headers) as response:
+                    if response.status >= 400:
+                        raise await self._refused(response, f"resuming {method} from event {stream.last_event_id!r}")
+                    if response.content_type != "text/event-stream":
+                        raise MCPError(
+                            f"the MCP server at {self.url} answered the resumption of {method} "
+                            f"with {response.content_type!r}, not an event stream"
+                        )
+                    await stream.read(response)
+            except aiohttp.ClientError as exc:
+                logger.debug("resuming %s from the MCP server failed: %s", method, exc)
+            fruitless = 0 if stream.events > before else fruitless + 1
+
+    async def _refused(self, response: aiohttp.ClientResponse, doing: str = "") -> MCPError:
+        """The error for an HTTP error answer (a 404 on a known session: it expired)."""
+        body = (await response.text(errors="replace"))[:500]
+        expired = response.status == 404 and self.session_id is not None
+        what = "the MCP session expired on the server" if expired else "the MCP server refused a request"
+        return MCPError(f"{what}{f' ({doing})' if doing else ''}: HTTP {response.status} from {self.url}: {body}")
 
     async def close(self) -> None:
         """End the server-side session (``DELETE``) and close the pool."""
@@ -240,6 +289,58 @@ class HTTPTransport:
                 async with http.delete(self.url, headers=self._request_headers(), timeout=aiohttp.ClientTimeout(2)):
                     pass
         await http.close()
+
+
+class _RequestStream:
+    """The SSE stream(s) that carry one request's answer: its events, last event id and retry hint.
+
+    Args:
+        request_id: The request's id (None: a notification or a response, nothing to wait for).
+        deliver: Where every message goes.
+    """
+
+    def __init__(self, request_id: JSONValue, deliver: Deliver) -> None:
+        self.request_id = request_id
+        self.deliver = deliver
+        self.answered = False
+        self.events = 0
+        self.last_event_id: str | None = None
+        self.retry: int | None = None
+
+    async def read(self, response: aiohttp.ClientResponse) -> None:
+        """Deliver the messages of one SSE response until it ends or brings the answer.
+
+        A resumed stream may stay open after the answer (it is the server's, not the
+        request's), so reading stops there. A broken stream raises `aiohttp.ClientError`.
+        """
+        decoder = SSEDecoder()
+        try:
+            async for chunk in response.content.iter_any():
+                self._take(decoder.feed(chunk), decoder)
+                if self.answered:
+                    return
+            self._take(decoder.flush(), decoder)
+        finally:
+            self._take([], decoder)
+
+    def _take(self, events: list[str], decoder: SSEDecoder) -> None:
+        for data in events:
+            self.events += 1
+            _deliver_json(data, self._see)
+        if decoder.last_event_id is not None:
+            self.last_event_id = decoder.last_event_id
+        if decoder.retry is not None:
+            self.retry = decoder.retry
+
+    def _see(self, message: JSONValue) -> None:
+        if (
+            isinstance(message, Mapping)
+            and "method" not in message
+            and message.get("id") == self.request_id
+            and ("result" in message or "error" in message)
+        ):
+            self.answered = True
+        self.deliver(message)
 
 
 def _deliver_json(text: str, deliver: Deliver) -> None:

@@ -14,8 +14,12 @@ sends to the model. Tool results come back as `ActionReturn` items (text; images
 audio saved as files under ``work_dir``); a result flagged ``isError``, a JSON-RPC error
 or a broken connection is an error `ActionReturn` for the model, never an exception.
 
+Tools that can only run as tasks (``execution.taskSupport: "required"``, spec 2025-11-25)
+are not offered to the model (a warning names them): plait does not request tasks.
+
 Beyond tools, the server's resources and prompts can be read: `list_resources`,
-`read_resource`, `list_prompts`, `get_prompt` (awaited on `AsyncMCPToolkit`). A server
+`read_resource`, `list_prompts`, `get_prompt` (awaited on `AsyncMCPToolkit`); a server
+whose capabilities do not announce resources (prompts) is not asked: its lists are ``[]``. A server
 that announces ``notifications/tools/list_changed`` has its tools listed again before the
 toolkit's description is next read (the next call, or the next request's tool list);
 over Streamable HTTP the announcement is seen when it travels in a request's answer.
@@ -68,6 +72,12 @@ T = TypeVar("T")
 def _toolkit_name(server_info: Mapping[str, object]) -> str:
     name = re.sub(r"\W+", "_", str(server_info.get("name") or "")).strip("_")
     return name or "MCP"
+
+
+def _task_only(tool: Mapping[str, JSONValue]) -> bool:
+    """Whether `tool` must be called as a task (spec 2025-11-25: ``execution.taskSupport`` is ``'required'``)."""
+    execution = tool.get("execution")
+    return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
 
 
 class _Connection:
@@ -195,13 +205,28 @@ class _MCPToolkitCore(ActionCore, register=False):
 
     # -- description -----------------------------------------------------------------------
     def _load_description(self) -> dict[str, JSONValue]:
-        session, tools = self._connection.loop.run(self._connection.list_tools())
+        session, listed = self._connection.loop.run(self._connection.list_tools())
+        tools = [tool for tool in listed if not _task_only(tool)]
+        hidden = sorted(str(tool["name"]) for tool in listed if _task_only(tool))
         if self._only is not None:
             offered = {str(t["name"]) for t in tools}
             missing = [name for name in self._only if name not in offered]
             if missing:
+                needing_tasks = [name for name in missing if name in hidden]
+                if needing_tasks:
+                    raise MCPError(
+                        f"the MCP server's tools {needing_tasks} can only run as tasks (execution.taskSupport "
+                        "'required'), which plait does not request"
+                    )
                 raise MCPError(f"the MCP server has no tools {missing}; it offers {sorted(offered)}")
             tools = [t for t in tools if t["name"] in self._only]
+        elif hidden:
+            logger.warning(
+                "MCP server %r: tools %s are not offered to the model: they can only run as tasks "
+                "(execution.taskSupport 'required'), which plait does not request",
+                session.server_info.get("name"),
+                hidden,
+            )
         server = session.server_info
         return {
             "name": self._name_override or _toolkit_name(server),
@@ -361,8 +386,10 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
     def list_resources(self) -> list[dict[str, JSONValue]]:
         """The server's resources, as it lists them (``uri``, ``name``, ``description``, ``mimeType``...).
 
+        ``[]`` when the server does not announce the ``resources`` capability (it is not asked).
+
         Raises:
-            MCPError: The server failed or offers no resources (``RPCError`` for its JSON-RPC errors).
+            MCPError: The server failed (``RPCError`` for its JSON-RPC errors).
         """
         return self._sync(self._list_resources())
 
@@ -377,8 +404,10 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
     def list_prompts(self) -> list[dict[str, JSONValue]]:
         """The server's prompt templates, as it lists them (``name``, ``description``, ``arguments``).
 
+        ``[]`` when the server does not announce the ``prompts`` capability (it is not asked).
+
         Raises:
-            MCPError: The server failed or offers no prompts.
+            MCPError: The server failed.
         """
         return self._sync(self._list_prompts())
 
