@@ -15,11 +15,16 @@ tool taking ``message`` and answering with its reply (`AgentTool`).
 
 Calls go through one `ActionExecutor` flow (its hooks, the interceptors, the tools' own
 argument parsing), run on the server's event loop (sync tools in worker threads). What a
-tool returns becomes MCP content (text; images and audio saved as files are sent inline);
-a failed call, an unknown tool or bad arguments come back as ``isError`` results the model
-can read. A tool that requires a person's approval (``requires_approval``) is not run: no
-one can approve over MCP, so the call comes back as an ``isError`` result saying so.
-Only malformed JSON-RPC gets a protocol error.
+tool returns becomes MCP content (text; images and audio saved as files are sent inline,
+other files as ``resource_link`` parts); a tool whose return annotation is a pydantic
+model, ``TypedDict`` or dataclass advertises an ``outputSchema`` and answers with
+``structuredContent`` too. A failed call or bad arguments come back as ``isError``
+results the model can read. A tool that requires a person's approval
+(``requires_approval``) is not run: no one can approve over MCP, so the call comes back as
+an ``isError`` result saying so. Protocol errors: malformed JSON-RPC (-32600), an unknown
+method (-32601), and invalid params (-32602): a pagination cursor (this server lists every
+tool at once) or a tool name ``tools/list`` did not give (plait's dotted ``Toolkit.api``
+is not one). A request the client cancels (``notifications/cancelled``) stops.
 
 Sessions: each MCP session (one per stdio process, one per ``Mcp-Session-Id`` over HTTP)
 is its own plait ``session_id``, so stateful tools (interpreters, agents' memories) keep
