@@ -281,6 +281,13 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--port", type=int, default=8000, help="port to listen on (HTTP; default: 8000)")
     mcp.add_argument("--token-file", metavar="FILE", help="bearer token, mode 0600 (default: $PLAIT_SERVER_TOKEN)")
     mcp.add_argument("--insecure", action="store_true", help="serve a non-loopback address without a token")
+    mcp.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="HOST",
+        help="a Host (and Origin) name the HTTP server answers, NAME or NAME:PORT, '*' for any; repeatable "
+        "(default: localhost, 127.0.0.1, [::1] and --host; others get 403: DNS-rebinding protection)",
+    )
     web = sub.add_parser("web", help="serve the web demo (needs the 'web' extra)")
     web.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     web.add_argument("--port", type=int, default=8501, help="port to listen on (default: 8501)")

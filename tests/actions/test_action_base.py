@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
 from _action_support import call_action
+from pydantic import BaseModel
 
 from _support import resolve
 from plait.actions import AsyncActionMixin, BaseAction, FunctionAction, TupleParser, get_tool, get_tool_cls, tool_api
@@ -14,6 +16,21 @@ from plait.exceptions import ToolArgumentError, ToolNotFoundError, UserError
 from plait.schema import ActionReturn, ActionStatusCode, ActionValidCode
 
 OK, ARGS, API_ERROR = ActionStatusCode.SUCCESS, ActionStatusCode.ARGS_ERROR, ActionStatusCode.API_ERROR
+
+
+class Reading(BaseModel):
+    """A typed result: a pydantic model."""
+
+    city: str
+    degrees: float
+
+
+@dataclasses.dataclass
+class Spot:
+    """A typed result: a dataclass."""
+
+    name: str
+    tags: list[str]
 
 
 class ArithKit(BaseAction):
@@ -87,6 +104,8 @@ def test_success_and_result_types(mode: str) -> None:
         (None, []),
         (b"bytes \xff", [{"type": "text", "content": "bytes \ufffd"}]),
         ({"text": "fine", "error": None}, [{"type": "text", "content": "fine"}]),
+        (Reading(city="北京", degrees=1), [{"type": "text", "content": '{"city": "北京", "degrees": 1.0}'}]),  # JSON
+        (Spot("a", ["b"]), [{"type": "text", "content": '{"name": "a", "tags": ["b"]}'}]),  # not the repr
     ],
 )
 def test_results_are_normalised(mode: str, value: Any, items: list[dict[str, Any]]) -> None:

@@ -16,6 +16,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -34,12 +35,31 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON|json5|python)?[ \t]*\n?(.*?)(?:```|$
 _MAX_LITERAL = 100_000
 
 
+def _plain(value: object) -> object:
+    """A pydantic model or dataclass instance as plain data (its fields), anything else unchanged."""
+    if isinstance(value, type):
+        return value
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):  # a pydantic model: its JSON form
+        try:
+            return dump(mode="json")
+        except Exception:  # a model that cannot dump itself shows as str() below
+            return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return dataclasses.asdict(value)
+        except Exception:  # a field that cannot be copied
+            return value
+    return value
+
+
 def _to_text(value: object) -> str:
-    """Text for a result item: strings as they are, JSON for data, ``str()`` for the rest."""
+    """Text for a result item: strings as they are, JSON for data (models and dataclasses too), ``str()`` else."""
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", errors="replace")
+    value = _plain(value)
     if isinstance(value, (Mapping, list, tuple, int, float, bool)) or value is None:
         try:
             return json.dumps(value, ensure_ascii=False, default=str)
@@ -58,7 +78,8 @@ def to_result_items(outputs: object) -> list[dict[str, object]]:
     * ``{'type': ..., 'content': ...}`` or a list of such dicts -> kept as items.
     * a dict whose keys are all media kinds (``text``, ``image``, ``audio``, ``video``,
       ``file``), e.g. ``{'text': out}`` or ``{'image': path}`` -> one item per key.
-    * anything else -> one text item holding its JSON (non-ASCII kept) or ``str()``.
+    * anything else -> one text item holding its JSON (non-ASCII kept; a pydantic model or a
+      dataclass as its fields) or ``str()``.
     """
     if type(outputs) is str:  # the common case: one text item, nothing to walk
         return [{"type": "text", "content": clean_text(outputs)}]

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from _mcp_support import free_port, serving
 
+import plait
+
 mcp = pytest.importorskip("mcp")
 import httpx2  # noqa: E402  # the SDK's HTTP client
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
@@ -17,6 +19,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 PLAIT = str(Path(sys.executable).with_name("plait"))
 TARGET = f"{Path(__file__).with_name('plait_server.py')}:server"
+SOURCE = str(Path(plait.__file__).resolve().parents[1])  # the SDK's stdio child gets no PYTHONPATH: this plait
 
 
 async def add_twice(client: mcp.Client) -> list[str]:
@@ -28,7 +31,8 @@ async def add_twice(client: mcp.Client) -> list[str]:
 
 def test_mcp_serve_over_stdio() -> None:
     async def run() -> None:
-        async with mcp.Client(StdioServerParameters(command=PLAIT, args=["mcp-serve", TARGET])) as client:
+        params = StdioServerParameters(command=PLAIT, args=["mcp-serve", TARGET], env={"PYTHONPATH": SOURCE})
+        async with mcp.Client(params) as client:
             assert client.server_info.name == "plait-test"
             assert await add_twice(client) == ["x", "x | y"]
 
@@ -63,3 +67,18 @@ def test_mcp_serve_reports_a_bad_target() -> None:
     assert done.returncode == 2 and "must be MODULE:NAME" in done.stderr
     done = subprocess.run([PLAIT, "mcp-serve", f"{TARGET}x"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "has no 'serverx'" in done.stderr
+
+
+def test_mcp_serve_answers_only_the_allowed_hosts() -> None:
+    port = free_port()
+    args = [PLAIT, "mcp-serve", TARGET, "--transport", "streamable-http", "--port", str(port)]
+    with serving([*args, "--allowed-host", "mcp.test", "--allowed-host", f"localhost:{port}"], port):
+
+        async def run() -> None:
+            url = f"http://127.0.0.1:{port}/mcp"
+            init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}
+            async with httpx2.AsyncClient() as http:
+                for host, status in (("mcp.test", 200), (f"localhost:{port}", 200), ("127.0.0.1", 403)):
+                    assert (await http.post(url, json=init, headers={"Host": host})).status_code == status, host
+
+        asyncio.run(run())

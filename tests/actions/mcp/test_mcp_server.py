@@ -19,6 +19,7 @@ import pytest
 from _mcp_support import PNG_MAGIC, toolkit_class
 from plait_server import Notes, make_agent, server
 
+import plait
 from _support import resolve
 from plait.actions import Calculator
 from plait.actions.mcp import MCPServer
@@ -33,6 +34,7 @@ mcp = pytest.importorskip("mcp")
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
 
 PLAIT_SERVER = str(Path(__file__).with_name("plait_server.py"))
+SOURCE = str(Path(plait.__file__).resolve().parents[1])  # the SDK's stdio child gets no PYTHONPATH: this plait
 
 
 def text_of(result: Any) -> str:
@@ -63,8 +65,13 @@ async def exercise(client: Any) -> None:
     assert text_of(await client.call_tool("Notes__count", {"times": 3, "step": 0.5})) == "1.5"
     failed = await client.call_tool("Notes__fail", {"message": "boom"})
     assert failed.is_error and text_of(failed) == "ValueError: boom"
-    unknown = await client.call_tool("Notes__nope", {})
-    assert unknown.is_error and "There is no tool named 'Notes__nope'" in text_of(unknown)
+    for name, closest in (("Notes__nope", "Notes__pixel"), ("Notes.add", "Notes__add")):  # MCP names only
+        with pytest.raises(mcp.MCPError) as unknown:  # an unknown tool is invalid params (-32602)
+            await client.call_tool(name, {})
+        assert unknown.value.error.code == -32602
+        message = unknown.value.error.message
+        assert f"There is no tool named {name!r}. Did you mean {closest!r}?" in message
+        assert "Available tools: Calculator, Notes__add, Notes__count," in message
     wrong = await client.call_tool("Notes__count", {"times": "many", "bogus": 1})
     assert wrong.is_error
     gated = await client.call_tool("Notes__delete_all", {})
@@ -77,7 +84,7 @@ async def exercise(client: Any) -> None:
 
 def test_the_sdk_client_uses_plait_tools_over_stdio() -> None:
     async def run() -> None:
-        params = StdioServerParameters(command=sys.executable, args=[PLAIT_SERVER])
+        params = StdioServerParameters(command=sys.executable, args=[PLAIT_SERVER], env={"PYTHONPATH": SOURCE})
         async with mcp.Client(params) as client:
             assert client.server_info.name == "plait-test" and client.protocol_version == "2025-11-25"
             assert client.instructions == "Tools for tests."
@@ -241,6 +248,9 @@ def test_hostile_http_requests_get_errors_not_crashes() -> None:
             status, body = await post(http, url, call("Calculator", {}, request_id=[1]), **s)
             assert body["error"]["code"] == -32600 and body["id"] is None
             status, body = await post(http, url, call("Calculator\ud800", {"expression": "\ud800"}), **s)
+            assert (status, body["error"]["code"]) == (200, -32602)  # no such tool, and the answer is valid UTF-8
+            assert "'Calculator\ufffd'" in body["error"]["message"]
+            status, body = await post(http, url, call("Calculator", {"expression": "\ud800"}), **s)
             assert status == 200 and body["result"]["isError"] and "\ufffd" in body["result"]["content"][0]["text"]
             status, body = await post(http, url, call("Calculator", {"expression": "2*3", "extra": {"deep": [1]}}), **s)
             assert status == 200 and body["result"]["isError"]  # an unknown argument is the model's mistake

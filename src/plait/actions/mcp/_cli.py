@@ -33,11 +33,13 @@ def load_server(target: str) -> MCPServer:
 
 
 def mcp_serve(args: argparse.Namespace) -> int:
-    """Run ``plait mcp-serve`` with parsed arguments (``target``, ``transport``, ``host``, ``port``...)."""
+    """Run ``plait mcp-serve`` with parsed arguments (``target``, ``transport``, ``host``, ``allowed_host``...)."""
     server = load_server(args.target)
     if args.transport == "stdio":
         server.run("stdio")
     else:
         token = server_token(args.token_file)
-        server.run("streamable-http", args.host, args.port, token, insecure=args.insecure)
+        server.run(
+            "streamable-http", args.host, args.port, token, insecure=args.insecure, allowed_hosts=args.allowed_host
+        )
     return 0

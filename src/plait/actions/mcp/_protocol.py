@@ -7,7 +7,8 @@ share these, so the two sides never disagree on a code or a shape:
 * the JSON-RPC 2.0 error codes, message builders (`request_message`, `notification_message`,
   `result_message`, `error_message`) and `answerable_id` (the id an answer can carry);
 * `result_items` (an MCP ``tools/call`` result -> plait result items, for the client) and
-  `content_items` (plait result items -> MCP content, for the server).
+  `content_items` (plait result items -> MCP content, for the server: text, inline media,
+  ``resource_link`` for other files).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import mimetypes
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 from ...types import JSONValue
@@ -28,6 +30,7 @@ __all__ = [
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "PROTOCOL_VERSIONS",
+    "REQUEST_CANCELLED",
     "SERVER_BUSY",
     "answerable_id",
     "content_items",
@@ -46,6 +49,8 @@ INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+REQUEST_CANCELLED: Final = -32800
+"""The answer that ends a cancelled request's HTTP response (LSP's RequestCancelled, as the official SDK sends)."""
 SERVER_BUSY: Final = -32000
 """A server error of JSON-RPC's implementation-defined range: no room for another MCP session."""
 
@@ -143,13 +148,35 @@ def _media(kind: str, path: str) -> dict[str, JSONValue] | None:
     return {"type": kind, "data": data, "mimeType": mime}
 
 
-def content_items(items: Sequence[Mapping[str, object]] | None) -> list[dict[str, JSONValue]]:
+def _resource_link(kind: str, path: str) -> dict[str, JSONValue] | None:
+    """A ``resource_link`` part naming the file at `path` by its ``file://`` URI (None: no such file)."""
+    try:
+        if not os.path.isfile(path):
+            return None
+        resolved = Path(path).resolve()
+        size = resolved.stat().st_size
+    except (OSError, ValueError):  # a path with a NUL byte, a file gone meanwhile
+        return None
+    mime = mimetypes.guess_type(resolved.name)[0] or "application/octet-stream"
+    return {"type": "resource_link", "uri": resolved.as_uri(), "name": resolved.name, "mimeType": mime, "size": size}
+
+
+def content_items(
+    items: Sequence[Mapping[str, object]] | None, version: str = PROTOCOL_VERSIONS[0]
+) -> list[dict[str, JSONValue]]:
     """MCP content parts for plait result items.
 
     Text is text; an image or audio item whose content is a file path becomes inline
-    base64 content; anything else (files, video, paths that cannot be read) is a text part
-    naming it, as `ActionReturn.format_result` writes it.
+    base64 content; any other file (a ``file`` or ``video`` item, or media too large to
+    send inline) becomes a ``resource_link`` to its ``file://`` URI when the client speaks
+    2025-06-18 or later. Anything else (paths that cannot be read, links for older clients)
+    is a text part naming it, as `ActionReturn.format_result` writes it.
+
+    Args:
+        items: The result items.
+        version: The protocol revision agreed with the client.
     """
+    links = version >= "2025-06-18"  # the revision that added resource links to tool results
     parts: list[dict[str, JSONValue]] = []
     for item in items or ():
         kind = str(item.get("type", "text"))
@@ -158,6 +185,8 @@ def content_items(items: Sequence[Mapping[str, object]] | None) -> list[dict[str
             text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
             parts.append({"type": "text", "text": text})
             continue
-        media = _media(kind, content) if kind in ("image", "audio") and isinstance(content, str) else None
-        parts.append(media or {"type": "text", "text": f"[{kind}]({content})"})
+        part = _media(kind, content) if kind in ("image", "audio") and isinstance(content, str) else None
+        if part is None and links and isinstance(content, str):
+            part = _resource_link(kind, content)
+        parts.append(part or {"type": "text", "text": f"[{kind}]({content})"})
     return parts

@@ -14,8 +14,10 @@
   its cap ends its own least recently used idle session, never another's; with no room,
   ``initialize`` gets 429 (the tenant's sessions are all busy) or 503 (the server is
   full). Bearer tokens, JSON error bodies and the loopback default come from
-  `plait.distributed.http_serve.access`, as for ``plait serve``; browsers' cross-site
-  requests (an ``Origin`` of another host) get 403, bodies over the limit 413.
+  `plait.distributed.http_serve.access`, as for ``plait serve``; a ``Host`` or ``Origin``
+  off the allow-list (`plait.actions.mcp._hosts`: DNS rebinding, browsers' cross-site
+  requests) gets 403, bodies over the limit 413. A request the client cancels
+  (``notifications/cancelled``) stops, and its response ends with a -32800 error.
 """
 
 from __future__ import annotations
@@ -28,9 +30,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Final
-from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -39,8 +40,17 @@ from ...distributed.http_serve.connections import ConnectionGate
 from ...exceptions import ParseError
 from ...types import JSONValue
 from ...untrusted import clean, loads
+from ._hosts import HostAllowList
 from ._pool import NoRoom, SessionPool
-from ._protocol import INVALID_REQUEST, PARSE_ERROR, PROTOCOL_VERSIONS, SERVER_BUSY, answerable_id, error_message
+from ._protocol import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    PROTOCOL_VERSIONS,
+    REQUEST_CANCELLED,
+    SERVER_BUSY,
+    answerable_id,
+    error_message,
+)
 from .server import MCPServer, ServerSession
 
 __all__ = ["HTTPEndpoint", "serve_forever", "serve_stdio"]
@@ -50,7 +60,6 @@ logger = logging.getLogger(__name__)
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 """The longest JSON-RPC line read from stdin."""
 _TOO_LONG: Final = b"\0too long"
-_LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def dumps(message: Mapping[str, JSONValue]) -> str:
@@ -170,9 +179,11 @@ class HTTPEndpoint:
             client address's share, `ConnectionGate`'s default) and closed.
         max_sessions_per_tenant: Sessions one tenant keeps at once (None: `max_sessions`
             split evenly between the tenants).
+        allowed_hosts: The ``Host`` (and ``Origin``) values answered, `HostAllowList`'s
+            entries (None: the loopback names and the listening address).
 
     Raises:
-        UserError: A cap under 1, or a tenant's over `max_sessions`.
+        UserError: A cap under 1, a tenant's over `max_sessions`, or a malformed allowed host.
     """
 
     def __init__(
@@ -183,8 +194,11 @@ class HTTPEndpoint:
         max_sessions: int,
         max_connections: int = 512,
         max_sessions_per_tenant: int | None = None,
+        allowed_hosts: Sequence[str] | None = None,
     ) -> None:
         self.server = server
+        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
+        self.hosts = HostAllowList(self.allowed_hosts)
         self.access = AccessControl(token)
         self.max_connections = max_connections
         fair = max(1, max_sessions // len(self.access.tenants))
@@ -201,6 +215,7 @@ class HTTPEndpoint:
         Raises:
             UserError: A non-loopback `host` without a token (and without `insecure`).
         """
+        self.hosts = HostAllowList(self.allowed_hosts, host)
         self._runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
         self._listener = await listen(
             self._runner,
@@ -228,15 +243,11 @@ class HTTPEndpoint:
             self._runner = None
         self.gate.close()
 
-    @staticmethod
-    def _check_origin(request: web.Request) -> None:
-        """Refuse a browser page of another site (DNS rebinding): its ``Origin`` names a foreign host."""
-        origin = request.headers.get("Origin")
-        if origin is None:
-            return
-        host = urlsplit(origin).hostname or ""
-        if host not in _LOOPBACK_NAMES and host != request.url.host:
-            raise web.HTTPForbidden(reason=f"requests from the origin {origin[:100]!r} are not allowed")
+    def _check_hosts(self, request: web.Request) -> None:
+        """Refuse a ``Host`` or ``Origin`` off the allow-list (DNS rebinding, a browser page of another site): 403."""
+        problem = self.hosts.problem(request.headers.get("Host"), request.headers.get("Origin"))
+        if problem is not None:
+            raise web.HTTPForbidden(reason=problem)
 
     @staticmethod
     def _tenant(request: web.Request) -> str:
@@ -249,7 +260,7 @@ class HTTPEndpoint:
 
     async def post(self, request: web.Request) -> web.Response:
         """One JSON-RPC message; its answer as JSON (202 when there is none)."""
-        self._check_origin(request)
+        self._check_hosts(request)
         try:
             message = loads(await request.read())
         except ParseError as exc:
@@ -274,7 +285,12 @@ class HTTPEndpoint:
             session = found
         reply = await self.server.handle(message, session)
         if reply is None:
-            return web.Response(status=202)
+            request_id = answerable_id(message)
+            if request_id is None or not isinstance(message, Mapping) or "method" not in message:
+                return web.Response(status=202)  # a notification or a response
+            # A request the client cancelled: its stream still ends with an answer for its id,
+            # as the official SDK's server does on this revision of the protocol.
+            return _rpc(error_message(request_id, REQUEST_CANCELLED, "Request cancelled"), session_id=session.id)
         if fresh and "result" in reply:
             try:
                 evicted = self.sessions.admit(session)
@@ -287,7 +303,7 @@ class HTTPEndpoint:
 
     async def delete(self, request: web.Request) -> web.Response:
         """End the caller's session (its tools forget it)."""
-        self._check_origin(request)
+        self._check_hosts(request)
         session = self._session(request)
         if session is None:
             return _rpc(error_message(None, INVALID_REQUEST, "unknown or ended MCP session"), 404)
@@ -297,11 +313,17 @@ class HTTPEndpoint:
 
     async def get(self, request: web.Request) -> web.Response:
         """405: this server sends nothing unprompted, so it offers no event stream."""
+        self._check_hosts(request)
         raise web.HTTPMethodNotAllowed("GET", ["POST", "DELETE"])
 
 
 async def serve_forever(
-    server: MCPServer, host: str, port: int, token: str | Mapping[str, str] | None, insecure: bool
+    server: MCPServer,
+    host: str,
+    port: int,
+    token: str | Mapping[str, str] | None,
+    insecure: bool,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> None:
     """Serve Streamable HTTP until SIGINT or SIGTERM (the URL is printed on stderr)."""
     stop = asyncio.Event()
@@ -309,7 +331,7 @@ async def serve_forever(
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not on every platform/thread
             loop.add_signal_handler(signum, stop.set)
-    async with server.serve_http(host, port, token=token, insecure=insecure) as url:
+    async with server.serve_http(host, port, token=token, insecure=insecure, allowed_hosts=allowed_hosts) as url:
         sys.stderr.write(f"plait MCP server {server.name!r} on {url}\n")
         sys.stderr.flush()
         await stop.wait()

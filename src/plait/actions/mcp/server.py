@@ -15,11 +15,16 @@ tool taking ``message`` and answering with its reply (`AgentTool`).
 
 Calls go through one `ActionExecutor` flow (its hooks, the interceptors, the tools' own
 argument parsing), run on the server's event loop (sync tools in worker threads). What a
-tool returns becomes MCP content (text; images and audio saved as files are sent inline);
-a failed call, an unknown tool or bad arguments come back as ``isError`` results the model
-can read. A tool that requires a person's approval (``requires_approval``) is not run: no
-one can approve over MCP, so the call comes back as an ``isError`` result saying so.
-Only malformed JSON-RPC gets a protocol error.
+tool returns becomes MCP content (text; images and audio saved as files are sent inline,
+other files as ``resource_link`` parts); a tool whose return annotation is a pydantic
+model, ``TypedDict`` or dataclass advertises an ``outputSchema`` and answers with
+``structuredContent`` too. A failed call or bad arguments come back as ``isError``
+results the model can read. A tool that requires a person's approval
+(``requires_approval``) is not run: no one can approve over MCP, so the call comes back as
+an ``isError`` result saying so. Protocol errors: malformed JSON-RPC (-32600), an unknown
+method (-32601), and invalid params (-32602): a pagination cursor (this server lists every
+tool at once) or a tool name ``tools/list`` did not give (plait's dotted ``Toolkit.api``
+is not one). A request the client cancels (``notifications/cancelled``) stops.
 
 Sessions: each MCP session (one per stdio process, one per ``Mcp-Session-Id`` over HTTP)
 is its own plait ``session_id``, so stateful tools (interpreters, agents' memories) keep
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
@@ -48,6 +54,7 @@ from ...schema import ActionReturn, ActionStatusCode, AgentMessage, FunctionCall
 from ...types import JSONValue
 from ..action_executor import ActionExecutorCore, AsyncActionExecutor
 from ._agent_tool import AgentTool
+from ._output import OutputTypes, structured_content
 from ._protocol import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -96,6 +103,14 @@ def _malformed(message: Mapping[str, JSONValue], request_id: int | str | None) -
     return None
 
 
+def _unknown_tool(name: str, names: Sequence[str]) -> str:
+    """The error message for a call of `name`, which is none of `names`: the closest one and all of them."""
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    listed = f" Available tools: {', '.join(names)}." if names else " This server has no tools."
+    return f"There is no tool named {name[:100]!r}.{hint}{listed}"
+
+
 class _Refusal(Exception):
     """A request the protocol rejects: answered with a JSON-RPC error."""
 
@@ -134,28 +149,47 @@ class MCPServer:
         self.name = name
         self.instructions = instructions
         self.interceptors = tuple(interceptors)
+        self._outputs: tuple[tuple[tuple[str, int], ...], OutputTypes] | None = None
 
     def __repr__(self) -> str:
         return f"MCPServer(name={self.name!r}, tools={[t['name'] for t in self.tools()]})"
 
     # -- the protocol ----------------------------------------------------------------------------
     def tools(self) -> list[dict[str, JSONValue]]:
-        """The ``tools/list`` entries: name, description and JSON Schema of every enabled API."""
-        return [
-            {
-                "name": tool["function"]["name"],
+        """The ``tools/list`` entries: name, description and JSON Schema of every enabled API.
+
+        A tool whose return annotation is a pydantic model, ``TypedDict`` or dataclass has
+        an ``outputSchema`` too (`plait.actions.mcp._output`).
+        """
+        outputs = self._output_types()
+        listed: list[dict[str, JSONValue]] = []
+        for tool in self.executor.openai_tools():
+            name = tool["function"]["name"]
+            entry: dict[str, JSONValue] = {
+                "name": name,
                 "description": tool["function"]["description"],
                 "inputSchema": tool["function"]["parameters"],
             }
-            for tool in self.executor.openai_tools()
-        ]
+            schema = outputs.schema(self.executor.resolve_name(name))
+            if schema is not None:
+                entry["outputSchema"] = schema
+            listed.append(entry)
+        return listed
+
+    def _output_types(self) -> OutputTypes:
+        """The tools' structured return types, read again only when the set of tools changes."""
+        key = tuple((name, id(action)) for name, action in self.executor.actions.items())
+        if self._outputs is None or self._outputs[0] != key:
+            self._outputs = (key, OutputTypes(self.executor.actions.values()))
+        return self._outputs[1]
 
     async def handle(self, message: object, session: ServerSession) -> dict[str, JSONValue] | None:
         """The answer to one JSON-RPC message from a client (None for notifications and responses).
 
         Never raises for what the client sent: every request with an id gets exactly one
         answer, a notification none; a malformed message gets an invalid-request error
-        (with its id when it has one an answer can carry).
+        (with its id when it has one an answer can carry). A request the client cancels
+        (``notifications/cancelled``) stops, and gets no answer: None, as the spec asks.
         """
         if not isinstance(message, Mapping):
             what = "a JSON array (batches are not supported)" if isinstance(message, list) else "not a JSON object"
@@ -170,17 +204,27 @@ class MCPServer:
         if request_id is None:  # no id at all (a bad one was refused above): a notification
             self._notified(method, params, session)
             return None
-        task = asyncio.current_task()
-        if task is not None:
-            session.calls[request_id] = task
+        if not isinstance(params, Mapping):
+            return error_message(request_id, INVALID_PARAMS, "params must be an object")
+        # The request runs as a task of its own, so that ``notifications/cancelled`` stops it
+        # and nothing else: over HTTP the current task is the request handler, which must live
+        # on to end the request's response.
+        work = asyncio.ensure_future(self._answer(method, params, session))
+        session.calls[request_id] = work
         try:
-            if not isinstance(params, Mapping):
-                raise _Refusal(INVALID_PARAMS, "params must be an object")
-            return result_message(request_id, await self._answer(method, params, session))
+            await asyncio.wait([work])
+        except asyncio.CancelledError:  # the caller went away (the session ended, the server stops)
+            work.cancel()
+            raise
+        finally:
+            if session.calls.get(request_id) is work:
+                del session.calls[request_id]
+        if work.cancelled():
+            return None  # cancelled by the client: the spec wants no answer (HTTP ends the request itself)
+        try:
+            return result_message(request_id, work.result())
         except _Refusal as refusal:
             return error_message(request_id, refusal.code, str(refusal))
-        finally:
-            session.calls.pop(request_id, None)
 
     async def _answer(self, method: str, params: Mapping[str, JSONValue], session: ServerSession) -> JSONValue:
         if method == "initialize":
@@ -188,6 +232,8 @@ class MCPServer:
         if method == "ping":
             return {}
         if method == "tools/list":
+            if params.get("cursor") is not None:  # only a cursor this server gave is valid, and it gives none
+                raise _Refusal(INVALID_PARAMS, "invalid cursor: this server lists every tool in one page")
             return {"tools": list(self.tools())}
         if method == "tools/call":
             return await self.call_tool(params.get("name"), params.get("arguments", {}), session)
@@ -218,26 +264,44 @@ class MCPServer:
     async def call_tool(self, name: object, arguments: object, session: ServerSession) -> dict[str, JSONValue]:
         """A ``tools/call`` result: the tool's content, or an ``isError`` result for the model.
 
+        Only the names ``tools/list`` gives are tools (``Toolkit__api``, not plait's
+        ``Toolkit.api``); a call must use one.
+
         Raises:
-            _Refusal: `name` is not a string or `arguments` not an object (malformed params).
+            _Refusal: `name` is not a string or names no tool, or `arguments` is not an
+                object (invalid params).
         """
         if not isinstance(name, str):
             raise _Refusal(INVALID_PARAMS, "tools/call needs the tool's name as a string")
         if not isinstance(arguments, Mapping):
             raise _Refusal(INVALID_PARAMS, "tools/call arguments must be an object")
         executor = self.executor
+        names = [tool["function"]["name"] for tool in executor.openai_tools()]
+        if name not in names:
+            raise _Refusal(INVALID_PARAMS, _unknown_tool(name, names))
         if executor.needs_approval(name, dict(arguments)):
             text = f"The tool {name!r} needs a person's approval before each call; this MCP server does not run it."
             return {"content": [{"type": "text", "text": text}], "isError": True}
-        call = AgentMessage(sender="mcp", content=FunctionCall(executor.resolve_name(name), dict(arguments)))
+        flat = executor.resolve_name(name)
+        call = AgentMessage(sender="mcp", content=FunctionCall(flat, dict(arguments)))
         reply = await run_async(executor.call_flow(call, session_id=session.plait_session), self.interceptors)
         ret = reply.content if isinstance(reply, AgentMessage) else reply
         if not isinstance(ret, ActionReturn):
             return {"content": [{"type": "text", "text": str(ret)}], "isError": False}
-        if ret.state == ActionStatusCode.SUCCESS:
-            return {"content": content_items(ret.result), "isError": False}
-        error = [{"type": "text", "text": ret.errmsg or "the tool failed"}]
-        return {"content": [*error, *content_items(ret.result)], "isError": True}
+        if ret.state != ActionStatusCode.SUCCESS:
+            error = [{"type": "text", "text": ret.errmsg or "the tool failed"}]
+            return {"content": [*error, *content_items(ret.result, session.protocol_version)], "isError": True}
+        result: dict[str, JSONValue] = {
+            "content": content_items(ret.result, session.protocol_version),
+            "isError": False,
+        }
+        kind = self._output_types().types.get(flat)
+        if kind is not None:
+            structured, problem = structured_content(kind, ret.result)
+            if problem is not None:
+                return {"content": [{"type": "text", "text": problem}], "isError": True}
+            result["structuredContent"] = structured
+        return result
 
     # -- sessions --------------------------------------------------------------------------------
     def open_session(self, owner: str = "") -> ServerSession:
@@ -273,6 +337,7 @@ class MCPServer:
         token: str | Mapping[str, str] | None = None,
         *,
         insecure: bool = False,
+        allowed_hosts: Sequence[str] | None = None,
     ) -> None:
         """Serve until stdin ends (stdio) or the process is interrupted (Ctrl-C, SIGTERM).
 
@@ -283,16 +348,18 @@ class MCPServer:
             port: The port (HTTP; 0 picks a free one, printed on stderr).
             token: The bearer token clients must send (HTTP): one, or ``{tenant: token}``.
             insecure: Serve a non-loopback `host` without a token.
+            allowed_hosts: The ``Host`` and ``Origin`` names answered (HTTP), as in `serve_http`.
 
         Raises:
-            UserError: An unknown transport, or a non-loopback `host` without a token.
+            UserError: An unknown transport, a non-loopback `host` without a token, or a
+                malformed allowed host.
         """
         from ._serve import serve_forever, serve_stdio
 
         if transport == "stdio":
             asyncio.run(serve_stdio(self))
         elif transport == "streamable-http":
-            asyncio.run(serve_forever(self, host, port, token, insecure))
+            asyncio.run(serve_forever(self, host, port, token, insecure, allowed_hosts))
         else:
             raise UserError(f"unknown MCP transport {transport!r}: use 'stdio' or 'streamable-http'")
 
@@ -308,6 +375,7 @@ class MCPServer:
         max_sessions: int = 1000,
         max_connections: int = 512,
         max_sessions_per_tenant: int | None = None,
+        allowed_hosts: Sequence[str] | None = None,
     ) -> AsyncIterator[str]:
         """Serve Streamable HTTP on the running loop for the duration of an ``async with``; yields the endpoint URL.
 
@@ -332,14 +400,21 @@ class MCPServer:
                 tenant's; if all of its sessions are busy, ``initialize`` gets HTTP 429.
                 If the caps add up to more than `max_sessions` and it is reached, a new
                 session gets HTTP 503 rather than ending anyone's.
+            allowed_hosts: The ``Host`` header values answered, and the hosts an ``Origin``
+                header may name (DNS-rebinding protection; others get HTTP 403): ``name``
+                (any port), ``name:port``, or ``"*"`` (no check). None: ``localhost``,
+                ``127.0.0.1``, ``[::1]``, and `host` unless it is a wildcard address.
 
         Raises:
             UserError: A non-loopback `host` without a token (and without ``insecure``), a
-                session cap under 1, or `max_sessions_per_tenant` over `max_sessions`.
+                session cap under 1, `max_sessions_per_tenant` over `max_sessions`, or a
+                malformed allowed host.
         """
         from ._serve import HTTPEndpoint
 
-        endpoint = HTTPEndpoint(self, token, max_body_bytes, max_sessions, max_connections, max_sessions_per_tenant)
+        endpoint = HTTPEndpoint(
+            self, token, max_body_bytes, max_sessions, max_connections, max_sessions_per_tenant, allowed_hosts
+        )
         url = await endpoint.start(host, port, insecure)
         try:
             yield url
