@@ -162,7 +162,7 @@ def approval_prompt(stdin: TextIO, printer: Printer) -> Approve:
     """What ``plait chat`` / ``plait run`` ask: ``Run Transfer(to='bob', amount=5)? [y/N/reason]``.
 
     ``y``/``yes`` runs the call; an empty answer, ``n``/``no`` or the end of input refuses it;
-    any other text refuses it and is what the model is told.
+    any other text refuses it and is told to the model as the reason.
     """
 
     def approve(call: PendingCall) -> bool | str:
