@@ -360,14 +360,18 @@ def _own_settings_command(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
-def _web_model(args: argparse.Namespace) -> None:
-    """Settle ``plait web``'s model: the flags, else the environment the app reads, else the best installed.
+def _web_settings(args: argparse.Namespace) -> None:
+    """Check ``plait web``'s tool modules; settle its model: the flags, else the app's environment, else the best.
 
     Raises:
-        UserError: An embedded model that cannot work (fails here, not later in the browser).
+        UserError: An embedded model that cannot work, or a ``--tools-from`` module that does not
+            import (fails here, not later in the browser).
     """
-    from .web.settings import preset
+    from .web.settings import import_tool_modules, preset
 
+    problems = import_tool_modules(",".join(args.tools_from))
+    if problems:
+        raise UserError(problems[0])
     start = preset()
     api_base, model = args.api_base or start["api_base"], args.model or start["model"]
     if not api_base:
@@ -455,7 +459,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             try:
-                _web_model(args)
+                _web_settings(args)
             except UserError as exc:
                 sys.stderr.write(f"plait: error: {exc}\n")
                 return SETTINGS_ERROR
