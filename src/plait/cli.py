@@ -361,7 +361,7 @@ def _own_settings_command(args: argparse.Namespace) -> int:
 
 
 def _web_settings(args: argparse.Namespace) -> None:
-    """Check ``plait web``'s tool modules; settle its model: the flags, else the app's environment, else the best.
+    """Check ``plait web``'s tool modules; settle its model (the flags, the app's environment, the best installed).
 
     Raises:
         UserError: An embedded model that cannot work, or a ``--tools-from`` module that does not
