@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import importlib
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +87,20 @@ def test_a_server_that_answers_html_is_one_line_not_the_page(web_page: str) -> N
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("plait: error: the server answered ") and expected in line
+
+
+def test_a_hub_model_offline_fails_at_once_without_retries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as probe:  # a port nothing listens on: the Hub cannot be reached
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # nothing cached
+    for name in ("HF_HUB_OFFLINE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    result = plait("run", "--model", "hf:someone/some-repo/model.gguf", "hi")
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()  # before: the hub client's five "Retrying in Ns" warnings first
+    assert (
+        line.startswith("plait: error: cannot download someone/some-repo/model.gguf: ") and "cannot be reached" in line
+    )
+    assert "Retrying" not in result.stderr
