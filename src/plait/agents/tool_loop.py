@@ -70,6 +70,7 @@ def refused_because(reason: str) -> str:
     """What the model is told about a call refused with a reason: that it did not run, and why."""
     return f"{REFUSED} Their reason: {reason}"
 
+
 LOST = "This call was started before the agent restarted and its result was lost; it was not run again."
 """What the model is told about an approved call whose run a restart cut off (it runs at most once)."""
 
