@@ -7,13 +7,13 @@ imported yet: they import them on demand.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..exceptions import ToolNotFoundError
+from ..utils.names import did_you_mean
 
 if TYPE_CHECKING:
     from .base_action import BaseAction
@@ -106,8 +106,8 @@ def get_tool_cls(name: str) -> type[BaseAction]:
         cls = TOOL_REGISTRY.get(name)
     if cls is None:
         known = list(TOOL_REGISTRY)
-        close = difflib.get_close_matches(str(name), known, n=3)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else f"; registered tools: {', '.join(known)}"
+        close = did_you_mean(str(name), known, n=3)
+        hint = f"; {close}" if close else f"; registered tools: {', '.join(known)}"
         raise ToolNotFoundError(f"no tool named {name!r}{hint}", tool=str(name))
     return cls
 

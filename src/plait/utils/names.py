@@ -16,10 +16,17 @@ from ..exceptions import UserError
 __all__ = ["check_keywords", "did_you_mean", "init_parameters", "keyword_names"]
 
 
-def did_you_mean(name: str, choices: Iterable[str], *, n: int = 1) -> str:
-    """``"did you mean 'x'?"`` for the choices closest to `name`; ``""`` when none is close."""
-    close = difflib.get_close_matches(name, sorted(set(choices)), n=n)
-    return f"did you mean {' or '.join(map(repr, close))}?" if close else ""
+def did_you_mean(name: str, choices: Iterable[str], *, n: int = 1, cutoff: float = 0.6) -> str:
+    """``"did you mean 'x'?"`` (``'x', 'y'?`` for several) for the `n` choices closest to `name`; ``""`` when none is.
+
+    Args:
+        name: What was given.
+        choices: The valid names (their order breaks ties between equally close ones).
+        n: How many close names to offer at most.
+        cutoff: How close a name must be (`difflib.get_close_matches`' ratio, 0 to 1).
+    """
+    close = difflib.get_close_matches(name, list(dict.fromkeys(choices)), n=n, cutoff=cutoff)
+    return f"did you mean {', '.join(map(repr, close))}?" if close else ""
 
 
 def init_parameters(cls: type) -> list[str]:
