@@ -224,7 +224,11 @@ def _parser() -> argparse.ArgumentParser:
         help="an MCP server whose tools to add: a command line (stdio) or an http(s) URL; repeatable",
     )
     common.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt")
-    common.add_argument("--session", help="JSON file to load the conversation from and save it to")
+    common.add_argument(
+        "--session",
+        metavar="FILE",
+        help="JSON file to continue the conversation from and save it to (chat: /reset clears it too)",
+    )
     common.add_argument("--max-turn", type=int, default=3, help="tool rounds before a final answer is forced")
     common.add_argument(
         "--context",
@@ -375,14 +379,18 @@ def _own_settings_command(args: argparse.Namespace) -> int:
     return run_eval(args)
 
 
-def _web_model(args: argparse.Namespace) -> None:
-    """Settle ``plait web``'s model: the flags, else the environment the app reads, else the best installed.
+def _web_settings(args: argparse.Namespace) -> None:
+    """Check ``plait web``'s tool modules; settle its model (the flags, the app's environment, the best installed).
 
     Raises:
-        UserError: An embedded model that cannot work (fails here, not later in the browser).
+        UserError: An embedded model that cannot work, or a ``--tools-from`` module that does not
+            import (fails here, not later in the browser).
     """
-    from .web.settings import preset
+    from .web.settings import import_tool_modules, preset
 
+    problems = import_tool_modules(",".join(args.tools_from))
+    if problems:
+        raise UserError(problems[0])
     start = preset()
     api_base, model = args.api_base or start["api_base"], args.model or start["model"]
     if not api_base:
@@ -425,6 +433,7 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     Raises:
         UserError: A setting that cannot work (see the module docstring).
     """
+    from ._session_file import SessionFile
     from .hooks.usage import UsageMeter
     from .interceptors import register_interceptor
     from .repl import ToolEcho
@@ -432,6 +441,7 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     if args.max_new_tokens < 1 or args.max_turn < 1:
         raise UserError("--max-new-tokens and --max-turn must be at least 1")
     tools = [_tool(name) for name in args.tools.split(",") if name.strip()]  # checked before the model loads
+    args.session_file = SessionFile(args.session) if args.session else None  # so is the session file
     if args.api_base is None:
         from .llms._models_cli import announce_join
 
@@ -446,8 +456,8 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
     agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
     meter = UsageMeter()
     register_interceptor(agent, meter)
-    if args.session and os.path.exists(args.session):
-        agent.load_state(args.session)
+    if args.session_file is not None:
+        args.session_file.load(agent, sys.stderr)
     return agent, meter
 
 
@@ -468,7 +478,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
     try:
         if args.command == "web":
             try:
-                _web_model(args)
+                _web_settings(args)
             except UserError as exc:
                 sys.stderr.write(f"plait: error: {exc}\n")
                 return SETTINGS_ERROR
@@ -505,7 +515,8 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
             from .repl import chat
 
             source = stdin or sys.stdin
-            chat(agent, source, printer, lambda text: _run(agent, text, args, printer, meter, source))
+            turn = lambda text: _run(agent, text, args, printer, meter, source)  # noqa: E731
+            chat(agent, source, printer, turn, session=args.session_file)
     except PlaitError as exc:
         sys.stderr.write(f"plait: error: {exc}\n")
         return 1
@@ -534,8 +545,8 @@ def _run(
         elif policy is not None and policy.trimmed.get(0, 0) > before[0]:
             printer.notice("(older turns were left out of the request to fit the model's context; /context)")
     finally:
-        if args.session:
-            agent.save_state(args.session)
+        if args.session_file is not None:
+            args.session_file.save(agent)
 
 
 def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:

@@ -14,18 +14,21 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .exceptions import PlaitError
 from .hooks.usage import UsageMeter
 from .llms._repetition import REPETITION
 from .schema import AgentMessage, AgentStatusCode, PendingCall
 
+if TYPE_CHECKING:
+    from ._session_file import SessionFile
+
 __all__ = ["COMMANDS", "Printer", "ToolEcho", "ask", "chat", "history_file"]
 
 COMMANDS = {
     "/help": "show the commands",
-    "/reset": "forget the conversation",
+    "/reset": "forget the conversation (and clear the --session file)",
     "/save FILE": "save the conversation (and agent state) to FILE",
     "/load FILE": "load a conversation saved with /save",
     "/tools": "list the agent's tools",
@@ -159,7 +162,7 @@ def approval_prompt(stdin: TextIO, printer: Printer) -> Approve:
     """What ``plait chat`` / ``plait run`` ask: ``Run Transfer(to='bob', amount=5)? [y/N/reason]``.
 
     ``y``/``yes`` runs the call; an empty answer, ``n``/``no`` or the end of input refuses it;
-    any other text refuses it and is what the model is told.
+    any other text refuses it and is told to the model as the reason.
     """
 
     def approve(call: PendingCall) -> bool | str:
@@ -256,11 +259,14 @@ def _readline(history: Path) -> Callable[[], None]:
     return save
 
 
-def chat(agent: Any, stdin: TextIO, printer: Printer, turn: Callable[[str], None]) -> None:
+def chat(
+    agent: Any, stdin: TextIO, printer: Printer, turn: Callable[[str], None], session: SessionFile | None = None
+) -> None:
     """The REPL: read lines, answer commands locally, send everything else to `turn`.
 
     Ctrl-C during an answer stops it and returns to the prompt (the conversation kept);
-    Ctrl-C at the prompt clears the line; Ctrl-D or ``/quit`` leaves.
+    Ctrl-C at the prompt clears the line; Ctrl-D or ``/quit`` leaves. With a `session`
+    file, ``/reset`` clears it too.
     """
     out = printer.out
     interactive = stdin.isatty() and out.isatty()
@@ -279,7 +285,7 @@ def chat(agent: Any, stdin: TextIO, printer: Printer, turn: Callable[[str], None
                 continue
             try:
                 if text.startswith("/"):
-                    out.write(_command(agent, text) + "\n")
+                    out.write(_command(agent, text, session) + "\n")
                 else:
                     turn(text)
             except KeyboardInterrupt:
@@ -322,7 +328,7 @@ def _context_report(policy: Any, summary: Any = None) -> str:
     )
 
 
-def _command(agent: Any, text: str) -> str:
+def _command(agent: Any, text: str, session: SessionFile | None = None) -> str:
     """Run a chat command; its reply (errors included) as text."""
     command, _, argument = text.partition(" ")
     argument = argument.strip()
@@ -330,7 +336,10 @@ def _command(agent: Any, text: str) -> str:
         return "\n".join(f"  {name:<12} {what}" for name, what in COMMANDS.items())
     if command == "/reset":
         agent.reset()
-        return "(conversation cleared)"
+        if session is None:
+            return "(conversation cleared)"
+        session.save(agent)  # the next run must not continue the forgotten conversation
+        return f"(conversation cleared, and {session.path})"
     if command == "/tools":
         return ", ".join(agent.executor.keys()) or "(no tools)"
     if command == "/context":

@@ -111,6 +111,8 @@ def test_a_refusal_with_a_reason_is_what_the_model_sees_and_the_tool_never_runs(
         (pending,) = resolve(agent("pay bob", session_id="s")).content
         reply = resolve(agent.resume({pending.id: "Bob is not a known payee."}, session_id="s"))
         assert reply.content.endswith("Bob is not a known payee.") and transfer.calls == 0
+        # the model is told the call did not run, and why (issue 36 item 6: before, only the bare reason)
+        assert "A person refused this call: it did not run. Their reason: Bob is not a known payee." in reply.content
         (pending,) = resolve(agent("pay bob again", session_id="s")).content
         reply = resolve(agent.resume({pending.id: False}, session_id="s"))
         assert "A person refused this call" in reply.content and transfer.calls == 0

@@ -320,9 +320,11 @@ def test_streamlit_command_and_environment() -> None:
     assert "PLAIT_WEB_MODEL" not in env and os.path.isfile(launcher.APP_PATH)
 
 
-def test_cli_web_launches_with_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_web_launches_with_its_options(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from plait import cli
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.py").write_text("")  # --tools-from modules are imported before the launch (issue 36 item 6)
     seen: dict[str, Any] = {}
 
     def fake_launch(host: str, port: int, **options: Any) -> int:

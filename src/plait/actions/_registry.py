@@ -7,13 +7,13 @@ imported yet: they import them on demand.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import threading
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..exceptions import ToolNotFoundError
+from ..utils.names import did_you_mean
 
 if TYPE_CHECKING:
     from .base_action import BaseAction
@@ -72,13 +72,26 @@ def user_tools() -> dict[str, type[BaseAction]]:
 
     Synchronous, self-contained tools in registration order: plait's own first, then any
     imported so far; not the agents' control actions, nor tools that need constructor
-    arguments to work (`MCPToolkit`), nor the async siblings.
+    arguments to work (`MCPToolkit`, and adapters such as `LangChainTool` that wrap a tool
+    given to them), nor the async siblings.
     """
     return {
         name: cls
         for name, cls in list_tools(with_class=True)
-        if name not in _INTERNAL | _NEEDS_ARGUMENTS and not inspect.iscoroutinefunction(cls.__call__)
+        if name not in _INTERNAL | _NEEDS_ARGUMENTS
+        and not _required_arguments(cls)
+        and not inspect.iscoroutinefunction(cls.__call__)
     }
+
+
+def _required_arguments(cls: type) -> bool:
+    """Whether building `cls` needs an argument (one without a default), so no name alone makes it."""
+    try:
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_ONLY)
+    return any(p.default is inspect.Parameter.empty and p.kind in kinds for p in parameters)
 
 
 def get_tool_cls(name: str) -> type[BaseAction]:
@@ -93,8 +106,8 @@ def get_tool_cls(name: str) -> type[BaseAction]:
         cls = TOOL_REGISTRY.get(name)
     if cls is None:
         known = list(TOOL_REGISTRY)
-        close = difflib.get_close_matches(str(name), known, n=3)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else f"; registered tools: {', '.join(known)}"
+        close = did_you_mean(str(name), known, n=3)
+        hint = f"; {close}" if close else f"; registered tools: {', '.join(known)}"
         raise ToolNotFoundError(f"no tool named {name!r}{hint}", tool=str(name))
     return cls
 

@@ -31,6 +31,7 @@ from ..schema import AgentMessage, AgentStatusCode
 from ..types import Aggregator
 from ..untrusted import as_text, clean_text
 from ..utils.config import create_object
+from ..utils.names import check_keywords, init_parameters
 from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow, agent_resume_flow
 from .module import AgentModule
@@ -93,7 +94,10 @@ class AgentCore(AgentModule):
         output_guardrails: Sequence[Guardrail] = (),
         output_type: object = None,
         output_retries: int = 2,
+        **unknown: object,
     ) -> None:
+        # a paradigm forwards its **kwargs here: a misspelt argument is named with the closest valid one
+        check_keywords(type(self).__name__, unknown, (), init_parameters(type(self)))
         super().__init__()
         self.name = name or type(self).__name__
         self.llm = create_object(llm)

@@ -65,6 +65,12 @@ __all__ = [
 REFUSED = "A person refused this call: it did not run."
 """What the model is told about a call refused with ``False``."""
 
+
+def refused_because(reason: str) -> str:
+    """What the model is told about a call refused with a reason: that it did not run, and why."""
+    return f"{REFUSED} Their reason: {reason}"
+
+
 LOST = "This call was started before the agent restarted and its result was lost; it was not run again."
 """What the model is told about an approved call whose run a restart cut off (it runs at most once)."""
 
@@ -280,8 +286,8 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
     """Record a person's decisions on a paused run's waiting calls.
 
     Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
-    string (refused: the string is what the model is told). Calls left undecided go on
-    waiting.
+    string (refused: the model is told `REFUSED` and this reason, `refused_because`). Calls
+    left undecided go on waiting.
 
     Raises:
         ResumeError: A decision names a call that is not waiting, or is not True, False or a string.
@@ -301,7 +307,7 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
         if decision is True:
             pass  # it runs when the run goes on
         elif decision is False or isinstance(decision, str):
-            state.outcomes[index] = {"refused": decision if isinstance(decision, str) else REFUSED}
+            state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
         else:
             raise ResumeError(
                 f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting

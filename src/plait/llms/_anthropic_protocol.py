@@ -17,6 +17,7 @@ from ..exceptions import UserError
 from ..outputs import response_schema
 from ._decoded import count, json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec, normalize_tool
+from .base_llm import LAGENT_DROPPED
 from .response import ModelResponse, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -27,7 +28,15 @@ __all__ = ["OUTPUT_TOOL", "build_request", "convert_tool", "convert_tool_choice"
 # sampling fields the SDK no longer types: sent in the JSON body when set
 _SAMPLING = ("temperature", "top_p", "top_k")
 _DROPPED = frozenset(
-    {"repetition_penalty", "session_ids", "max_new_tokens", "stop_words", "response_format", *_SAMPLING}
+    {
+        "repetition_penalty",
+        "session_ids",
+        "max_new_tokens",
+        "stop_words",
+        "response_format",
+        *_SAMPLING,
+        *LAGENT_DROPPED,
+    }
 )
 
 OUTPUT_TOOL = "plait_output"

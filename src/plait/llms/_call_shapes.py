@@ -7,7 +7,6 @@ observation; nothing unoffered ever becomes a call.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Collection, Mapping
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from ..exceptions import ParseError, UserError
 from ..untrusted import clean
 from ..utils._lenient_json import LenientJSONError, decode_lenient
+from ..utils.names import did_you_mean
 
 __all__ = ["CallBuilder", "Found", "FoundCall", "Offered", "call_shaped"]
 
@@ -101,9 +101,9 @@ class CallBuilder:
     def _hint(self, name: object) -> str:
         if not self.names:
             return "no tools are offered"
-        close = difflib.get_close_matches(name, sorted(self.names), n=3) if isinstance(name, str) else []
+        close = did_you_mean(name, sorted(self.names), n=3) if isinstance(name, str) else ""
         if close:
-            return f"did you mean {', '.join(map(repr, close))}?"
+            return close
         if len(self.names) <= 8:
             return f"offered: {', '.join(sorted(self.names))}"
         return f"{len(self.names)} tools are offered"

@@ -17,13 +17,13 @@ and fallbacks are written once.
 from __future__ import annotations
 
 import datetime
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..exceptions import UserError
+from ..utils.names import did_you_mean
 from ._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages
 from .base_llm import Prompt
 from .response import ToolCall
@@ -42,8 +42,8 @@ def check_tool_protocol(name: str | None) -> str | None:
     """`name` when it is a tool protocol (or None); a `UserError` naming the closest one otherwise."""
     if name is None or name in TOOL_PROTOCOLS:
         return name
-    close = difflib.get_close_matches(str(name), TOOL_PROTOCOLS, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = did_you_mean(str(name), TOOL_PROTOCOLS)
+    hint = f"; {close}" if close else ""
     raise UserError(f"unknown tool_protocol {name!r}: one of {', '.join(map(repr, TOOL_PROTOCOLS))}{hint}")
 
 

@@ -40,7 +40,7 @@ from ..utils.redact import is_clean, redact, redact_url, url_secrets
 from ._http import HTTPResponse, Limits, client_for
 from ._http1 import IncompleteResponse, ResponseTooLong
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
-from ._retry import RetryPolicy, error_for_status, is_quota_error, parse_retry_after
+from ._retry import RetryPolicy, describe_body, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
 from .response import ModelResponse, Usage
 
@@ -179,6 +179,13 @@ def _llm_error(exc: BaseException, secrets: Sequence[str] = ()) -> LLMError | No
     return None
 
 
+async def _refuse_html(resp: HTTPResponse) -> None:
+    """Raise `LLMResponseError` for a web page answered with 200 (the address is a web server, not the API)."""
+    if resp.headers.get("Content-Type", "").lower().startswith("text/html"):
+        text = (await resp.read())[:4096].decode("utf-8", errors="replace")
+        raise LLMResponseError(f"the server answered {describe_body(text)}")
+
+
 @dataclass
 class _Tries:
     """The tries of one request: those the retry policy counts, and every request sent."""
@@ -310,6 +317,7 @@ class ChatTransport:
                 async with await self._post(body, key, org, seconds, stream=False) as resp:
                     if resp.status >= 400:
                         await self._raise_for_status(resp)
+                    await _refuse_html(resp)
                     raw = await resp.read()
                 response = parse_completion(loads(raw))
             except Exception as exc:  # classified in _after_failure
@@ -424,6 +432,7 @@ class ChatTransport:
             async with await self._post(body, key, org, timeout, True, deadline) as resp:
                 if resp.status >= 400:
                     await self._raise_for_status(resp)
+                await _refuse_html(resp)
                 async for chunk in resp.chunks():
                     for data in decoder.feed(chunk):
                         if acc.feed_data(data):

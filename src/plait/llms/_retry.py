@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import json
 import random
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from ..utils.redact import redact
 __all__ = [
     "RETRYABLE_STATUS",
     "RetryPolicy",
+    "describe_body",
     "error_for_status",
     "is_quota_error",
     "is_retryable",
@@ -99,11 +101,28 @@ def is_retryable(err: LLMError) -> bool:
     return isinstance(err, (LLMConnectionError, LLMTimeoutError, LLMResponseError))
 
 
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def describe_body(body: str) -> str:
+    """A body that is not JSON, on one line: an HTML page by its title (a web server, not an OpenAI-compatible API)."""
+    head = body.lstrip()[:1024].lower()
+    if head.startswith(("<!doctype html", "<html")) or "<html" in head:
+        found = _TITLE.search(body[:4096])
+        title = " ".join(found.group(1).split())[:80] if found else ""
+        named = f" ({title!r})" if title else ""
+        return (
+            f"an HTML page{named}, not an OpenAI-compatible API: check the server address "
+            "(an OpenAI-compatible server's usually ends in /v1)"
+        )
+    return " ".join(body.split())[:300] or "(empty body)"
+
+
 def _error_message(body: str) -> str:
     try:
         data = json.loads(body)
     except ValueError:
-        return body[:500] or "(empty body)"
+        return describe_body(body)
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict) and error.get("message"):

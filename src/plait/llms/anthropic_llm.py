@@ -47,12 +47,13 @@ from ..exceptions import LLMAPIError, LLMConnectionError, LLMError, LLMRateLimit
 from ..schema import ModelStatusCode
 from ..types import SessionIds
 from ..utils._aio import close_with_loop
+from ..utils.names import keyword_names
 from ..utils.redact import is_clean, redact, url_secrets
 from ._anthropic_protocol import build_request, parse_message
 from ._openai_core import KeyRing, stream_deadline
 from ._optional import import_optional
 from ._tool_llm import AsyncToolLLM, ToolLLM, ToolRequest
-from .base_llm import ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
+from .base_llm import LAGENT_DROPPED, ChatInput, GenParams, LLMCore, StreamItem, pop_base_gen_params
 from .response import ModelResponse
 from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
@@ -202,6 +203,12 @@ def _import_anthropic() -> ModuleType:
     return import_optional("anthropic", "anthropic", "ClaudeAPI")
 
 
+def _create_parameters(sdk: ModuleType) -> frozenset[str] | None:
+    """The keyword names of this SDK's ``messages.create`` (None: not readable, so any is taken)."""
+    messages = getattr(getattr(getattr(sdk, "resources", None), "messages", None), "Messages", None)
+    return None if messages is None else keyword_names(messages.create)
+
+
 def _resolve_keys(key: str | Sequence[str] | None) -> list[str]:
     if key == "ENV":
         env = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("Claude_API_KEY") or ""  # noqa: SIM112 (Lagent's name)
@@ -296,7 +303,10 @@ class _ClaudeCore(LLMCore):
         stream_timeout: float | None = None,
         **gen_params: object,
     ) -> None:
-        base = pop_base_gen_params(gen_params)
+        self.sdk = _import_anthropic()
+        create = _create_parameters(self.sdk)
+        accepted = None if create is None else create | LAGENT_DROPPED | {"response_format"}
+        base = pop_base_gen_params(gen_params, self, accepted)
         sampling = {k: base.pop(k, None) for k in ("temperature", "top_p", "top_k")}
         super().__init__(
             path=model_type,
@@ -306,7 +316,6 @@ class _ClaudeCore(LLMCore):
         )
         self.gen_params.update(sampling, **gen_params)
         self.gen_params.pop("repetition_penalty", None)
-        self.sdk = _import_anthropic()
         keys = _resolve_keys(key)
         if not keys:
             raise UserError("ClaudeAPI needs an API key: pass key= or set $ANTHROPIC_API_KEY")

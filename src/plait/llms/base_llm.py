@@ -29,7 +29,7 @@ perform the IO.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias, Union, overload
 
 from typing_extensions import TypedDict, TypeIs
@@ -38,6 +38,7 @@ from ..exceptions import UserError
 from ..schema import ModelStatusCode
 from ..types import ChatInput, SessionIds
 from ..utils._aio import closing_stream
+from ..utils.names import check_keywords, init_parameters, keyword_names
 from .response import ModelResponse
 from .templates import LMTemplateParser, MetaTemplate, TemplateParserClass
 
@@ -100,8 +101,29 @@ BASE_GEN_PARAMS = ("max_new_tokens", "top_p", "top_k", "temperature", "repetitio
 """The generation parameters `BaseLLM` takes as keywords (the rest are backend-specific)."""
 
 
-def pop_base_gen_params(gen_params: GenParams) -> GenParams:
-    """Move the `BASE_GEN_PARAMS` found in `gen_params` out of it, into the returned dict."""
+LAGENT_DROPPED = frozenset({"skip_special_tokens", "session_id"})
+"""Generation parameters Lagent's API clients accept and never send (kept valid for Lagent scripts)."""
+
+
+def pop_base_gen_params(gen_params: GenParams, owner: object, accepted: Collection[str] | None) -> GenParams:
+    """Move the `BASE_GEN_PARAMS` found in `gen_params` out of it, into the returned dict.
+
+    Called by each backend's constructor on its ``**gen_params``, so a misspelt setting
+    fails there instead of being kept and never sent.
+
+    Args:
+        gen_params: The constructor's ``**gen_params`` (the base parameters are removed).
+        owner: The model being built (its class's constructors supply names to suggest).
+        accepted: The backend's own parameter names beyond `BASE_GEN_PARAMS`; None: any
+            name (an engine whose parameters cannot be listed).
+
+    Raises:
+        UserError: A name that is neither a base parameter nor `accepted`, naming the closest valid one.
+    """
+    if accepted is not None:
+        cls = type(owner)
+        valid = {*BASE_GEN_PARAMS, "response_format", *accepted}
+        check_keywords(cls.__name__, gen_params, valid, init_parameters(cls))
     return {key: gen_params.pop(key) for key in BASE_GEN_PARAMS if key in gen_params}
 
 
@@ -110,6 +132,22 @@ def _iterable(value: object) -> Iterable[object]:
     if not isinstance(value, Iterable):
         raise TypeError(f"'{type(value).__name__}' object is not iterable")
     return value
+
+
+def engine_params(target: object, renamed: Mapping[str, str]) -> frozenset[str] | None:
+    """The generation parameters an engine's parameter class takes, under plait's names where `renamed` maps them.
+
+    Args:
+        target: The class (or function) the parameters are passed to (vLLM's ``SamplingParams``).
+        renamed: plait's name -> the engine's, as `engine_fields` applies it.
+
+    Returns:
+        Its keyword names and the plait names renamed to them; None when it takes any name.
+    """
+    names = keyword_names(target)
+    if names is None:
+        return None
+    return names | {ours for ours, theirs in renamed.items() if theirs in names}
 
 
 def stop_words_of(params: Mapping[str, object]) -> Iterable[str] | None:

@@ -25,7 +25,6 @@ published the same way, or a test's small fake).
 from __future__ import annotations
 
 import base64
-import difflib
 import os
 import re
 import threading
@@ -34,6 +33,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..exceptions import CorruptModelError, ModelNotInstalledError, UserError
+from ..utils.names import did_you_mean
 from ._join import JoinMismatch, file_sha256, is_verified, join
 
 __all__ = [
@@ -248,8 +248,8 @@ def get_model(name: str) -> CatalogueModel:
     found = models.get(name.strip().lower())
     if found is not None:
         return found
-    close = difflib.get_close_matches(name.strip().lower(), list(models), n=1, cutoff=0.4)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    close = did_you_mean(name.strip().lower(), models, cutoff=0.4)
+    hint = f"{close} " if close else ""
     raise UserError(f"unknown model {name!r}; {hint}(the catalogue: {', '.join(models)}; see: {_PREFIX})")
 
 

@@ -301,13 +301,13 @@ class _HFCore(LLMCore):
     ) -> None:
         if context_window is not None and not _positive_int(context_window):
             raise UserError(f"context_window must be a positive number of tokens or None, not {context_window!r}")
-        base = pop_base_gen_params(gen_params)
+        self._torch, self._transformers = _import_hf()
+        base = pop_base_gen_params(gen_params, self, set(self._transformers.GenerationConfig().to_dict()))
         super().__init__(path, tokenizer_only, meta_template=meta_template, **base)
         self._context_window = context_window
         self._trust_remote_code = trust_remote_code
         self.gen_params.update(gen_params)
         self.stop_words_id = [stop_words_id] if isinstance(stop_words_id, int) else list(stop_words_id or [])
-        self._torch, self._transformers = _import_hf()
         tok_kwargs = {"trust_remote_code": trust_remote_code, **(tokenizer_kwargs or {})}
         self.tokenizer = self._transformers.AutoTokenizer.from_pretrained(tokenizer_path or path, **tok_kwargs)
         if self.tokenizer.pad_token_id is None:

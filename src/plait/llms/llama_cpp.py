@@ -92,6 +92,22 @@ _RENAMED = {
 }
 _NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
 
+_ENGINE_PARAMS = frozenset(
+    {
+        # llama.cpp server's sampling and request options (tools/server/README.md, POST /completion)
+        *("dynatemp_range", "dynatemp_exponent", "min_p", "n_predict", "n_indent", "n_keep", "typical_p"),
+        *("repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"),
+        *("dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers"),
+        *("xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta", "grammar", "json_schema"),
+        *("ignore_eos", "logit_bias", "n_probs", "min_keep", "t_max_predict_ms", "id_slot", "cache_prompt"),
+        *("return_tokens", "samplers", "timings_per_token", "post_sampling_probs", "response_fields", "lora"),
+        # its OpenAI-compatible chat fields
+        *("max_tokens", "stop", "response_format", "logprobs", "top_logprobs", "n", "chat_template_kwargs"),
+        *("reasoning_format", "parse_tool_calls", "parallel_tool_calls", "seed"),
+    }
+)
+"""The generation parameters `LlamaCppModel` takes beyond plait's own: the request fields llama.cpp reads."""
+
 
 _CompleteItem: TypeAlias = Union[str, ModelResponse]
 """What a streamed `complete` emits: answer texts so far, then the final `ModelResponse`."""
@@ -129,7 +145,7 @@ class _LlamaCppCore(LLMCore):
         tool_protocol: str | None = None,
         **gen_params: object,
     ) -> None:
-        base = pop_base_gen_params(gen_params)
+        base = pop_base_gen_params(gen_params, self, _ENGINE_PARAMS)
         _import_xllamacpp()  # fail at construction, not at the first call
         self.model_path = model_file(model, None if path is None else os.fspath(path))
         self.model_name = model

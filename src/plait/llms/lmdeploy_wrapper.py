@@ -41,6 +41,7 @@ from .base_llm import (
     StreamItem,
     accumulate,
     engine_fields,
+    engine_params,
     pop_base_gen_params,
 )
 from .templates import APITemplateParser, LMTemplateParser, MetaTemplate
@@ -96,13 +97,13 @@ class _PipelineCore(LLMCore):
         meta_template: MetaTemplate | None = None,
         **gen_params: object,
     ) -> None:
-        base = pop_base_gen_params(gen_params)
+        self._lmdeploy = _import_lmdeploy()
+        base = pop_base_gen_params(gen_params, self, engine_params(self._lmdeploy.GenerationConfig, _RENAMED))
         parser = LMTemplateParser if meta_template else APITemplateParser
         super().__init__(path, template_parser=parser, meta_template=meta_template, **base)
         self.gen_params.update(gen_params)
         self.model_name = model_name
         self.tp = tp
-        self._lmdeploy = _import_lmdeploy()
         cfg = dict(pipeline_cfg or {})
         if "backend_config" not in cfg:
             cfg["backend_config"] = self._lmdeploy.TurbomindEngineConfig(tp=tp)

@@ -32,10 +32,27 @@ from ..types import SessionIds
 from ..utils._aio import LoopThread
 from ..utils.redact import redact_url
 from ._openai_core import ChatTransport, KeyRing
-from ._openai_protocol import Payload, StreamAccumulator, ToolChoice, ToolSpec, build_payload, chat_completions_url
+from ._openai_protocol import (
+    OPENAI_CHAT_PARAMS,
+    Payload,
+    StreamAccumulator,
+    ToolChoice,
+    ToolSpec,
+    build_payload,
+    chat_completions_url,
+)
 from ._retry import RetryPolicy
 from ._tool_llm import AsyncToolLLM, ToolLLM, ToolRequest
-from .base_llm import ChatBatch, ChatInput, GenParams, LLMCore, StreamItem, is_chat_batch, pop_base_gen_params
+from .base_llm import (
+    LAGENT_DROPPED,
+    ChatBatch,
+    ChatInput,
+    GenParams,
+    LLMCore,
+    StreamItem,
+    is_chat_batch,
+    pop_base_gen_params,
+)
 from .response import ModelResponse, Usage
 from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
@@ -47,6 +64,13 @@ OPENAI_META: list[RoleSpec] = api_meta("system")
 
 _CONTEXT_KEYS = ("max_model_len", "context_length", "context_window", "n_ctx")
 """Where a ``/models`` entry may state the model's context size (vLLM: ``max_model_len``), first found wins."""
+
+_API_GEN_PARAMS = OPENAI_CHAT_PARAMS | {"max_tokens", "extra_body"} | LAGENT_DROPPED
+"""The generation parameters an OpenAI-compatible client takes beyond plait's own: the API's request fields,
+``extra_body`` for any other, and those Lagent's client accepts and drops."""
+
+_HOSTED_NEEDING_KEY = frozenset({"api.openai.com"})
+"""Hosts that answer every request without a key with 401: a client for one needs a key when it is built."""
 
 _MAX_CONTEXT_WINDOW = 10**8
 """The largest context size taken from a server; a larger one is not believed."""
@@ -192,7 +216,7 @@ class _GPTAPICore(LLMCore):
             not isinstance(context_window, int) or isinstance(context_window, bool) or context_window <= 0
         ):
             raise UserError(f"context_window must be a positive number of tokens or None, not {context_window!r}")
-        base = pop_base_gen_params(gen_params)
+        base = pop_base_gen_params(gen_params, self, _API_GEN_PARAMS.union(self._extra_fields))
         super().__init__(
             path=model_type,
             template_parser=APITemplateParser,
@@ -208,6 +232,11 @@ class _GPTAPICore(LLMCore):
         url = chat_completions_url(api_base or _default_api_base())
         self.api_base = url
         keys = _resolve_keys(key)
+        if not keys and urlsplit(url).hostname in _HOSTED_NEEDING_KEY:
+            raise UserError(
+                f"{type(self).__name__} needs an API key for {redact_url(url)}: pass key= or set $OPENAI_API_KEY "
+                "(for a local or other server, pass api_base= or set $OPENAI_BASE_URL)"
+            )
         if keys and "@" in urlsplit(url).netloc:
             raise UserError(
                 "api_base carries credentials (user:password@) and a key is set too: a request holds one "

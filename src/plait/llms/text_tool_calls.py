@@ -52,11 +52,11 @@ Example:
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..exceptions import UserError
+from ..utils.names import did_you_mean
 from ._call_shapes import CallBuilder, FoundCall, Offered
 from ._held_text import ProseJoiner
 from ._text_call_formats import FORMATS, Markup, Pending, Scanner, ScanState
@@ -98,8 +98,7 @@ def check_formats(formats: Sequence[str] | None) -> tuple[str, ...]:
         raise UserError(f"formats must be a sequence of format names, not the string {formats!r}; e.g. [{formats!r}]")
     for name in formats:
         if name not in FORMATS:
-            close = difflib.get_close_matches(str(name), FORMATS, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(FORMATS)}"
+            hint = did_you_mean(str(name), FORMATS) or f"known: {', '.join(FORMATS)}"
             raise UserError(f"unknown text tool-call format {name!r}; {hint}")
     return tuple(formats)
 

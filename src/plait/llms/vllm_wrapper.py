@@ -35,6 +35,7 @@ from .base_llm import (
     Prompt,
     StreamItem,
     engine_fields,
+    engine_params,
     pop_base_gen_params,
 )
 from .templates import MetaTemplate
@@ -170,12 +171,12 @@ class _VllmCore(LLMCore, Generic[EngineT]):
         meta_template: MetaTemplate | None = None,
         **gen_params: object,
     ) -> None:
-        base = pop_base_gen_params(gen_params)
+        self._vllm = _import_vllm()
+        base = pop_base_gen_params(gen_params, self, engine_params(self._vllm.SamplingParams, _RENAMED))
         super().__init__(path, meta_template=meta_template, **base)
         self.gen_params.update(gen_params)
         self.tp = tp
         self.vllm_cfg = dict(vllm_cfg or {})
-        self._vllm = _import_vllm()
         self.model: EngineT = self._build_engine(path)
 
     @abc.abstractmethod

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import UserError
+from .names import check_keywords, keyword_names
 
 __all__ = ["create_object", "load_class_from_string"]
 
@@ -68,7 +69,9 @@ def create_object(config: object) -> Any:
     `functools.partial`. The caller's dict is never modified.
 
     Raises:
-        UserError: The dict has no ``type`` key, or ``type`` does not resolve.
+        UserError: The dict has no ``type`` key, ``type`` does not resolve, or a key is not a
+            parameter of the class (the message names the closest one; a class taking
+            ``**kwargs`` checks its own, as plait's models do).
     """
     if not isinstance(config, Mapping):
         return config
@@ -79,6 +82,9 @@ def create_object(config: object) -> Any:
     if isinstance(target, str):
         target = load_class_from_string(target)
     if isinstance(target, type):
+        accepted = keyword_names(target)
+        if accepted is not None:  # a class without **kwargs: a misspelt key is named here, not as a TypeError
+            check_keywords(target.__name__, kwargs, accepted)
         return target(**kwargs)
     if callable(target):
         return functools.partial(target, **kwargs)

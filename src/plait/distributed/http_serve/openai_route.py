@@ -28,7 +28,7 @@ Approval: when the agent pauses before tools that need a person's approval, the 
 assistant message with ``tool_calls`` (the waiting calls) and ``finish_reason`` ``'tool_calls'``,
 as a model's would be; the client answers each with a ``tool`` message in the same session:
 ``approve`` (or yes / y / ok / true) runs the call, ``reject`` (or no / n / false / empty)
-refuses it, any other text refuses it and is what the model is told. A pause needs a session
+refuses it, any other text refuses it and is told to the model as the reason. A pause needs a session
 (``X-Session-Id``): without one the request is answered 409.
 """
 

@@ -9,7 +9,6 @@ their class name; `get_searcher` looks them up (no ``eval``).
 from __future__ import annotations
 
 import asyncio
-import difflib
 import html
 import re
 import threading
@@ -22,6 +21,7 @@ from typing_extensions import TypedDict
 
 from ....exceptions import UserError
 from ....types import JSONValue
+from ....utils.names import did_you_mean
 from ..client import SyncBridge, WebClient
 from ..messages import HTTPRequest, HTTPResponse
 from ..policy import RetryConfig, TTLCache
@@ -66,8 +66,7 @@ def get_searcher(name: str) -> type[BaseSearch]:
     """
     cls = SEARCHERS.get(name)
     if cls is None:
-        close = difflib.get_close_matches(str(name), list(SEARCHERS), n=3)
-        hint = f"did you mean {', '.join(map(repr, close))}?" if close else f"known: {', '.join(sorted(SEARCHERS))}"
+        hint = did_you_mean(str(name), list(SEARCHERS), n=3) or f"known: {', '.join(sorted(SEARCHERS))}"
         raise UserError(f"no search backend named {name!r}; {hint}")
     return cls
 
