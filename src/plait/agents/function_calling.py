@@ -107,7 +107,7 @@ class FunctionCallingCore(ToolLoopCore):
     ) -> Flow[AgentMessage]:
         """A turn without tools on `prompt` (an output type's correction), as the tool turns are made."""
         response = _as_response((yield self._turn(session_id, params, prompt)))
-        return self.make_response(response.content, extra_info=_usage(response))
+        return self.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
 
     def _turn_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
@@ -169,9 +169,16 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         """Text ends the run (with the usage); tool calls run."""
         response = _as_response(reply)
         if state.forced or not response.tool_calls:
-            return Done(self.agent.make_response(response.content, extra_info=_usage(response)))
+            return Done(
+                self.agent.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+            )
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
-        turn = AgentMessage(sender=self.agent.name, content=response.content, formatted={"tool_calls": calls})
+        turn = AgentMessage(
+            sender=self.agent.name,
+            content=response.content,
+            formatted={"tool_calls": calls},
+            reasoning=response.reasoning,
+        )
         memory = self.agent._memory
         self._before_turn = memory.length(session_id) if memory is not None else None
         self.agent.update_memory(turn, session_id)
