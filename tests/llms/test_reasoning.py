@@ -241,3 +241,23 @@ def test_reasoning_survives_record_and_replay(tmp_path: Path) -> None:
     assert reply.reasoning == Reasoning("Done.")
     kept = [m["reasoning"]["text"] for m in again.state_dict()["memory"] if m.get("reasoning")]
     assert kept == ["Look it up.", "Done."]
+
+
+def test_export_leaves_reasoning_out_of_both_formats_and_never_in_the_answer() -> None:
+    from plait.eval import to_openai
+    from plait.eval.export import to_sharegpt
+
+    call = {"id": "c1", "name": "weather", "arguments": '{"city": "Oslo"}'}
+    trajectory: list[Any] = [
+        {"content": "Oslo?", "sender": "user"},
+        {"content": "", "sender": "A", "formatted": {"tool_calls": [call]}, "reasoning": {"text": "Look it up."}},
+        {"content": "sunny", "sender": "ActionExecutor", "extra_info": {"tool_call_id": "c1", "name": "weather"}},
+        {"content": "Sunny.", "sender": "A", "reasoning": {"text": "Done.", "signature": "sig"}},
+        {"content": "And Bergen?", "sender": "user", "reasoning": 5},  # hostile: left out, as malformed messages are
+    ]
+    line = to_openai({"trajectory": trajectory}, {"name": "A", "tools": []})
+    assert [m["role"] for m in line["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert line["messages"][3] == {"role": "assistant", "content": "Sunny."}
+    assert "Look it up" not in json.dumps(line) and "Done." not in json.dumps(line)
+    shared = to_sharegpt({"trajectory": trajectory}, {"name": "A", "tools": []})
+    assert "Look it up" not in json.dumps(shared) and "Done." not in json.dumps(shared)
