@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..exceptions import UserError
 
@@ -114,9 +114,9 @@ class ModelProfile:
         if self.reasoning_replay == "field" and not self.reasoning_field:
             raise UserError("reasoning_replay='field' needs a reasoning_field to send the reasoning in")
 
-    def replace(self, **changes: object) -> ModelProfile:
+    def replace(self, **changes: Any) -> ModelProfile:
         """A copy with `changes` applied (checked as a new profile is)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        return dataclasses.replace(self, **changes)
 
 
 _IM_END = ("<|im_end|>",)
