@@ -42,7 +42,7 @@ from .effects import ActionCall, Effect, Flow, ModelCall
 from .exceptions import ReplayMismatchError, UserError
 from .interceptors import Interceptor, intercept
 from .llms.response import ModelResponse, ToolCall, Usage
-from .schema import ActionReturn, AgentStatusCode, ModelStatusCode
+from .schema import ActionReturn, AgentStatusCode, ModelStatusCode, Reasoning
 from .utils._aio import closing_stream
 from .utils._json import json_default
 
@@ -101,7 +101,10 @@ def _decode_reply(value: object) -> object:
             data = dict(value["__model_response__"])
             calls = [ToolCall(**call) for call in data.get("tool_calls") or []]
             usage = Usage(**data["usage"]) if data.get("usage") else None
-            return ModelResponse(data.get("content", ""), calls, data.get("finish_reason"), usage, data.get("raw"))
+            reasoning = Reasoning.from_wire(data.get("reasoning"))
+            return ModelResponse(
+                data.get("content", ""), calls, data.get("finish_reason"), usage, data.get("raw"), reasoning
+            )
         return {k: _decode_reply(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode_reply(v) for v in value]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 __all__ = [
     "ActionReturn",
@@ -25,6 +25,7 @@ __all__ = [
     "FunctionCall",
     "ModelStatusCode",
     "PendingCall",
+    "Reasoning",
     "dataclass2dict",
 ]
 
@@ -148,6 +149,53 @@ class ActionReturn:
         return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class Reasoning:
+    """A model's reasoning ("thinking") beside its answer: never part of `AgentMessage.content`.
+
+    Reasoning models return it under many names (``reasoning_content``, ``reasoning``,
+    ``thinking``, Anthropic ``thinking`` blocks, inline ``<think>`` tags); plait keeps it here
+    whatever the server, and sends it back per the model's profile
+    (`plait.llms.profiles.ModelProfile.reasoning_replay`).
+
+    Attributes:
+        text: The reasoning text (``''`` when the provider returned only an opaque payload).
+        signature: The provider's signature over the text (Anthropic's ``thinking`` block
+            ``signature``), sent back unchanged when the reasoning is replayed.
+        redacted: An opaque, encrypted reasoning payload (Anthropic's ``redacted_thinking``
+            ``data``), sent back unchanged.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+    def to_wire(self) -> dict[str, str]:
+        """The JSON form carried in a chat message's ``reasoning`` key (None fields left out)."""
+        out = {"text": self.text}
+        if self.signature is not None:
+            out["signature"] = self.signature
+        if self.redacted is not None:
+            out["redacted"] = self.redacted
+        return out
+
+    @classmethod
+    def from_wire(cls, value: object) -> Reasoning | None:
+        """What `to_wire` wrote (or a bare string of text) back as a `Reasoning`; None for anything else."""
+        if isinstance(value, Reasoning):
+            return value
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, Mapping):
+            text, signature, redacted = value.get("text", ""), value.get("signature"), value.get("redacted")
+            return cls(
+                text if isinstance(text, str) else "",
+                signature if isinstance(signature, str) else None,
+                redacted if isinstance(redacted, str) else None,
+            )
+        return None
+
+
 def _enum_value(value: object) -> object:
     return value.value if isinstance(value, IntEnum) else value
 
@@ -174,6 +222,9 @@ class AgentMessage(BaseModel):
         type: A free-form kind label.
         receiver: The intended recipient, when there is one.
         stream_state: `AgentStatusCode.END` for a complete message, other codes while streaming.
+        reasoning: The model's reasoning behind this message, kept apart from `content` (output
+            parsers and typed outputs never see it); None when there is none, and then absent
+            from `model_dump` and the repr, as in Lagent.
 
     Example:
         ```python
@@ -189,6 +240,11 @@ class AgentMessage(BaseModel):
     type: str | None = None
     receiver: str | None = None
     stream_state: AgentStatusCode = AgentStatusCode.END
+    reasoning: Reasoning | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    def __repr_args__(self) -> Any:
+        """The repr's fields: `reasoning` only when there is some (Lagent's repr otherwise)."""
+        return [(name, value) for name, value in super().__repr_args__() if name != "reasoning" or value is not None]
 
     def copy(
         self,
@@ -206,7 +262,7 @@ class AgentMessage(BaseModel):
         return self.model_copy(update=dict(update) if update else None, deep=deep)
 
 
-_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None), Reasoning})  # Reasoning: frozen, of strings
 _COPY_DEPTH = 64  # deeper data goes to `copy.deepcopy` (which also copes with cycles)
 
 

@@ -30,7 +30,9 @@ def test_agent_message_prints_like_the_seed() -> None:
         "type",
         "receiver",
         "stream_state",
+        "reasoning",  # issue 37: plait's addition, last; absent from str, repr and dumps when None
     ]
+    assert "reasoning" not in msg.model_dump() and "reasoning" not in msg.model_dump_json()
 
 
 def test_agent_message_json_and_copy() -> None:

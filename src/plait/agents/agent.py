@@ -27,7 +27,7 @@ from ..hooks.hook import Hook, RemovableHandle
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
-from ..schema import AgentMessage, AgentStatusCode
+from ..schema import AgentMessage, AgentStatusCode, Reasoning
 from ..types import Aggregator
 from ..untrusted import as_text, clean_text
 from ..utils.config import create_object
@@ -251,12 +251,17 @@ class AgentCore(AgentModule):
         return self.aggregator.aggregate(memory, self.name, self.output_format, self.template)
 
     def make_response(
-        self, raw: Any, stream_state: AgentStatusCode = AgentStatusCode.END, extra_info: Any = None
+        self,
+        raw: Any,
+        stream_state: AgentStatusCode = AgentStatusCode.END,
+        extra_info: Any = None,
+        reasoning: Reasoning | None = None,
     ) -> AgentMessage:
         """Wrap raw model text as this agent's message, parsing it with `output_format`.
 
         A reply the parser rejects is still returned (errors are data): `formatted` is None
         and ``extra_info['parse_error']`` says why, so the caller can ask the model again.
+        The model's `reasoning` is kept beside the text; the parser never sees it.
         """
         formatted = None
         if isinstance(raw, str):
@@ -267,7 +272,12 @@ class AgentCore(AgentModule):
             except ParseError as exc:
                 extra_info = {**(extra_info or {}), "parse_error": exc.err_msg}
         return AgentMessage(
-            sender=self.name, content=raw, formatted=formatted, extra_info=extra_info, stream_state=stream_state
+            sender=self.name,
+            content=raw,
+            formatted=formatted,
+            extra_info=extra_info,
+            stream_state=stream_state,
+            reasoning=reasoning,
         )
 
     def _require_llm(self) -> Any:

@@ -121,7 +121,7 @@ class FunctionCallingCore(ToolLoopCore):
     ) -> Flow[AgentMessage]:
         """A turn without tools on `prompt` (an output type's correction), as the tool turns are made."""
         response = _as_response((yield self._turn(session_id, params, prompt)))
-        return self.make_response(response.content, extra_info=_usage(response))
+        return self.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
 
     def _turn_chunk(self, item: Any, held: HeldMarkup | None = None) -> AgentMessage:
         status, text, extra = item
@@ -190,10 +190,15 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         read = read_reply(_as_response(reply), offered_tools(self._tools), self.agent.text_call_formats, state.turns)
         response = read.response
         if state.forced or not (response.tool_calls or read.problems):
-            return Done(self.agent.make_response(response.content, extra_info=_usage(response)))
+            return Done(
+                self.agent.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+            )
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         turn = AgentMessage(
-            sender=self.agent.name, content=response.content, formatted={"tool_calls": calls} if calls else None
+            sender=self.agent.name,
+            content=response.content,
+            formatted={"tool_calls": calls} if calls else None,
+            reasoning=response.reasoning,
         )
         memory = self.agent._memory
         self._before_turn = memory.length(session_id) if memory is not None else None

@@ -11,6 +11,10 @@ Two formats, one line per exported case:
   "tools"}`` with ``human`` / ``gpt`` / ``function_call`` / ``observation`` turns and ``tools``
   as a JSON string.
 
+Neither format has a reasoning field (OpenAI's fine-tuning schema allows no other message key),
+so an assistant turn's reasoning (`AgentMessage.reasoning`, kept in ``results.jsonl``) is left
+out of both, and never joined to the answer.
+
 Native tool calls are taken as the agent made them. Text-protocol trajectories — ReAct's
 ``Action:`` / ``Observation:`` turns, the InternLM2 plugin protocol — become the same tool
 calls (`native_messages`): the thought is the assistant's content, the call's arguments those
@@ -126,6 +130,7 @@ def to_openai(record: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str
     for message in FunctionCallAggregator().turns(native, name):
         if message.get("content") is None:  # an assistant turn that only calls tools
             message = {key: value for key, value in message.items() if key != "content"}
+        message.pop("reasoning", None)  # no field for it in the format (see the module docstring)
         messages.append(message)
     line: dict[str, Any] = {"messages": messages}
     if profile.get("tools"):

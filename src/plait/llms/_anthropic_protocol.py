@@ -5,6 +5,11 @@
   calls and results turned into ``tool_use`` / ``tool_result`` blocks, stop words ->
   ``stop_sequences``, OpenAI tool schemas -> ``input_schema`` tools).
 * `parse_message`: a ``Message`` (SDK object or dict) -> `ModelResponse`.
+
+Extended thinking: a reply's ``thinking`` blocks become the response's `Reasoning` (text and
+``signature``; a ``redacted_thinking`` block's ``data`` as ``redacted``). An assistant turn that
+called tools sends them back unchanged, first in its content, as the API requires within a
+tool loop; reasoning without a Claude signature (another model's) is not sent.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import UserError
 from ..outputs import response_schema
+from ..schema import Reasoning
 from ._decoded import count, json_array, json_object
 from ._openai_protocol import ToolChoice, ToolSpec, normalize_tool
 from .base_llm import LAGENT_DROPPED
@@ -91,6 +97,17 @@ def _tool_use(call: Mapping[str, object]) -> dict[str, object]:
     return {"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": tool_input}
 
 
+def _thinking_blocks(message: Mapping[str, object]) -> list[dict[str, object]]:
+    """The signed ``thinking`` (and ``redacted_thinking``) blocks of a turn's reasoning, as Claude wrote them."""
+    reasoning = Reasoning.from_wire(message.get("reasoning"))
+    blocks: list[dict[str, object]] = []
+    if reasoning is not None and reasoning.signature is not None:
+        blocks.append({"type": "thinking", "thinking": reasoning.text, "signature": reasoning.signature})
+    if reasoning is not None and reasoning.redacted is not None:
+        blocks.append({"type": "redacted_thinking", "data": reasoning.redacted})
+    return blocks
+
+
 def _turn(message: Mapping[str, object]) -> dict[str, object]:
     """One OpenAI-style message as a Claude turn (role user or assistant)."""
     role = message.get("role")
@@ -102,7 +119,7 @@ def _turn(message: Mapping[str, object]) -> dict[str, object]:
         }
         return {"role": "user", "content": [result]}
     if role == "assistant" and message.get("tool_calls"):
-        blocks = _blocks(message.get("content"))
+        blocks = _thinking_blocks(message) + _blocks(message.get("content"))
         blocks += [_tool_use(json_object(call)) for call in json_array(message["tool_calls"])]
         return {"role": "assistant", "content": blocks}
     if role not in ("user", "assistant"):
@@ -196,9 +213,19 @@ def parse_message(message: object) -> ModelResponse:
     """A Claude ``Message`` (SDK object or decoded JSON) as a `ModelResponse`."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    thinking: list[str] = []
+    signature: str | None = None
+    redacted: str | None = None
     for block in json_array(_get(message, "content")):
         kind = _get(block, "type")
-        if kind == "text":
+        if kind == "thinking":
+            thinking.append(str(_get(block, "thinking") or ""))
+            sign = _get(block, "signature")
+            signature = sign if isinstance(sign, str) else signature
+        elif kind == "redacted_thinking":
+            data = _get(block, "data")
+            redacted = data if isinstance(data, str) else redacted
+        elif kind == "text":
             text.append(str(_get(block, "text") or ""))
         elif kind == "tool_use":
             arguments = json.dumps(_get(block, "input") or {}, ensure_ascii=False)
@@ -213,4 +240,5 @@ def parse_message(message: object) -> ModelResponse:
         counts = Usage(prompt, completion, prompt + completion)
     reason = _get(message, "stop_reason")
     finish = _STOP_REASONS.get(reason, reason) if isinstance(reason, str) else None
-    return ModelResponse("".join(text), calls, finish, counts, message)
+    reasoning = Reasoning("\n\n".join(thinking), signature, redacted) if thinking or redacted else None
+    return ModelResponse("".join(text), calls, finish, counts, message, reasoning)

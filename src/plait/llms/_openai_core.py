@@ -42,6 +42,7 @@ from ._http1 import IncompleteResponse, ResponseTooLong
 from ._openai_protocol import Payload, StreamAccumulator, build_headers, parse_completion
 from ._retry import RetryPolicy, describe_body, error_for_status, is_quota_error, parse_retry_after
 from ._sse import SSEDecoder
+from .profiles import ThinkTags
 from .response import ModelResponse, Usage
 
 __all__ = ["MAX_JSON_BYTES", "STREAM_DEADLINE_FACTOR", "ChatTransport", "KeyRing", "stream_deadline"]
@@ -308,8 +309,10 @@ class ChatTransport:
         retry_after = parse_retry_after(resp.headers)
         raise error_for_status(resp.status, text, retry_after=retry_after, secrets=self._secrets())
 
-    async def complete(self, payload: Payload, timeout: float | None = None) -> ModelResponse:
-        """One chat completion (non-streaming), retried per the policy."""
+    async def complete(
+        self, payload: Payload, timeout: float | None = None, think: ThinkTags = "closed"
+    ) -> ModelResponse:
+        """One chat completion (non-streaming), retried per the policy (`think`: how think tags are read)."""
         body, seconds, tries = await self._begin(payload, timeout)
         while True:
             key, org = self._next_try(tries)
@@ -319,7 +322,7 @@ class ChatTransport:
                         await self._raise_for_status(resp)
                     await _refuse_html(resp)
                     raw = await resp.read()
-                response = parse_completion(loads(raw))
+                response = parse_completion(loads(raw), think)
             except Exception as exc:  # classified in _after_failure
                 await self._after_failure(exc, tries, key)
                 continue
@@ -362,7 +365,7 @@ class ChatTransport:
             raise err from None
 
     async def stream(
-        self, payload: Payload, timeout: float | None = None
+        self, payload: Payload, timeout: float | None = None, think: ThinkTags = "closed"
     ) -> AsyncIterator[tuple[StreamAccumulator, bool]]:
         """Stream one chat completion, retried per the policy.
 
@@ -374,7 +377,8 @@ class ChatTransport:
         repeats part of what was yielded, and passed on once it goes beyond it. A retried
         attempt whose text differs from what was yielded (a sampled answer that came out
         differently) ends the call with `LLMConnectionError`. Tool calls reach the caller
-        only in the final accumulator, so they never need retracting.
+        only in the final accumulator, so they never need retracting. `think` says how
+        inline think tags are read (the text the caller sees never holds a think block).
 
         Raises:
             LLMConnectionError: Also when a retry after a cut stream diverged from the text
@@ -385,7 +389,7 @@ class ChatTransport:
         shown = ""  # the text the caller has been given
         while True:
             key, org = self._next_try(tries)
-            acc = StreamAccumulator()
+            acc = StreamAccumulator(think)
             diverged = False
             catching_up = bool(shown)  # a retry after text was yielded: its text is checked against it
             try:

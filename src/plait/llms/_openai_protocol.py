@@ -5,6 +5,8 @@
   only fields the OpenAI API accepts (anything else goes through ``extra_body``).
 * `parse_completion` reads a non-streaming body into a `ModelResponse`.
 * `StreamAccumulator` folds streamed chunks (text and tool-call deltas) into one.
+
+Reasoning is read from replies and sent back by `plait.llms._reasoning_wire`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from ..exceptions import LLMResponseError, ParseError, UserError
 from ..untrusted import loads
 from ..utils.redact import redact_url
 from ._decoded import count, json_array, json_object
+from ._reasoning_wire import ReasoningStream, field_reasoning, replay_messages, reply_reasoning
+from .profiles import ReasoningReplay, ThinkTags
 from .response import ModelResponse, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -157,6 +161,8 @@ def build_payload(
     json_mode: bool = False,
     tools: Sequence[ToolSpec] | None = None,
     tool_choice: ToolChoice = None,
+    reasoning_replay: ReasoningReplay = "drop",
+    reasoning_field: str | None = None,
 ) -> Payload:
     """The request body for one chat completion.
 
@@ -174,8 +180,11 @@ def build_payload(
         tools: Tool schemas for native tool calling.
         tool_choice: ``'auto'``, ``'none'``, ``'required'`` or a specific function (its
             name, or the API's function object; sent as the object).
+        reasoning_replay: How the reasoning messages carry (their ``reasoning`` key) is
+            sent back: ``'field'``, ``'tags'`` or ``'drop'`` (`plait.llms._reasoning_wire`).
+        reasoning_field: The message field of ``'field'`` replay (``'reasoning_content'``...).
     """
-    payload: Payload = {"model": model, "messages": list(messages)}
+    payload: Payload = {"model": model, "messages": replay_messages(messages, reasoning_replay, reasoning_field)}
     if params.get("max_completion_tokens") is None:
         max_tokens = params.get("max_tokens", params.get("max_new_tokens"))
         if max_tokens is not None:
@@ -242,8 +251,11 @@ def _snippet(body: object) -> str:
     return text[:300]
 
 
-def parse_completion(body: object) -> ModelResponse:
+def parse_completion(body: object, think: ThinkTags = "closed") -> ModelResponse:
     """A `ModelResponse` from a decoded (non-streaming) chat-completion body.
+
+    The reply's reasoning (a reasoning field, or inline think tags as `think` says) goes to
+    ``reasoning``, never into ``content``.
 
     Raises:
         LLMResponseError: The body has no ``choices`` (or carries an ``error`` object).
@@ -266,7 +278,7 @@ def parse_completion(body: object) -> ModelResponse:
             )
             for i, call in enumerate(message.get("tool_calls") or ())
         ]
-        content = _text(message.get("content"))
+        reasoning, content = reply_reasoning(field_reasoning(message), _text(message.get("content")), think)
     except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type
         raise LLMResponseError(f"malformed message in the response: {_snippet(choice)}") from exc
     return ModelResponse(
@@ -275,27 +287,41 @@ def parse_completion(body: object) -> ModelResponse:
         finish_reason=choice.get("finish_reason"),
         usage=parse_usage(body.get("usage")),
         raw=body,
+        reasoning=reasoning,
     )
 
 
 class StreamAccumulator:
     """Folds streamed chat-completion chunks into the text so far and one final `ModelResponse`.
 
+    Args:
+        think: How inline think tags in the content are read (`plait.llms.profiles.ThinkTags`).
+
     Attributes:
-        text: The content received so far.
+        text: The content received so far, reasoning held back (think blocks never show).
         finish_reason: The finish reason, once a chunk carried one.
         usage: Token counts, once a chunk carried them.
         done: True once ``[DONE]`` arrived.
     """
 
-    __slots__ = ("_calls", "done", "finish_reason", "text", "usage")
+    __slots__ = ("_calls", "_reasoning", "done", "finish_reason", "usage")
 
-    def __init__(self) -> None:
-        self.text = ""
+    def __init__(self, think: ThinkTags = "closed") -> None:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
         self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        self._reasoning = ReasoningStream(think)
+
+    @property
+    def text(self) -> str:
+        """The visible content received so far."""
+        return self._reasoning.content
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning received so far."""
+        return self._reasoning.reasoning
 
     @property
     def complete(self) -> bool:
@@ -333,9 +359,7 @@ class StreamAccumulator:
             if choice.get("index", 0) != 0:
                 continue
             delta = json_object(choice.get("delta") or {})
-            text = _text(delta.get("content"))
-            if text:
-                self.text += text
+            if self._reasoning.feed(delta, _text(delta.get("content"))):
                 grew = True
             for call in json_array(delta.get("tool_calls")):
                 self._feed_call(json_object(call))
@@ -369,4 +393,8 @@ class StreamAccumulator:
             ToolCall(id=entry[0] or f"call_{index}", name=entry[1], arguments=entry[2] or "{}")
             for index, entry in sorted(self._calls.items())
         ]
-        return ModelResponse(content=self.text, tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage)
+        self._reasoning.finish()
+        reasoning, content = self._reasoning.result()
+        return ModelResponse(
+            content=content, tool_calls=calls, finish_reason=self.finish_reason, usage=self.usage, reasoning=reasoning
+        )

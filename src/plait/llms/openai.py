@@ -53,6 +53,7 @@ from .base_llm import (
     is_chat_batch,
     pop_base_gen_params,
 )
+from .profiles import ModelProfile, ReasoningReplay, check_replay, profile_for
 from .response import ModelResponse, Usage
 from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
@@ -175,6 +176,12 @@ class _GPTAPICore(LLMCore):
         max_connections: Connection-pool size (per event loop).
         context_window: The model's context size in tokens, when known; None (the default)
             leaves it unknown until `fetch_context_window` asks the server.
+        profile: What plait assumes about the model's family (`plait.llms.profiles`): how
+            its reasoning is read and sent back. None (the default): matched from
+            `model_type` by `profile_for`.
+        reasoning_replay: Overrides the profile's reasoning replay: ``'field'`` (assistant
+            turns that called tools send their reasoning back in the profile's
+            ``reasoning_field``), ``'tags'`` (inline ``<think>``) or ``'drop'``.
         **gen_params: Generation defaults: ``max_new_tokens`` (sent as ``max_tokens``, no
             cap), ``temperature``, ``top_p``, ``stop_words`` (sent as ``stop``), any OpenAI
             request field (``seed``, ``presence_penalty``, ``max_completion_tokens``...), and
@@ -210,8 +217,16 @@ class _GPTAPICore(LLMCore):
         max_retry_after: float = 60.0,
         max_connections: int = 1024,
         context_window: int | None = None,
+        profile: ModelProfile | None = None,
+        reasoning_replay: ReasoningReplay | None = None,
         **gen_params: object,
     ) -> None:
+        if profile is not None and not isinstance(profile, ModelProfile):
+            raise UserError(f"profile must be a ModelProfile or None, not {type(profile).__name__}")
+        profile = profile_for(model_type) if profile is None else profile
+        if reasoning_replay is not None:
+            profile = profile.replace(reasoning_replay=check_replay(reasoning_replay))
+        self.profile = profile
         if context_window is not None and (
             not isinstance(context_window, int) or isinstance(context_window, bool) or context_window <= 0
         ):
@@ -320,6 +335,8 @@ class _GPTAPICore(LLMCore):
             json_mode=self.json_mode,
             tools=tools,
             tool_choice=tool_choice,
+            reasoning_replay=self.profile.reasoning_replay,
+            reasoning_field=self.profile.reasoning_field,
         )
         for name in self._extra_fields:
             if params.get(name) is not None:
@@ -333,7 +350,8 @@ class _GPTAPICore(LLMCore):
     async def _complete(self, request: _Request) -> ModelResponse:
         """Send one prepared request; the reply with client-side stop words applied."""
         payload, params, timeout = request
-        return self._finish_response(await self._transport.complete(payload, timeout), params)
+        response = await self._transport.complete(payload, timeout, self.profile.think_tags)
+        return self._finish_response(response, params)
 
     def _batch_requests(self, inputs: ChatBatch, gen_params: Mapping[str, object]) -> list[_Request]:
         """One request per conversation of a batch."""
@@ -344,8 +362,9 @@ class _GPTAPICore(LLMCore):
         return [response.content for response in await asyncio.gather(*map(self._complete, requests))]
 
     def _stream_item(self, acc: StreamAccumulator, final: bool, params: Mapping[str, object]) -> StreamItem:
-        if final:
-            return ModelStatusCode.END, self._finish(acc.text, params), self._finish_response(acc.response(), params)
+        if final:  # the whole reply, split as a non-streamed one is (its text may settle differently)
+            response = self._finish_response(acc.response(), params)
+            return ModelStatusCode.END, response.content, response
         return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
 
     def __repr__(self) -> str:
@@ -400,7 +419,7 @@ class GPTAPI(_GPTAPICore, ToolLLM):
 
     def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
         payload, params, timeout = self._tool_request(call, stream=True)
-        for acc, final in self._io.iterate(self._transport.stream(payload, timeout)):
+        for acc, final in self._io.iterate(self._transport.stream(payload, timeout, self.profile.think_tags)):
             yield self._stream_item(acc, final, params)
 
     def close(self) -> None:
@@ -452,7 +471,7 @@ class AsyncGPTAPI(_GPTAPICore, AsyncToolLLM):
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
         payload, params, timeout = self._tool_request(call, stream=True)
-        async for acc, final in self._transport.stream(payload, timeout):
+        async for acc, final in self._transport.stream(payload, timeout, self.profile.think_tags):
             yield self._stream_item(acc, final, params)
 
     async def aclose(self) -> None:

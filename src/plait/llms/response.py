@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..schema import Reasoning
 from ..types import JSONValue, ToolCallRecord
 from ..untrusted import as_text
 
@@ -104,6 +105,7 @@ class ModelResponse:
         finish_reason: Why generation stopped (``'stop'``, ``'length'``, ``'tool_calls'``...).
         usage: Token counts, when the backend reports them.
         raw: The backend's decoded response body, for diagnosis.
+        reasoning: The model's reasoning, apart from `content` (None when it gave none).
     """
 
     content: str = ""
@@ -111,6 +113,7 @@ class ModelResponse:
     finish_reason: str | None = None
     usage: Usage | None = None
     raw: object = None
+    reasoning: Reasoning | None = None
 
     def __post_init__(self) -> None:
         self.content = as_text(self.content)  # what reaches memory is clean text, whatever the server sent

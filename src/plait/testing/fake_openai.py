@@ -306,6 +306,7 @@ class FakeOpenAIServer(BackgroundServer):
 
     Attributes:
         requests: Every chat request body received, in order.
+        bodies: The same requests' bodies as received (bytes), for tests of what went on the wire.
         headers: The headers of each of those requests.
         model_listings: The headers of every ``GET /v1/models`` request, in order.
         errors: Problems the server hit (script exhausted, handler raised).
@@ -338,6 +339,7 @@ class FakeOpenAIServer(BackgroundServer):
         self.exhausted_keys = set(exhausted_keys)
         self.max_model_len = max_model_len
         self.requests: list[dict[str, JSONValue]] = []
+        self.bodies: list[bytes] = []
         self.headers: list[dict[str, str]] = []
         self.model_listings: list[dict[str, str]] = []
         self._seq = 0
@@ -409,6 +411,7 @@ class FakeOpenAIServer(BackgroundServer):
             return _error(400, f"request body is not JSON: {raw[:200]!r}")
         self._seq += 1
         self.requests.append(body)
+        self.bodies.append(raw)
         self.headers.append(dict(request.headers))
         auth = request.headers.get("Authorization", "")
         if auth.startswith("Bearer ") and auth[7:] in self.exhausted_keys:

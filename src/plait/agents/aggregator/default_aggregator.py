@@ -11,7 +11,7 @@ from ...exceptions import UserError
 from ...memory import Memory
 from ...schema import ActionReturn, ActionStatusCode, AgentMessage
 
-__all__ = ["DefaultAggregator", "content_to_text"]
+__all__ = ["DefaultAggregator", "content_to_text", "with_reasoning"]
 
 
 def content_to_text(content: Any) -> str:
@@ -29,6 +29,17 @@ def content_to_text(content: Any) -> str:
     if isinstance(content, (Mapping, list, tuple)):
         return json.dumps(content, ensure_ascii=False, default=str)
     return str(content)
+
+
+def with_reasoning(message: AgentMessage, turn: dict[str, object]) -> dict[str, object]:
+    """`turn` (the chat message of `message`) with its reasoning under ``'reasoning'``, when it has some.
+
+    The model's client decides whether the reasoning goes back and how (its profile's
+    ``reasoning_replay``); it never joins the content here.
+    """
+    if message.reasoning is not None:
+        turn["reasoning"] = message.reasoning.to_wire()
+    return turn
 
 
 class DefaultAggregator:
@@ -55,7 +66,7 @@ class DefaultAggregator:
         for message in messages:
             text = content_to_text(message.content)
             if message.sender == name:
-                result.append({"role": "assistant", "content": text})
+                result.append(with_reasoning(message, {"role": "assistant", "content": text}))
             elif result and result[-1]["role"] == "user":
                 result[-1] = {"role": "user", "content": f"{result[-1]['content']}\n{text}"}
             else:

@@ -1,0 +1,180 @@
+"""Reasoning on the OpenAI chat-completions wire: read from replies, sent back per profile (pure, no IO).
+
+Servers put a reasoning model's thinking in different places; `reply_reasoning` and
+`ReasoningStream` read every one of them:
+
+- a message (or stream delta) field: ``reasoning_content`` (DeepSeek's API, LMDeploy, older
+  vLLM, llama.cpp's server with ``reasoning_format``), ``reasoning`` (newer vLLM, Ollama's
+  OpenAI route, OpenRouter) or ``thinking`` (Ollama's native API). The first non-empty
+  one of a message or delta is taken, so a server that fills two of them with the same
+  text is read once;
+- inline ``<think>...</think>`` in ``content`` when the server parses no reasoning
+  (`plait.llms.think_tags`), unless the profile says ``think_tags='off'``.
+
+`replay_messages` decides what goes back: a chat message built from plait's memory carries
+its reasoning under the ``reasoning`` key (`plait.schema.Reasoning.to_wire`); the key is
+always removed, and per the replay policy the reasoning of assistant turns that called
+tools is sent in the profile's field (``'field'``), inline as ``<think>`` tags (``'tags'``),
+or not at all (``'drop'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..schema import Reasoning
+from ..untrusted import as_text
+from .profiles import ReasoningReplay, ThinkTags
+from .think_tags import ThinkStream, split_think
+
+__all__ = ["REASONING_FIELDS", "ReasoningStream", "field_reasoning", "replay_messages", "reply_reasoning"]
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
+"""The message fields servers carry reasoning in, in the order they are read."""
+
+REASONING_KEY = "reasoning"
+"""The key of a plait chat message that holds its reasoning (`Reasoning.to_wire`)."""
+
+
+def field_reasoning(message: Mapping[str, object]) -> str | None:
+    """The reasoning text a message or delta carries in one of `REASONING_FIELDS`.
+
+    Returns:
+        The first non-empty text; ``''`` when a field is there but empty; None when none is.
+    """
+    present = False
+    for name in REASONING_FIELDS:
+        value = message.get(name)
+        if isinstance(value, str):
+            if value:
+                return as_text(value)
+            present = True
+    return "" if present else None
+
+
+def _joined(*parts: str | None) -> Reasoning | None:
+    texts = [part for part in parts if part]
+    if not texts:
+        return Reasoning("") if any(part is not None for part in parts) else None
+    return Reasoning("\n\n".join(texts))
+
+
+def reply_reasoning(field: str | None, content: str, think: ThinkTags) -> tuple[Reasoning | None, str]:
+    """A whole reply's reasoning and its content without it.
+
+    Args:
+        field: What `field_reasoning` read from the message (None: no field).
+        content: The message's content.
+        think: How inline think tags are read (``'off'``: not at all). Whether the block
+            was opened by the prompt is worked out from the content (its first tag is a
+            closing one), which also holds for a stream once it is complete.
+
+    Returns:
+        ``(reasoning, content)``; reasoning None when the reply had none.
+    """
+    inline = None
+    if think != "off" and "think>" in content:
+        inline, content = split_think(content)
+    return _joined(field, inline), content
+
+
+class ReasoningStream:
+    """Reads reasoning out of a streamed reply: field deltas, and think tags in the content deltas.
+
+    Args:
+        think: How inline think tags are read. ``'opened'`` starts the content as reasoning,
+            unless a reasoning field arrived first (then the server parses reasoning and
+            the content is the answer).
+
+    Attributes:
+        content: The visible content so far (think blocks held back and removed).
+        raw: Every content delta, as received.
+    """
+
+    __slots__ = ("_field", "_finished", "_tags", "_think", "content", "raw")
+
+    def __init__(self, think: ThinkTags = "closed") -> None:
+        self._think = think
+        self._field: str | None = None
+        self._tags: ThinkStream | None = None  # from the first '<' on (or from the start, for an opened block)
+        self._finished = False
+        self.content = ""
+        self.raw = ""
+
+    def feed(self, delta: Mapping[str, object], text: str) -> bool:
+        """Take one delta (its content already read as `text`); True when the visible content grew.
+
+        Content passes through as it comes until a ``<`` shows that a tag may follow; from
+        there a `ThinkStream` holds back what may be a tag and removes think blocks.
+        """
+        field = field_reasoning(delta)
+        if field is not None:
+            self._field = (self._field or "") + field
+        if not text:
+            return False
+        first = not self.raw
+        self.raw += text
+        if self._tags is None:
+            if self._think == "opened" and first and self._field is None:
+                self._tags = ThinkStream(opened=True)
+            elif self._think == "off" or "<" not in text:
+                self.content += text
+                return True
+            else:
+                start = text.index("<")
+                self.content += text[:start]
+                text, self._tags = text[start:], ThinkStream()
+        shown = self._tags.feed(text)[1]
+        self.content += shown
+        return bool(shown)
+
+    def finish(self) -> None:
+        """End of the reply: the content held back (a partial tag, trailing whitespace) is shown."""
+        if self._tags is not None and not self._finished:
+            self.content += self._tags.finish()[1]
+        self._finished = True
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning received so far (fields, then think blocks shown so far)."""
+        inline = self._tags.reasoning if self._tags is not None else ""
+        return "\n\n".join(part for part in (self._field, inline) if part)
+
+    def result(self) -> tuple[Reasoning | None, str]:
+        """The complete reply's ``(reasoning, content)``, split as `reply_reasoning` splits a whole reply."""
+        return reply_reasoning(self._field, self.raw, self._think)
+
+
+def _with_think(content: object, text: str) -> str:
+    body = "" if content is None else str(content)
+    return f"<think>\n{text}\n</think>\n\n{body}" if text else body
+
+
+def replay_messages(
+    messages: Sequence[Mapping[str, object]], replay: ReasoningReplay, field: str | None
+) -> list[Mapping[str, object]]:
+    """`messages` as sent: each message's `REASONING_KEY` removed, or turned into what `replay` says.
+
+    Only assistant turns that called tools send reasoning back: the turns DeepSeek and Kimi
+    require it on (HTTP 400 otherwise), and the ones a tool loop continues from. Messages
+    without the key are passed on as they are (not copied).
+    """
+    out: list[Mapping[str, object]] = []
+    for message in messages:
+        if not isinstance(message, Mapping) or REASONING_KEY not in message:
+            out.append(message)
+            continue
+        sent = {key: value for key, value in message.items() if key != REASONING_KEY}
+        reasoning = Reasoning.from_wire(message[REASONING_KEY])
+        if (
+            reasoning is not None
+            and replay != "drop"
+            and message.get("role") == "assistant"
+            and message.get("tool_calls")
+        ):
+            if replay == "field" and field:
+                sent.setdefault(field, reasoning.text)
+            elif replay == "tags":
+                sent["content"] = _with_think(sent.get("content"), reasoning.text)
+        out.append(sent)
+    return out
