@@ -23,9 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import os
 import signal
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Callable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -36,7 +40,9 @@ from .access import check_exposure
 if TYPE_CHECKING:
     from .requests import ServerLimits
 
-__all__ = ["AgentReplica", "run_deployment"]
+__all__ = ["PROXY_TRIES", "AgentReplica", "run_deployment"]
+
+logger = logging.getLogger(__name__)
 
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "host", "content-length"}
@@ -115,6 +121,54 @@ class AgentReplica:
             self.server.stop()
 
 
+PROXY_TRIES = 5
+"""How often to wait for Ray Serve's HTTP proxy (60 s each, Ray's own constant) on a busy machine."""
+
+
+def _start_proxies(ray: ModuleType, serve: ModuleType, host: str, port: int) -> None:
+    """``serve.start`` on `host`:`port`, waiting again while the proxy actor is slow to come up.
+
+    Ray waits 60 s for its proxy and then kills it; on a loaded machine the controller starts
+    another, and asking again waits for that one.
+    """
+    for attempt in range(1, PROXY_TRIES + 1):
+        try:
+            serve.start(http_options={"host": host, "port": port})
+            return
+        except (TimeoutError, ray.exceptions.RayActorError) as exc:
+            if attempt == PROXY_TRIES:
+                raise
+            logger.warning("Ray Serve's HTTP proxy is not up yet (%s); waiting again", type(exc).__name__)
+
+
+SERVED_S = 600.0
+"""How long the deployment may take to answer through Ray's proxy once deployed."""
+
+
+def _wait_until_served(host: str, port: int, timeout: float = SERVED_S) -> None:
+    """Wait until the proxy hands requests to a replica (the agent server answers: 200, or 401 without a token).
+
+    Raises:
+        TimeoutError: It did not within `timeout` seconds.
+    """
+    address = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # the wildcard is asked on loopback
+    url = f"http://{address}:{port}/health_check"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:  # our own http URL
+                if answer.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            if exc.code == 401:
+                return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the Ray Serve deployment did not answer on {url} within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
 def run_deployment(
     build: Callable[[], Any],
     *,
@@ -154,9 +208,10 @@ def run_deployment(
             ray.init(log_to_driver=False)
         else:  # a runtime of its own on this machine, gone with the server
             ray.init(address="local", include_dashboard=False, log_to_driver=False)
-    serve.start(http_options={"host": host, "port": port})
+    _start_proxies(ray, serve, host, port)
     deployment = serve.deployment(AgentReplica, name="plait-agent", num_replicas=replicas, max_ongoing_requests=256)
     serve.run(deployment.bind(build, store, token, limits, a2a), name="plait", route_prefix="/", blocking=False)
+    _wait_until_served(host, port)
     if ready is not None:
         ready()
     else:
