@@ -220,7 +220,7 @@ def score(run: dict[str, Any]) -> dict[str, str]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all 40 "
+        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all "
         "| time | tokens |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
