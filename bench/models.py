@@ -73,18 +73,26 @@ def first_turn(llm: Any, task: Task) -> dict[str, Any]:
     return {"right": right, "calls": made, "text": response.content[:200]}
 
 
-def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
+def end_to_end(llm: Any, task: Task, routed: bool = True) -> dict[str, Any]:
     """Run the task's tool loop as `FunctionCallingAgent` does; right when the answer holds every expected fact.
 
     Each reply's calls run and their results go back; a call made before is not run again
     (its earlier result goes back with a note, plait's ``repeat_calls='reuse'``), and after a
     turn of only such calls, or at the last turn, the answer is asked for (``tool_choice='none'``).
+    `routed` (the apps' ``tool_choice='routed'``): plait's `ToolRouter` picks the first
+    call's tool choice, and asks for the tools again where a part of the question has no call
+    yet (`ToolRouter.again`, once per round of new calls); else every turn is ``'auto'``.
     """
+    from plait.agents.routing import ToolRouter
+
     tools = [TOOLS[name] for name in task.tools]
+    router = ToolRouter()
     messages: list[dict[str, Any]] = [*system(), {"role": "user", "content": task.question}]
     made: list[Any] = []
     results: dict[str, str] = {}
-    answer, choice = "", "auto"
+    answer = ""
+    choice = router(task.question, task.tools, tools) if routed else "auto"
+    again_after = -1
     for turn in range(MAX_TURNS):
         if turn == MAX_TURNS - 1:
             choice = "none"
@@ -109,12 +117,25 @@ def end_to_end(llm: Any, task: Task) -> dict[str, Any]:
                 result = results[key] = run_tool(call.name, _arguments(call))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         choice = "auto"
+        if routed and again_after < len(made) and router.again(task.question, [args for _, args in made], tools):
+            choice, again_after = "required", len(made)
     flat = answer.replace(",", "").lower()
     return {"right": all(fact.lower() in flat for fact in task.answer), "calls": made, "text": answer[:300]}
 
 
-def run_one(model: str, protocol: str, threads: int) -> dict[str, Any]:
-    """The 40 tasks on one model under one protocol (in this process)."""
+def selected(tasks: str | None) -> list[Task]:
+    """The tasks `tasks` names: comma-separated kinds or parts of questions (case-insensitive); all when None."""
+    if not tasks:
+        return TASKS
+    wanted = [part.strip().lower() for part in tasks.split(",") if part.strip()]
+    chosen = [task for task in TASKS if any(w == task.kind or w in task.question.lower() for w in wanted)]
+    if not chosen:
+        raise SystemExit(f"no task matches --tasks {tasks!r} (kinds: {', '.join(KINDS)})")
+    return chosen
+
+
+def run_one(model: str, protocol: str, threads: int, tasks: str | None = None, routed: bool = True) -> dict[str, Any]:
+    """The tasks (all 40, or those `tasks` names: `selected`) on one model under one protocol (in this process)."""
     from plait.exceptions import UserError
     from plait.llms import LlamaCppModel
 
@@ -126,10 +147,10 @@ def run_one(model: str, protocol: str, threads: int) -> dict[str, Any]:
     loaded = time.perf_counter() - began
     rows = []
     try:
-        for task in TASKS:
+        for task in selected(tasks):
             start = time.perf_counter()
             try:
-                row = end_to_end(llm, task) if task.kind == "end_to_end" else first_turn(llm, task)
+                row = end_to_end(llm, task, routed) if task.kind == "end_to_end" else first_turn(llm, task)
             except UserError as exc:  # the protocol does not fit the model (no tool syntax in its template)
                 return {"model": model, "protocol": protocol, "unsupported": str(exc)}
             except Exception as exc:
@@ -146,6 +167,7 @@ def run_one(model: str, protocol: str, threads: int) -> dict[str, Any]:
         "model": model,
         "protocol": protocol,
         "threads": threads,
+        "end_to_end_tool_choice": "routed" if routed else "auto",
         "load_s": round(loaded, 2),
         "seconds": round(sum(row["seconds"] for row in rows), 1),
         "tokens": llm.usage.total_tokens,
@@ -198,7 +220,7 @@ def score(run: dict[str, Any]) -> dict[str, str]:
 
 def table(results: dict[str, Any]) -> str:
     lines = [
-        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all 40 "
+        "| model | protocol | simple | several tools | parallel | irrelevant (no call) | end to end | all "
         "| time | tokens |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -210,7 +232,8 @@ def table(results: dict[str, Any]) -> str:
         total = sum(int(row["right"]) for row in run["tasks"])
         cells = " | ".join(s[kind] for kind in KINDS)
         lines.append(
-            f"| {run['model']} | {run['protocol']} | {cells} | {total}/40 | {run['seconds']} s | {run['tokens']:,} |"
+            f"| {run['model']} | {run['protocol']} | {cells} | {total}/{len(run['tasks'])} | {run['seconds']} s "
+            f"| {run['tokens']:,} |"
         )
     lines += [
         "",
@@ -230,6 +253,10 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated catalogue names (default: every installed one)")
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--threads", type=int, default=2, help="threads for the task runs (default: 2)")
+    parser.add_argument("--tasks", help="only these tasks: comma-separated kinds (end_to_end...) or parts of questions")
+    parser.add_argument(
+        "--unrouted", action="store_true", help="end to end under 'auto' on every turn, not the apps' 'routed'"
+    )
     parser.add_argument("--no-speed", action="store_true", help="skip the speed runs")
     parser.add_argument("--table", action="store_true", help="print the tables of the saved results and stop")
     parser.add_argument("--speed-only", action="store_true", help="measure speed only, into the saved results")
@@ -238,7 +265,7 @@ def main() -> None:
     parser.add_argument("--speed-one", nargs=2, metavar=("MODEL", "THREADS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one[0], args.one[1], args.threads)))
+        print(json.dumps(run_one(args.one[0], args.one[1], args.threads, args.tasks, not args.unrouted)))
         return
     if args.speed_one:
         print(json.dumps(speed_one(args.speed_one[0], int(args.speed_one[1]))))
@@ -260,7 +287,8 @@ def main() -> None:
     for model in models:
         for protocol in args.protocols.split(","):
             print(f"{model} / {protocol}", file=sys.stderr)
-            results["runs"].append(_child(["--one", model, protocol, "--threads", str(args.threads)]))
+            task_args = (["--tasks", args.tasks] if args.tasks else []) + (["--unrouted"] if args.unrouted else [])
+            results["runs"].append(_child(["--one", model, protocol, "--threads", str(args.threads), *task_args]))
         if not args.no_speed:
             for threads in (1, 2):
                 results["speed"].append(_child(["--speed-one", model, str(threads)]))

@@ -55,7 +55,8 @@ class FunctionCallingCore(ToolLoopCore):
             so a final answer always arrives.
         tool_choice: Passed to the model on tool rounds (``'auto'``, ``'required'``...); a call's
             ``tool_choice=`` keyword overrides it. ``'routed'`` (or a `ToolRouter`) decides per
-            question (`plait.agents.routing`): the Calculator for arithmetic, no tool for small talk.
+            question (`plait.agents.routing`): the Calculator for arithmetic, no tool for small talk,
+            a tool for a question in its own words, and the tools again for a part no call covered.
         reset_tool_choice: What a forcing choice (``'required'``, one function) becomes once a
             tool has run, so the model can answer: ``'auto'`` (default), ``'none'`` (answer
             now), or None to keep forcing.
@@ -146,14 +147,16 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         super().__init__(agent)
         self._tools: list[dict[str, object]] | None = None
         self._before_turn: int | None = None  # the memory length before the last reply with calls
+        self._router: ToolRouter | None = None
         self._question = "\n".join(m.content for m in inputs if isinstance(m.content, str))
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
         """A routed tool choice (``'routed'``, a `ToolRouter`) is decided once, from the question, into the state."""
         choice = kwargs.get("tool_choice", self.agent.tool_choice)
         if choice == ROUTED or isinstance(choice, ToolRouter):
-            router = choice if isinstance(choice, ToolRouter) else ToolRouter()
-            state.scratch["tool_choice"] = router(self._question, list(self.agent.executor.keys()))
+            self._router = choice if isinstance(choice, ToolRouter) else ToolRouter()
+            tools = self.agent.executor.openai_tools()
+            state.scratch["tool_choice"] = self._router(self._question, list(self.agent.executor.keys()), tools)
 
     def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
         kwargs = self.agent.answer_params(kwargs)  # a text reply is the answer: ask for the output type
@@ -168,13 +171,27 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
 
         A choice that forces a tool call (``'required'``, or one function) holds until a tool
         has run; later rounds ask with the agent's ``reset_tool_choice`` (``'auto'``, as the
-        OpenAI Agents SDK does), or the model could never answer.
+        OpenAI Agents SDK does), or the model could never answer. A routed run requires the
+        tools once more when its router finds a part of the question no call covered yet
+        (`ToolRouter.again`; once per round of new calls).
         """
         choice = state.scratch.get("tool_choice") or kwargs.get("tool_choice", self.agent.tool_choice)
         reset = self.agent.reset_tool_choice
         if state.turns and reset is not None and (choice == "required" or isinstance(choice, Mapping)):
             choice = reset
+        if state.turns and self._router is not None and self._missed(state):
+            choice = "required"
         return Ask(self.agent._turn(session_id, self._params(kwargs, choice)))
+
+    def _missed(self, state: RunState) -> bool:
+        """Whether the router asks for the tools again (at most once after each round of new calls)."""
+        called = state.scratch.get("called") or []
+        if state.scratch.get("again_after", -1) >= len(called) or self._router is None:
+            return False
+        if not self._router.again(self._question, called, self.agent.executor.openai_tools()):
+            return False
+        state.scratch["again_after"] = len(called)
+        return True
 
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The same request with ``tool_choice='none'`` (whatever the call asked): the model must answer in text."""
@@ -238,7 +255,11 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
     def on_results(
         self, state: RunState, calls: Sequence[PlannedCall], results: Sequence[Any], session_id: Hashable
     ) -> Decision:
-        """Each result goes into memory as the answer to its call id."""
+        """Each result goes into memory as the answer to its call id; a routed run notes the calls' arguments."""
+        if self._router is not None:
+            arguments = [decode_arguments(call["arguments"]) for call in calls]
+            called = state.scratch.setdefault("called", [])
+            called.extend(args for args in arguments if isinstance(args, dict) and args not in called)
         for call, result in zip(calls, results, strict=True):
             content = result.content if isinstance(result, AgentMessage) else result
             extra = {"tool_call_id": call.get("id"), "name": call["name"]}
