@@ -374,3 +374,32 @@ def test_tool_spans_outside_agents_and_attribute_types(traced: Traced) -> None:
     for value in attrs(tool).values():
         assert isinstance(value, (str, int, float, bool, tuple)), value
     assert isinstance(GLOBAL_INTERCEPTORS, Mapping)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_recorded_content_keeps_reasoning_as_its_own_part(mode: str) -> None:
+    """Reasoning is the conventions' ``reasoning`` part of a message, never its text (issue 37)."""
+    from plait.testing import Reply
+
+    script = [
+        Reply("<think>The tool doubles.</think>", tool_calls=[("Doubler", {"x": 21})]),
+        Reply("<think>It said 42.</think>It is 42."),
+    ]
+    tracing = Traced()
+    instrument(tracing.provider, record_content=True)
+    try:
+        with FakeOpenAIServer(script) as server:
+            resolve(tool_agent(mode, server)("Double 21.", session_id="s1"))
+    finally:
+        uninstrument()
+    _, first, _, second = tracing.spans()
+    assert json.loads(attrs(first)["gen_ai.output.messages"])[0]["parts"][0] == {
+        "type": "reasoning",
+        "content": "The tool doubles.",
+    }
+    assert json.loads(attrs(second)["gen_ai.output.messages"])[0]["parts"] == [
+        {"type": "reasoning", "content": "It said 42."},
+        {"type": "text", "content": "It is 42."},
+    ]
+    turn = json.loads(attrs(second)["gen_ai.input.messages"])[-2]  # the tool-call turn, sent again
+    assert turn["role"] == "assistant" and turn["parts"][0] == {"type": "reasoning", "content": "The tool doubles."}

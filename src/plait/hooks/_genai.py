@@ -248,6 +248,9 @@ def _input_messages(messages: object) -> list[dict[str, object]]:
         role = str(message.get("role") or "user")
         parts: list[dict[str, object]] = []
         content = message.get("content")
+        reasoning = message.get("reasoning")  # a message's reasoning (`Reasoning.to_wire`), kept apart from its text
+        if isinstance(reasoning, Mapping) and reasoning.get("text"):
+            parts.append({"type": "reasoning", "content": reasoning["text"]})
         if role == "tool":
             parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"), "response": content})
         elif content:
@@ -267,6 +270,10 @@ def _input_messages(messages: object) -> list[dict[str, object]]:
 
 
 def _output_message(response: ModelResponse) -> dict[str, object]:
-    parts: list[dict[str, object]] = [{"type": "text", "content": response.content}] if response.content else []
+    parts: list[dict[str, object]] = []
+    if response.reasoning is not None and response.reasoning.text:  # the conventions' ReasoningPart, first
+        parts.append({"type": "reasoning", "content": response.reasoning.text})
+    if response.content:
+        parts.append({"type": "text", "content": response.content})
     parts += [{"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
     return {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
