@@ -238,3 +238,51 @@ def test_a_tool_result_too_long_for_the_context_is_cut_and_says_so() -> None:
         assert agent("read big.txt").content == "a big file"
         tool_message = server.requests[-1]["messages"][-1]
     assert tool_message["role"] == "tool" and "characters cut to fit the context]" in tool_message["content"]
+
+
+def _thinking_call(thought: str) -> dict[str, Any]:
+    """A DeepSeek thinking-mode completion that calls the Calculator (its documented ``reasoning_content``)."""
+    function = {"name": "Calculator", "arguments": '{"expression": "6*7"}'}
+    call = {"id": "call_1", "type": "function", "function": function}
+    message = {"role": "assistant", "content": "", "reasoning_content": thought, "tool_calls": [call]}
+    return {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "deepseek-reasoner",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
+    }
+
+
+def test_reasoning_sent_back_is_counted_and_given_up_before_any_turn() -> None:
+    """A model that is sent reasoning back (DeepSeek): it counts, and older turns lose it before any turn is dropped."""
+    thought = "I will multiply six by seven with the calculator. " * 60  # ~3,000 characters: ~750 tokens
+    script = [_thinking_call(thought), Reply("42"), Reply("you asked for 6*7")]
+    with FakeOpenAIServer(script) as server:
+        llm = GPTAPI(model_type="deepseek-reasoner", api_base=server.base_url, key="k", retry=0)
+        assert llm.profile.reasoning_replay == "field"
+        agent = FunctionCallingAgent(llm, [Calculator()])
+        agent("what is 6*7?")
+        with intercept(agent, ContextPolicy("trim", context_window=500, reserve=100)):
+            agent("what did I ask?")
+        last = server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "user"]  # every turn kept
+    assert "reasoning_content" not in last[1] and thought not in str(last)  # the old turn's reasoning given up
+
+
+def test_reasoning_the_model_is_not_sent_does_not_count() -> None:
+    """A model whose profile drops reasoning (the default): a long stored thought costs nothing and trims nothing."""
+    thought = "Let me think about this carefully. " * 90  # ~3,000 characters, never sent
+    script = [_thinking_call(thought), Reply("42"), Reply("you asked for 6*7")]
+    with FakeOpenAIServer(script) as server:
+        llm = GPTAPI(model_type="qwen3-8b", api_base=server.base_url, key="k", retry=0)
+        agent = FunctionCallingAgent(llm, [Calculator()])
+        agent("what is 6*7?")
+        assert agent.memory.get_memory(0)[1].reasoning is not None  # kept with the turn
+        policy = ContextPolicy("trim", context_window=500, reserve=100)
+        with intercept(agent, policy):
+            agent("what did I ask?")
+        last = server.requests[-1]["messages"]
+    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "user"]
+    assert policy.trimmed.get(0, 0) == 0

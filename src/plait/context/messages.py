@@ -21,6 +21,8 @@ __all__ = [
     "estimate_tokens",
     "fewest_dropped",
     "message_groups",
+    "reasoning_text",
+    "sendable_reasoning",
     "shorten_tool_results",
     "split_request",
     "trim_messages",
@@ -47,9 +49,33 @@ def estimate_tokens(messages: Sequence[Message]) -> int:
         calls = message.get("tool_calls")
         if calls:
             text += str(calls)
+        text += reasoning_text(message)  # reasoning the model's client sends back (`sendable_reasoning`)
         wide = len(text) - len(text.encode("ascii", "ignore")) if not text.isascii() else 0
         total += _PER_MESSAGE + math.ceil((len(text) - wide) / 4) + wide
     return total
+
+
+def reasoning_text(message: Message) -> str:
+    """The text of a chat message's reasoning (its ``reasoning`` key, `plait.schema.Reasoning.to_wire`), or ``''``."""
+    reasoning = message.get("reasoning")
+    return str(reasoning.get("text") or "") if isinstance(reasoning, Mapping) else ""
+
+
+def _without_reasoning(message: Message) -> Message:
+    return {k: v for k, v in message.items() if k != "reasoning"} if "reasoning" in message else message
+
+
+def sendable_reasoning(messages: list[Message], replay: str | None) -> list[Message]:
+    """`messages` without the reasoning the model's client will not send (its profile's ``reasoning_replay``).
+
+    ``'drop'``: none is sent; ``'field'`` / ``'tags'``: only an assistant turn that called tools
+    sends its reasoning back; None (a model without a profile): kept as it is. What is left is
+    what a policy counts. The same list is returned when nothing changes.
+    """
+    if replay is None or not any("reasoning" in m for m in messages):
+        return messages
+    keep = replay != "drop"
+    return [m if keep and _opens_tool_round(m) else _without_reasoning(m) for m in messages]
 
 
 def message_groups(messages: Sequence[Message]) -> list[list[Message]]:
@@ -87,6 +113,11 @@ class Request:
         """The request without its `dropped` oldest groups (pinned ones stay), `summary` after the head."""
         kept = [m for i, group in enumerate(self.older) if i >= dropped or i in self.pinned for m in group]
         return [*self.head, *([summary] if summary is not None else []), *kept, *self.current]
+
+    def without_older_reasoning(self) -> Request:
+        """The request with the reasoning of its older turns left out (what a policy gives up first)."""
+        older = [[_without_reasoning(m) for m in group] for group in self.older]
+        return Request(self.head, older, self.current, self.pinned)
 
     def covered(self, dropped: int) -> list[Message]:
         """The messages of the `dropped` oldest groups (pinned ones too: they are part of what is behind)."""

@@ -16,7 +16,16 @@ from ..interceptors import Interceptor
 from ..memory.base_memory import ContextSummary, Memory
 from ..utils.config import create_object
 from .counting import MARGIN, Calibration
-from .messages import Counter, Message, Request, estimate_tokens, fewest_dropped, shorten_tool_results, split_request
+from .messages import (
+    Counter,
+    Message,
+    Request,
+    estimate_tokens,
+    fewest_dropped,
+    sendable_reasoning,
+    shorten_tool_results,
+    split_request,
+)
 from .summary import digest, fold, summary_message
 
 __all__ = ["APP_CHOICES", "ContextPolicy", "PolicyName", "app_policy"]
@@ -131,7 +140,9 @@ class ContextPolicy(Interceptor):
             passed: R = yield effect
             return passed
         session = effect.session_id
-        messages = cast("list[Message]", effect.messages)
+        given = cast("list[Message]", effect.messages)
+        replay = getattr(getattr(effect.llm, "profile", None), "reasoning_replay", None)
+        messages = sendable_reasoning(given, replay)  # what will be sent is what counts
         known = self._known_window(effect.llm)
         reserve = self._reserve(effect)
         summary = effect.memory.summary if self.policy == "summarise" and effect.memory is not None else None
@@ -159,7 +170,7 @@ class ContextPolicy(Interceptor):
         sent, used = yield from self._fit(effect, request, _Counting(count, blocking), budget, window, summary)
         self.last[session] = (used, budget, window)
         self.sent[session] = (len(sent), len(messages))
-        if sent != messages:
+        if sent is not messages and sent != messages:
             with self._lock:
                 self.trimmed[session] = self.trimmed.get(session, 0) + 1
             effect = effect.replace(messages=sent)
@@ -196,6 +207,12 @@ class ContextPolicy(Interceptor):
         fits = yield from _perform(blocking, count, candidate)
         if fits <= budget:
             return candidate, fits
+        lighter = request.without_older_reasoning()  # given up first: older turns' reasoning, not the turns
+        if lighter != request:
+            request, candidate = lighter, lighter.compose(start, note)
+            fits = yield from _perform(blocking, count, candidate)
+            if fits <= budget:
+                return candidate, fits
         if self.policy == "error":
             raise ContextWindowExceeded(fits, budget, window)
         target = budget - int(budget * self.headroom)
