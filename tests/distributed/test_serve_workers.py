@@ -30,6 +30,7 @@ from plait.memory import PostgresSessionStore
 from plait.testing.fake_openai import FakeOpenAIServer
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+LOAD_S = 900  # 2,560 turns through real processes: ~1 min idle, several under load
 RAY_S = 900  # starting a local Ray runtime and Serve: a minute here under load, more when busier
 _SERVED = re.compile(r"\[worker (\d+)\] .*session=(\S+) .*-> 200")
 
@@ -125,6 +126,7 @@ def stored(dsn: str, session: str) -> list[str]:
         store.close()
 
 
+@pytest.mark.timeout(LOAD_S)
 def test_workers_over_postgres_spread_each_session_and_keep_every_turn(
     model: FakeOpenAIServer, postgres_dsn: str
 ) -> None:
@@ -141,6 +143,7 @@ def test_workers_over_postgres_spread_each_session_and_keep_every_turn(
         assert stored(postgres_dsn, session) == [text for exchange in acked[session] for text in exchange]
 
 
+@pytest.mark.timeout(LOAD_S)
 def test_a_worker_killed_mid_run_loses_no_acknowledged_turn(model: FakeOpenAIServer, postgres_dsn: str) -> None:
     sessions, turns = 64, 10
     with plait_workers("--api-base", model.base_url, "--store", postgres_dsn) as workers:
@@ -192,6 +195,7 @@ def test_a_store_password_stays_off_the_command_line(model: FakeOpenAIServer, st
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2 * RAY_S)  # Ray's start alone passed the suite's 300 s beside two busy loops
 def test_ray_serve_replicas_over_postgres_keep_every_turn(model: FakeOpenAIServer, postgres_dsn: str) -> None:
     """The same load through ``plait serve --ray``: Ray Serve's proxy spreads the requests over two replicas."""
     sessions, turns = 256, 10
