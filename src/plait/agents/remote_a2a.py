@@ -27,7 +27,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Hashable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from ..exceptions import RemoteAgentError, UserError
 from ..llms.base_llm import AsyncBaseLLM, BaseLLM, ChatInput, LLMCore, StreamItem
@@ -227,7 +227,29 @@ class _RemoteState:
         return dropped
 
 
-class RemoteA2AAgent(_RemoteState, Agent):
+class _RemoteAgent(_RemoteState):
+    """The one constructor of `RemoteA2AAgent` and `AsyncRemoteA2AAgent` (their model class differs)."""
+
+    _model: ClassVar[type[A2AModel] | type[AsyncA2AModel]]
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 300.0,
+        name: str | None = None,
+        description: str | None = None,
+        memory: Any = _DEFAULT_MEMORY,
+        hooks: list[Any] | None = None,
+    ) -> None:
+        llm = self._model(url, token=token, timeout=timeout)
+        super().__init__(  # type: ignore[call-arg]  # the agent class that follows this mixin
+            llm, name=name or type(self).__name__, description=description, memory=memory, hooks=hooks
+        )
+
+
+class RemoteA2AAgent(_RemoteAgent, Agent):
     """A remote A2A agent as a sync plait agent (see the module's docs).
 
     Args:
@@ -240,34 +262,10 @@ class RemoteA2AAgent(_RemoteState, Agent):
         hooks: Agent hooks.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 300.0,
-        name: str | None = None,
-        description: str | None = None,
-        memory: Any = _DEFAULT_MEMORY,
-        hooks: list[Any] | None = None,
-    ) -> None:
-        llm = A2AModel(url, token=token, timeout=timeout)
-        super().__init__(llm, name=name or type(self).__name__, description=description, memory=memory, hooks=hooks)
+    _model = A2AModel
 
 
-class AsyncRemoteA2AAgent(_RemoteState, AsyncAgent):
+class AsyncRemoteA2AAgent(_RemoteAgent, AsyncAgent):
     """A remote A2A agent as an async plait agent (the arguments of `RemoteA2AAgent`)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        token: str | None = None,
-        timeout: float = 300.0,
-        name: str | None = None,
-        description: str | None = None,
-        memory: Any = _DEFAULT_MEMORY,
-        hooks: list[Any] | None = None,
-    ) -> None:
-        llm = AsyncA2AModel(url, token=token, timeout=timeout)
-        super().__init__(llm, name=name or type(self).__name__, description=description, memory=memory, hooks=hooks)
+    _model = AsyncA2AModel
