@@ -39,7 +39,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, 
 from contextlib import aclosing
 from typing import Any, Final, TypeVar, cast
 
-from .effects import Call, Composite, Effect, Emit, Flow, Gather, Leaf
+from .effects import Call, Composite, Effect, Emit, Flow, Gather, Leaf, Report
 from .exceptions import ModeError, UserError
 from .interceptors import GLOBAL_INTERCEPTORS, Interceptor
 from .schema import AgentStatusCode
@@ -217,6 +217,8 @@ async def _drive(  # noqa: C901 - the one loop; its branches are the effect kind
                     if isinstance(effect, Emit):
                         if stream:
                             await _Chunk(effect.chunk)
+                        continue
+                    if isinstance(effect, Report):  # nobody asked for events
                         continue
                     if isinstance(effect, Gather):
                         if len(effect.effects) == 1:  # nothing to overlap: run it in place, no nested drive

@@ -21,6 +21,7 @@ is typed; a plain ``yield effect`` works too (its value is `Any`).
 | `ToolCall` | `AgentMessage` or `ActionReturn` | an executor call (its hooks and dispatch run in this driver) |
 | `ActionCall` | `ActionReturn` | one tool API (argument parsing, the call, result wrapping) |
 | `Emit` | `None` | a chunk for streaming callers (others drop it) |
+| `Report` | `None` | a typed stream event (`plait.events`) for callers that asked for events (others drop it) |
 | `Gather[T]` | `list[T]` | several effects at once (concurrently in async mode) |
 
 *Composite* effects (`AgentCall`, `ToolCall`, `ActionCall`) are themselves flows
@@ -54,6 +55,7 @@ __all__ = [
     "HookCall",
     "Leaf",
     "ModelCall",
+    "Report",
     "ToolCall",
     "in_place",
     "perform",
@@ -332,6 +334,17 @@ class Emit(Effect[None]):
     """A chunk for streaming callers (non-streaming drivers drop it)."""
 
     chunk: Any
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Report(Effect[None]):
+    """A typed stream event (`plait.events`): passed on as a chunk when the caller asked for events, else dropped.
+
+    Unlike `Emit`, a report never reaches Lagent-style streams: only ``stream_events`` (which
+    runs its own interceptor around the run) turns reports into chunks.
+    """
+
+    event: Any
 
 
 @dataclass(frozen=True, slots=True, eq=False)

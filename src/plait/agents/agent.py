@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal, TypeVar, Union, cast
 from ..context import ContextPolicy, PolicyName
 from ..driver import run_astream, run_async, run_stream, run_sync
 from ..effects import Flow, ModelCall, runs_in_place
+from ..events import StreamEvent, aevents_of, events_of
 from ..exceptions import OutputValidationError, ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
 from ..memory import Memory, MemoryManager
@@ -315,7 +316,40 @@ def _context_policy(choice: object) -> ContextPolicy | None:
     return policy
 
 
-class Agent(AgentCore):
+class _Events(AgentCore):
+    """``stream_events`` / ``resume_events`` for agents called in the calling thread (`plait.events`)."""
+
+    def stream_events(self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object) -> Iterator[StreamEvent]:
+        """Run the agent like a call and yield typed events (`plait.events`), the reply last as `Final`.
+
+        Works for every agent of this mode, streaming or not; the Lagent-style stream is unchanged.
+        """
+        return events_of(agent_call_flow(self, message, session_id, kwargs), self, self.interceptors())
+
+    def resume_events(
+        self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
+    ) -> Iterator[StreamEvent]:
+        """`Agent.resume` as typed events (see `stream_events`)."""
+        return events_of(agent_resume_flow(self, decisions, session_id, kwargs), self, self.interceptors())
+
+
+class _AsyncEvents(AgentCore):
+    """``stream_events`` / ``resume_events`` for agents run on the event loop (`plait.events`)."""
+
+    def stream_events(
+        self, *message: MessageLike, session_id: Hashable = 0, **kwargs: object
+    ) -> AsyncIterator[StreamEvent]:
+        """Run the agent on the event loop and yield typed events: ``async for event in agent.stream_events(...)``."""
+        return aevents_of(agent_call_flow(self, message, session_id, kwargs), self, self.interceptors())
+
+    def resume_events(
+        self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object
+    ) -> AsyncIterator[StreamEvent]:
+        """`AsyncAgent.resume` as typed events (see `stream_events`)."""
+        return aevents_of(agent_resume_flow(self, decisions, session_id, kwargs), self, self.interceptors())
+
+
+class Agent(_Events):
     """A synchronous agent: messages in, a message out, memory updated in between.
 
     Args:
@@ -379,7 +413,7 @@ class Agent(AgentCore):
         return run_sync(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
 
 
-class AsyncAgent(AgentCore):
+class AsyncAgent(_AsyncEvents):
     """`Agent` whose call is awaited; hooks may be sync or async; sync LLMs run in a worker thread."""
 
     @runs_in_place
@@ -399,7 +433,7 @@ class AsyncAgent(AgentCore):
         return await run_async(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
 
 
-class StreamingAgent(AgentCore):
+class StreamingAgent(_Events):
     """`Agent` whose call yields `AgentMessage` chunks (cumulative text) and then the final END message."""
 
     _stream_forward: ClassVar[bool] = True
@@ -421,7 +455,7 @@ class StreamingAgent(AgentCore):
         yield from run_stream(agent_resume_flow(self, decisions, session_id, kwargs), self.interceptors())
 
 
-class AsyncStreamingAgent(AgentCore):
+class AsyncStreamingAgent(_AsyncEvents):
     """Async twin of `StreamingAgent`: ``async for chunk in agent(...)``."""
 
     _stream_forward: ClassVar[bool] = True

@@ -34,7 +34,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..effects import Call, Effect, Emit, Flow, Gather
+from ..effects import Call, Effect, Emit, Flow, Gather, Report
+from ..events import ApprovalNeeded, ToolCallStarted, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
@@ -333,7 +334,9 @@ def _loop(
                     continue
             results, repeats = yield from _run_calls(protocol, state, session_id)
             if state.waiting:
-                return _interrupted(protocol, state)
+                paused = _interrupted(protocol, state)
+                yield Report(ApprovalNeeded(agent_name(protocol.agent), tuple(paused.content)))
+                return paused
             calls = state.pending
             state.pending, state.outcomes = [], []
             decision = protocol.on_results(state, calls, results, session_id)
@@ -362,6 +365,11 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
+    name = agent_name(protocol.agent)
+    settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
+    for i in settled:  # refused, or lost to a restart: decided now, reported now
+        status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
+        yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], results[i], status))
     mode = getattr(protocol.agent, "repeat_calls", "run")
     keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
     ready = [i for i in ready if i not in repeats] if repeats else ready
@@ -370,14 +378,19 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
             state.outcomes[i] = {"started": True}
         yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
     if ready:
+        for i in ready:
+            arguments = decode_arguments(calls[i].get("arguments"))
+            yield Report(ToolCallStarted(name, call_id(calls[i], i), calls[i]["name"], arguments))
         ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
         for i, result in zip(ready, ran, strict=True):
             results[i] = result
             if keys:
                 state.ran[keys[i]] = result
+            yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], result))
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
+        yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
             state.outcomes[i] = {"result": encode_result(results[i])}
