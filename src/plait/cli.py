@@ -453,7 +453,8 @@ def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctio
 
     policy = app_policy(args.context, embedded=args.api_base is None)
     agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy, args.tool_choice)
-    agent.executor.register_hook(ToolEcho(printer, with_session=args.command == "serve"))
+    if args.command == "serve":  # run and chat show tool lines from the answer's events (`repl.ask`)
+        agent.executor.register_hook(ToolEcho(printer, with_session=True))
     meter = UsageMeter()
     register_interceptor(agent, meter)
     if args.session_file is not None:

@@ -233,7 +233,7 @@ def tool_result_event(agent: str, call_id: str, name: str, result: object, statu
     action = content if isinstance(content, ActionReturn) else None
     if status is None:
         status = "ok" if action is None or action.state == ActionStatusCode.SUCCESS else "error"
-    output = (action.errmsg or _text_of(action)) if action is not None and status != "ok" else _text_of(content)
+    output = _text_of(content)
     return ToolResult(agent, call_id, name, status, output, action)
 
 
@@ -294,6 +294,8 @@ def _reply_text(result: object) -> tuple[str, str]:
     """A finished model call's answer text and reasoning text, whatever the method returned."""
     content = getattr(result, "content", result)
     reasoning = getattr(result, "reasoning", None)
+    if reasoning is None and isinstance(result, AgentMessage) and isinstance(result.extra_info, Mapping):
+        reasoning = getattr(result.extra_info.get("response"), "reasoning", None)  # a stream's last chunk
     text = content if isinstance(content, str) else ""
     return text, str(getattr(reasoning, "text", "") or "") if reasoning is not None else ""
 

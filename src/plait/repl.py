@@ -9,17 +9,28 @@ answer interrupted with Ctrl-C, which stays in the conversation marked as interr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from .events import (
+    Final,
+    ReasoningDelta,
+    StreamEvent,
+    SubAgentStarted,
+    TextDelta,
+    ToolCallStarted,
+    ToolResult,
+    agent_name,
+)
 from .exceptions import PlaitError
 from .hooks.usage import UsageMeter
 from .llms._repetition import REPETITION
-from .schema import AgentMessage, AgentStatusCode, PendingCall
+from .schema import AgentMessage, PendingCall
 
 if TYPE_CHECKING:
     from ._session_file import SessionFile
@@ -33,6 +44,7 @@ COMMANDS = {
     "/load FILE": "load a conversation saved with /save",
     "/tools": "list the agent's tools",
     "/context": "how much of the model's context the last request used",
+    "/think on|off": "show the model's reasoning after each answer (off: one line says it reasoned)",
     "/quit": "leave (also /exit or Ctrl-D)",
 }
 
@@ -62,6 +74,39 @@ class Printer:
         self.shown = ""  # the current reply's text already written
         self.line_open = False
         self.status_shown = False
+        self.speaker = ""  # the agent asked: its text is the answer; a sub-agent's is announced, not shown
+        self.show_reasoning = False  # /think on: the model's reasoning after the answer, dimmed
+        self.reasoning = ""
+
+    def event(self, event: StreamEvent) -> Final | None:
+        """Show one event of a run (see `plait.events`); the `Final` event is returned."""
+        if isinstance(event, TextDelta):
+            if event.agent == self.speaker or not self.speaker:
+                self.text(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self.reasoning += event.delta
+        elif isinstance(event, ToolCallStarted):
+            self.line(f"[tool call] {event.name} {event.arguments}")
+        elif isinstance(event, ToolResult):
+            self.line(f"[tool result] {event.output}")
+        elif isinstance(event, SubAgentStarted):
+            self.notice(f"[{event.agent} working for {event.parent}]")
+        elif isinstance(event, Final):
+            if not event.paused:
+                self.answer(str(event.message.content))
+                self.thoughts()
+            return event
+        return None
+
+    def thoughts(self) -> None:
+        """The reply's reasoning, after the answer: dimmed when ``/think on``, else one line saying it is there."""
+        reasoning, self.reasoning = self.reasoning.strip(), ""
+        if not reasoning:
+            return
+        if self.show_reasoning:
+            self.notice(f"thinking: {reasoning}")
+        else:
+            self.notice(f"(the model reasoned for {len(reasoning.split())} words: /think on shows it)")
 
     def waiting(self) -> None:
         """On a terminal, say the model is thinking until its first words (erased then)."""
@@ -196,7 +241,7 @@ def ask(
     approve: Approve | None = None,
     **kwargs: object,
 ) -> None:
-    """Ask `agent` (a streaming agent) `question` (with the call's `kwargs`) and show the answer as it streams.
+    """Ask `agent` (any agent, sync or async) `question` and show its events as they come (`plait.events`).
 
     An answer the model cut at its token limit ends with ``[cut at N tokens]``. A tool call
     that needs approval is put to `approve` (refused without one) and the run resumed. On
@@ -205,28 +250,24 @@ def ask(
     """
     meter.take(0)
     printer.waiting()
-    stream = agent(question, **kwargs)
+    printer.speaker = agent_name(agent)
+    events: Any = agent.stream_events(question, **kwargs)
     try:
-        while stream is not None:
-            paused = None
-            for chunk in stream:
-                if chunk.stream_state == AgentStatusCode.END:
-                    printer.answer(str(chunk.content))
-                elif chunk.stream_state == AgentStatusCode.INTERRUPTED:
-                    paused = chunk
-                elif isinstance(chunk.content, str):
-                    printer.text(chunk.content)
-            stream = None
-            if paused is not None:
-                decisions = {call.id: approve(call) if approve else False for call in paused.content}
+        while events is not None:
+            final = _show(events, printer)
+            events = None
+            if final is not None and final.paused:
+                decisions = {call.id: approve(call) if approve else False for call in final.message.content}
                 printer.waiting()
-                stream = agent.resume(decisions, **kwargs)
+                events = agent.resume_events(decisions, **kwargs)
     except KeyboardInterrupt:
         partial = printer.shown
         printer.line(INTERRUPTED.strip())
         try:
-            if stream is not None:
-                stream.close()  # the agent rolls its turn back now, before the interrupted one is added
+            if isinstance(events, Iterator):
+                close = getattr(events, "close", None)
+                if close is not None:
+                    close()  # the agent rolls its turn back now, before the interrupted one is added
         except Exception as exc:  # the stop itself failed: the turn may not have been rolled back
             logger.warning("stopping the answer failed: %s", exc)
             raise KeyboardInterrupt from exc
@@ -239,6 +280,23 @@ def ask(
         printer.line(f"[cut at {max_new_tokens} tokens: raise --max-new-tokens for longer answers]")
     elif finish == REPETITION:
         printer.line("[stopped: the model kept repeating itself]")
+
+
+def _show(events: Iterator[StreamEvent] | AsyncIterator[StreamEvent], printer: Printer) -> Final | None:
+    """Show a run's events (an async agent's on an event loop of their own); its `Final` event."""
+    if isinstance(events, AsyncIterator):
+        return asyncio.run(_ashow(events, printer))
+    final = None
+    for event in events:
+        final = printer.event(event) or final
+    return final
+
+
+async def _ashow(events: AsyncIterator[StreamEvent], printer: Printer) -> Final | None:
+    final = None
+    async for event in events:
+        final = printer.event(event) or final
+    return final
 
 
 def _readline(history: Path) -> Callable[[], None]:
@@ -285,7 +343,7 @@ def chat(
                 continue
             try:
                 if text.startswith("/"):
-                    out.write(_command(agent, text, session) + "\n")
+                    out.write(_command(agent, text, session, printer) + "\n")
                 else:
                     turn(text)
             except KeyboardInterrupt:
@@ -328,10 +386,15 @@ def _context_report(policy: Any, summary: Any = None) -> str:
     )
 
 
-def _command(agent: Any, text: str, session: SessionFile | None = None) -> str:
+def _command(agent: Any, text: str, session: SessionFile | None = None, printer: Printer | None = None) -> str:
     """Run a chat command; its reply (errors included) as text."""
     command, _, argument = text.partition(" ")
     argument = argument.strip()
+    if command == "/think" and printer is not None:
+        if argument not in ("on", "off"):
+            return f"/think {'on' if printer.show_reasoning else 'off'}: say /think on or /think off"
+        printer.show_reasoning = argument == "on"
+        return f"(reasoning {'shown after each answer' if printer.show_reasoning else 'hidden'})"
     if command == "/help":
         return "\n".join(f"  {name:<12} {what}" for name, what in COMMANDS.items())
     if command == "/reset":

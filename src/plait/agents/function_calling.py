@@ -245,10 +245,14 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         self._before_turn = None
         return True
 
+    def tool_name(self, call: PlannedCall) -> str:
+        """The executor's name of the tool a call names (the model's wire name may differ)."""
+        return str(self.agent.executor.resolve_name(call["name"]))
+
     def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
         """The call through the executor, its argument JSON decoded."""
         executor = self.agent.executor
-        name = executor.resolve_name(call["name"])
+        name = self.tool_name(call)
         request = AgentMessage(sender=self.agent.name, content=FunctionCall(name, decode_arguments(call["arguments"])))
         return ToolCall(executor, request, session_id)
 

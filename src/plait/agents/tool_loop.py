@@ -191,6 +191,10 @@ class LoopProtocol(ABC, Generic[A]):
         check = getattr(getattr(self.agent, "executor", None), "needs_approval", None)
         return bool(check(call["name"], call.get("arguments"))) if callable(check) else False
 
+    def tool_name(self, call: PlannedCall) -> str:
+        """The tool a call names, as people know it (its stream events carry this name)."""
+        return str(call["name"])
+
     def refusal(self, state: RunState, call: PlannedCall, text: str) -> Any:
         """What stands for a refused call's result: the executor's kind of answer, `text` as its error."""
         arguments = decode_arguments(call.get("arguments"))
@@ -369,7 +373,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
     for i in settled:  # refused, or lost to a restart: decided now, reported now
         status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
-        yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], results[i], status))
+        yield Report(tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), results[i], status))
     mode = getattr(protocol.agent, "repeat_calls", "run")
     keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
     ready = [i for i in ready if i not in repeats] if repeats else ready
@@ -380,17 +384,19 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     if ready:
         for i in ready:
             arguments = decode_arguments(calls[i].get("arguments"))
-            yield Report(ToolCallStarted(name, call_id(calls[i], i), calls[i]["name"], arguments))
+            yield Report(ToolCallStarted(name, call_id(calls[i], i), protocol.tool_name(calls[i]), arguments))
         ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
         for i, result in zip(ready, ran, strict=True):
             results[i] = result
             if keys:
                 state.ran[keys[i]] = result
-            yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], result))
+            yield Report(tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), result))
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
-        yield Report(tool_result_event(name, call_id(calls[i], i), calls[i]["name"], results[i], "repeated"))
+        yield Report(
+            tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), results[i], "repeated")
+        )
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
             state.outcomes[i] = {"result": encode_result(results[i])}
