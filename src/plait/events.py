@@ -214,6 +214,10 @@ class Final(StreamEvent):
         """Whether the run paused for approval rather than answering."""
         return self.message.stream_state == AgentStatusCode.INTERRUPTED
 
+    def to_dict(self) -> dict[str, Any]:
+        """The event as JSON-able data, with ``paused``."""
+        return {"type": self.type, "agent": self.agent, "paused": self.paused, "message": _jsonable(self.message)}
+
 
 def agent_name(agent: object) -> str:
     """The name an agent's events carry: its ``name``, else its class name."""

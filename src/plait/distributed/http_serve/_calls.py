@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ...exceptions import (
     LLMError,
@@ -19,12 +19,13 @@ from ...exceptions import (
 )
 from ...llms._threaded import Producer, aiterate_thread
 from ...memory.base_memory import MessageLike
-from ...schema import AgentMessage
 
-__all__ = ["agent_chunks", "http_status"]
+__all__ = ["agent_chunks", "events_call", "http_status"]
 
 
 def _is_async_agent(agent: object) -> bool:
+    if inspect.iscoroutinefunction(agent) or inspect.isasyncgenfunction(agent):  # a function (`events_call`'s)
+        return True
     call = getattr(agent, "__func__", None) or type(agent).__call__  # an agent, or one of its methods
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
 
@@ -48,10 +49,26 @@ def _run_sync(
     return produce
 
 
+def events_call(agent: Any, resume: bool = False) -> Callable[..., object]:
+    """The agent's ``stream_events`` (``resume_events``) as `agent_chunks` runs it (async agents: an async gen)."""
+    method = getattr(agent, "resume_events" if resume else "stream_events", None)
+    if method is None:
+        raise UserError(f'{type(agent).__name__} gives no typed events: ask with "stream": true instead')
+    if not _is_async_agent(agent):
+        return cast("Callable[..., object]", method)
+
+    async def events(*inputs: object, **kwargs: object) -> AsyncIterator[object]:
+        async with contextlib.aclosing(method(*inputs, **kwargs)) as run:
+            async for event in run:
+                yield event
+
+    return events
+
+
 async def agent_chunks(
     agent: Callable[..., object], inputs: Sequence[MessageLike], kwargs: Mapping[str, object]
-) -> AsyncIterator[AgentMessage]:
-    """The agent's reply as chunks: a streaming agent's own, or one final message.
+) -> AsyncIterator[Any]:
+    """The agent's reply as chunks: a streaming agent's own, or one final message (typed events for `events_call`).
 
     `agent` is the agent, or one of its calling methods (``agent.resume``).
 

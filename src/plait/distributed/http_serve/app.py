@@ -7,7 +7,9 @@ Routes (Lagent's, plus streaming):
   (and optionally ``stream`` and generation parameters: ``temperature``, ``top_p``, ``top_k``,
   ``max_new_tokens``, ``repetition_penalty``, ``stop_words``)
   -> the reply, as an `AgentMessage` dict; with ``"stream": true``, Server-Sent Events: one
-  `AgentMessage` dict per chunk, the final (END) one last
+  `AgentMessage` dict per chunk, the final (END) one last; with ``"stream": "events"``, the
+  run's typed events (`plait.events`: ``event: tool_call_started`` ... ``event: final``,
+  each ``data`` its ``to_dict()``), for any agent, streaming or not
 * ``GET /memory/{session_id}`` -> ``agent.state_dict(session_id)``
 * ``DELETE /memory/{session_id}`` -> forget the session (in a bound `SessionStore` too)
 * with ``a2a=True``: A2A 1.0, the Agent Card at ``/.well-known/agent-card.json`` and JSON-RPC at
@@ -58,6 +60,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from ...agents.module import AgentModule
+from ...events import StreamEvent
 from ...exceptions import PlaitError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import UsageMeter
@@ -68,7 +71,7 @@ from ...untrusted import loads
 from ...utils._aio import LoopThread
 from ...utils._json import json_default
 from ...utils.config import create_object
-from ._calls import agent_chunks, http_status
+from ._calls import agent_chunks, events_call, http_status
 from .a2a_route import A2ARoute
 from .access import TOKEN_ENV, AccessControl, listen, read_tokens
 from .connections import ConnectionGate
@@ -237,11 +240,12 @@ class AgentAPIServer:
         """Answer ``message`` in ``session_id`` (streamed as SSE when ``stream`` is true)."""
         try:
             chat = parse_chat_request(loads(await request.read()), self.limits)
+            call = events_call(self.agent) if chat.stream == "events" else self.agent
         except (ValueError, UserError) as exc:  # ParseError and pydantic's ValidationError are ValueErrors
             return _error(exc, 400)
         session = self.access.scope(request, chat.session_id)
         kwargs = {"session_id": session, **chat.overrides}
-        return await self._answer(request, self.agent, chat.inputs, kwargs, chat.stream, "/chat_completion")
+        return await self._answer(request, call, chat.inputs, kwargs, bool(chat.stream), "/chat_completion")
 
     async def resume(self, request: web.Request) -> web.StreamResponse:
         """Take a run paused for approval up again: ``{"decisions": {call id: true | false | reason}, ...}``.
@@ -251,10 +255,11 @@ class AgentAPIServer:
         """
         try:
             resume = parse_resume_request(loads(await request.read()))
+            call = events_call(self.agent, resume=True) if resume.stream == "events" else self.agent.resume
         except (ValueError, UserError) as exc:
             return _error(exc, 400)
         kwargs = {"session_id": self.access.scope(request, resume.session_id)}
-        return await self._answer(request, self.agent.resume, [resume.decisions], kwargs, resume.stream, "/resume")
+        return await self._answer(request, call, [resume.decisions], kwargs, bool(resume.stream), "/resume")
 
     async def _answer(
         self,
@@ -303,7 +308,7 @@ class AgentAPIServer:
         last = None
         async for chunk in agent_chunks(call, inputs, kwargs):
             last = chunk
-        if last is None:
+        if not isinstance(last, AgentMessage):
             raise RuntimeError(f"{type(self.agent).__name__} replied with no message")
         return last
 
@@ -314,7 +319,10 @@ class AgentAPIServer:
         await response.prepare(request)
         try:
             async for chunk in agent_chunks(call, inputs, kwargs):
-                await response.write(f"data: {_dump(chunk.model_dump())}\n\n".encode())
+                if isinstance(chunk, StreamEvent):  # stream "events": each named by its type
+                    await response.write(f"event: {chunk.type}\ndata: {_dump(chunk.to_dict())}\n\n".encode())
+                else:
+                    await response.write(f"data: {_dump(chunk.model_dump())}\n\n".encode())
         except Exception as exc:  # the status line is gone: the error travels as the last event
             error = {"error": {"type": type(exc).__name__, "message": str(exc)}}
             await response.write(f"event: error\ndata: {_dump(error)}\n\n".encode())

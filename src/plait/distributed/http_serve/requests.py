@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, Union
 
 from ...exceptions import UserError
 from ...memory.base_memory import MessageLike
@@ -107,14 +108,27 @@ class ChatRequest:
     Attributes:
         inputs: The messages for the agent (strings or `AgentMessage`s).
         session_id: The session, as the client names it (before any namespace is applied).
-        stream: Whether the reply is streamed as Server-Sent Events.
+        stream: Whether the reply is streamed as Server-Sent Events: `AgentMessage` chunks
+            (true) or typed events (``"events"``, `plait.events`).
         overrides: Generation parameters for this call (from `GENERATION_FIELDS` only).
     """
 
     inputs: list[MessageLike]
     session_id: SessionId
-    stream: bool
+    stream: Stream
     overrides: dict[str, object]
+
+
+Stream = Union[bool, Literal["events"]]
+"""A body's ``stream``: false (one reply), true (`AgentMessage` chunks) or ``"events"`` (typed events)."""
+
+
+def _stream_of(body: Mapping[str, object]) -> Stream:
+    """The body's ``stream`` field, checked."""
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream != "events":
+        raise UserError("'stream' must be true, false or \"events\"")
+    return stream
 
 
 def session_of(value: object) -> SessionId:
@@ -171,9 +185,7 @@ def parse_chat_request(body: object, limits: ServerLimits) -> ChatRequest:
             inputs.append(AgentMessage.model_validate(clean(dict(item))))  # a ValidationError is a ValueError: 400
         else:
             raise UserError(f"a message must be a string or a message dict, not {type(item).__name__}")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise UserError("'stream' must be true or false")
+    stream = _stream_of(body)
     overrides = generation_overrides({k: v for k, v in body.items() if k in GENERATION_FIELDS}, limits)
     return ChatRequest(inputs, session_of(body.get("session_id", 0)), stream, overrides)
 
@@ -251,7 +263,7 @@ class ResumeRequest:
 
     decisions: dict[str, bool | str]
     session_id: SessionId
-    stream: bool
+    stream: Stream
 
 
 _RESUME_FIELDS = ("decisions", "session_id", "stream")
@@ -277,7 +289,5 @@ def parse_resume_request(body: object) -> ResumeRequest:
         if not isinstance(value, (bool, str)) or (isinstance(value, str) and len(value) > _MAX_REASON):
             raise UserError(f"decide {key!r} with true, false or a reason of at most {_MAX_REASON} characters")
         checked[clean(key)] = clean(value) if isinstance(value, str) else value
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise UserError("'stream' must be true or false")
+    stream = _stream_of(body)
     return ResumeRequest(checked, session_of(body.get("session_id", 0)), stream)
