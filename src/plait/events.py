@@ -29,7 +29,8 @@ from the top-level answer (an inner agent that carries its owner's name, as
 things happen: the tool loop reports calls, results and pauses (`plait.effects.Report`), and an interceptor that only
 ``stream_events`` installs reports model replies and sub-agents. Agents of every paradigm
 (native tool calls, ReAct, the InternLM2 protocol, containers) and every mode give the same
-sequence; a non-streaming agent's model replies arrive as one `TextDelta` each.
+sequence. A non-streaming agent's model calls are made streamed when the model can
+stream (its text then arrives as it is written; the agent gets the same reply).
 
 The Lagent-style stream (``for chunk in agent(...)`` on a streaming agent: `AgentMessage`
 chunks with cumulative ``content`` and a ``stream_state``) is unchanged: events are an
@@ -267,7 +268,7 @@ class _Tap(Interceptor):
         if isinstance(effect, ModelCall):
             name = agent_name(effect.agent) if effect.agent is not None else agent_name(effect.llm)
             yield Emit(_ReplyStarted(name))
-            result = yield effect
+            result = yield _streamed(effect)
             yield Emit(_ReplyEnded(name, result))
             return result
         assert isinstance(effect, AgentCall)
@@ -292,6 +293,30 @@ class _Tap(Interceptor):
     @property
     def parent(self) -> str:
         return self.stack[-1]
+
+
+def _streamed(effect: ModelCall[Any]) -> ModelCall[Any]:
+    """The call made as ``stream_chat`` where the model can stream it, so that its text arrives as it is written.
+
+    A ``chat`` call streams with any model that has ``stream_chat`` (the result is the text,
+    as ``chat`` gives it); a ``complete`` call (tools) streams when its agent maps the chunks
+    (`ModelCall.each`) and the model streams tool calls (``stream_tools``).
+    """
+    if effect.method == "stream_chat" or not callable(getattr(effect.llm, "stream_chat", None)):
+        return effect
+    if effect.method == "chat":
+        return effect.replace(method="stream_chat", follow=False, each=effect.each or _chat_item)
+    if effect.method == "complete" and effect.each is not None and getattr(effect.llm, "stream_tools", False):
+        return effect.replace(method="stream_chat", follow=False)
+    return effect
+
+
+def _chat_item(item: Any) -> object:
+    """A ``stream_chat`` item of a call made for ``chat``: a chunk on the way, the text at the end."""
+    status, text, _ = item
+    if status == AgentStatusCode.END:
+        return str(text)
+    return AgentMessage(sender="", content=text, stream_state=AgentStatusCode.STREAM_ING)
 
 
 def _reply_text(result: object) -> tuple[str, str]:

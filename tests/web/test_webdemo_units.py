@@ -13,29 +13,26 @@ import pytest
 
 from _support import wait_for_http
 from plait.agents.internlm2_agent import AgentReturn
+from plait.events import Final, ReasoningDelta, TextDelta, ToolCallStarted, ToolResult
 from plait.exceptions import LLMAPIError, MissingDependencyError
 from plait.llms import GPTAPI
 from plait.llms.response import ModelResponse, ToolCall as LLMToolCall
-from plait.schema import ActionReturn, ActionStatusCode, AgentStatusCode
+from plait.schema import ActionReturn, AgentMessage, AgentStatusCode
 from plait.testing import ScriptedLLM
 from plait.testing.fake_openai import Reply
 from plait.web import launcher
 from plait.web.events import (
     ChatEntry,
     Failed,
-    Finished,
     InternLM2Reader,
     Notice,
     NoticeBlock,
-    Text,
     TextBlock,
+    ThinkingBlock,
     ToolBlock,
-    ToolCall,
-    ToolResult,
     apply_event,
-    tool_result,
 )
-from plait.web.runner import StreamingLLM, Turn, build_agent, run_internlm2, run_tool_agent
+from plait.web.runner import Turn, build_agent, run_internlm2, run_tool_agent
 from plait.web.session import ChatSession, compose_message
 from plait.web.settings import AGENT_KINDS, Settings, default_prompts, import_tool_modules, plugin_choices, preset
 
@@ -50,16 +47,33 @@ def fold(*events: Any) -> ChatEntry:
 # -- events ------------------------------------------------------------------------------------
 
 
+def text(value: str) -> TextDelta:
+    return TextDelta("bot", value, value)
+
+
+def call(name: str, arguments: Any, call_id: str = "") -> ToolCallStarted:
+    return ToolCallStarted("bot", call_id, name, arguments)
+
+
+def result(name: str, output: str = "", status: str = "ok", call_id: str = "", **action: Any) -> ToolResult:
+    returned = ActionReturn(type=name, **action) if action else None
+    return ToolResult("bot", call_id, name, status, output, returned)
+
+
+def final(answer: str = "") -> Final:
+    return Final("bot", AgentMessage(sender="bot", content=answer))
+
+
 def test_text_events_update_the_current_reply_and_tools_split_replies() -> None:
     entry = fold(
-        Text(""),
-        Text("Let"),
-        Text("Let me look."),
-        ToolCall("Calculator", {"expression": "1+1"}),
-        ToolResult("Calculator", ({"type": "text", "content": "2"},)),
-        Text("It is"),
-        Text("It is 2."),
-        Finished("It is 2."),
+        text(""),
+        text("Let"),
+        text("Let me look."),
+        call("Calculator", {"expression": "1+1"}),
+        result("Calculator", "2"),
+        text("It is"),
+        text("It is 2."),
+        final("It is 2."),
     )
     assert entry.done and entry.version == 8
     assert entry.blocks == [
@@ -69,67 +83,82 @@ def test_text_events_update_the_current_reply_and_tools_split_replies() -> None:
     ]
 
 
-def test_results_match_pending_calls_by_name_then_order() -> None:
+def test_results_match_pending_calls_by_id_then_name_then_order() -> None:
     entry = fold(
-        ToolCall("A", {}),
-        ToolCall("B", {}),
-        ToolResult("B", error="bad"),
-        ToolResult("zzz", ({"type": "text", "content": "a"},)),
-        ToolResult("C", ({"type": "text", "content": "c"},)),
+        call("A", {}, "a1"),
+        call("B", {}, "b1"),
+        call("A", {}, "a2"),
+        result("A", "second", call_id="a2"),
+        result("B", "bad", status="error"),
+        result("zzz", "a"),
+        result("C", "c"),
     )
-    a, b, c = entry.blocks
-    assert isinstance(a, ToolBlock) and a.items == [{"type": "text", "content": "a"}]
+    a1, b, a2, c = entry.blocks
+    assert isinstance(a2, ToolBlock) and a2.items == [{"type": "text", "content": "second"}]
+    assert isinstance(a1, ToolBlock) and a1.items == [{"type": "text", "content": "a"}]
     assert isinstance(b, ToolBlock) and b.error == "bad" and b.done
     assert isinstance(c, ToolBlock) and c.name == "C" and c.arguments is None and not entry.done
 
 
 def test_a_late_thought_replaces_the_streamed_text_before_its_call() -> None:
-    entry = fold(Text("Let me"), ToolCall("A", {}), ToolResult("A", thought="Let me compute."))
+    entry = fold(text("Let me"), call("A", {}), result("A", "x", thought="Let me compute."))
     assert entry.blocks[0] == TextBlock("Let me compute.")
-    entry = fold(ToolCall("A", {}), ToolResult("A", thought="Because."))
+    entry = fold(call("A", {}), result("A", "x", thought="Because."))
     assert entry.blocks[0] == TextBlock("Because.")
 
 
-def test_finish_failure_and_notices() -> None:
-    entry = fold(ToolCall("A", {}), Notice("careful"), Finished("done"))
+def test_finish_failure_notices_and_the_parsed_answer() -> None:
+    entry = fold(call("A", {}), Notice("careful"), final("done"))
     assert entry.blocks[1:] == [NoticeBlock("careful"), TextBlock("done")]
-    entry = fold(Text("partial"), Failed("boom"))
+    entry = fold(text("partial"), Failed("boom"))
     assert entry.done and entry.blocks == [TextBlock("partial"), NoticeBlock("boom", level="error")]
-    assert fold(Text("kept"), Finished()).blocks == [TextBlock("kept")]
+    assert fold(text("kept"), final()).blocks == [TextBlock("kept")]
+    # a ReAct reply streams with its Thought/Final Answer lines; the answer replaces them
+    assert fold(text("Thought: easy\nFinal Answer: 4"), final("4")).blocks == [TextBlock("4")]
 
 
-def test_tool_result_from_action_returns() -> None:
-    ok = ActionReturn(type="T", result=[{"type": "image", "content": "/x.png"}], thought="hm")
-    assert tool_result(ok) == ToolResult("T", ({"type": "image", "content": "/x.png"},), None, "hm")
-    bad = ActionReturn(type="T", errmsg="no such city", state=ActionStatusCode.API_ERROR)
-    assert tool_result(bad).error == "no such city"
-    assert tool_result({"k": 1}, "raw") == ToolResult("raw", ({"type": "text", "content": '{"k": 1}'},))
+def test_reasoning_streams_into_a_thinking_block_apart_from_the_answer() -> None:
+    entry = fold(
+        ReasoningDelta("bot", "six", "six"), ReasoningDelta("bot", " sevens", "six sevens"), text("42"), final("42")
+    )
+    assert entry.blocks == [ThinkingBlock("six sevens"), TextBlock("42")]
+
+
+def test_tool_results_keep_images_and_errors() -> None:
+    ok = fold(call("T", {}), result("T", "", result=[{"type": "image", "content": "/x.png"}]))
+    assert ok.blocks == [ToolBlock("T", {}, items=[{"type": "image", "content": "/x.png"}])]
+    bad = fold(call("T", {}), result("T", "no such city", status="error"))
+    (block,) = bad.blocks
+    assert isinstance(block, ToolBlock) and block.error == "no such city" and block.done
 
 
 def test_internlm2_reader_turns_snapshots_into_events() -> None:
     reader = InternLM2Reader()
     action = ActionReturn(type="Calculator", args={"expression": "6*7"}, result=[{"type": "text", "content": "42"}])
-    call = {"name": "Calculator", "parameters": {"expression": "6*7"}}
+    plugin_call = {"name": "Calculator", "parameters": {"expression": "6*7"}}
     code_result = ActionReturn(type="IPythonInterpreter", result=[{"type": "text", "content": "hi"}])
     snapshots = [
+        AgentReturn(state=AgentStatusCode.STREAM_ING, response="Let"),
         AgentReturn(state=AgentStatusCode.STREAM_ING, response="Let me"),
         AgentReturn(state=AgentStatusCode.PLUGIN_START, response='{"name'),
-        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=call),
-        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=call),
-        AgentReturn(state=AgentStatusCode.PLUGIN_RETURN, response=call, actions=[action]),
+        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=plugin_call),
+        AgentReturn(state=AgentStatusCode.PLUGIN_END, response=plugin_call),
+        AgentReturn(state=AgentStatusCode.PLUGIN_RETURN, response=plugin_call, actions=[action]),
         AgentReturn(state=AgentStatusCode.CODE_END, response="print('hi')", actions=[action]),
         AgentReturn(state=AgentStatusCode.CODE_RETURN, actions=[action, code_result]),
         AgentReturn(state=AgentStatusCode.END, response="42 it is", errmsg="stopped early", actions=[action]),
     ]
     events = [event for snapshot in snapshots for event in reader.feed(snapshot)]
+    agent = "Internlm2Agent"
     assert events == [
-        Text("Let me"),
-        ToolCall("Calculator", {"expression": "6*7"}),
-        tool_result(action),
-        ToolCall("IPythonInterpreter", {"command": "print('hi')"}, "interpreter"),
-        tool_result(code_result),
+        TextDelta(agent, "Let", "Let"),
+        TextDelta(agent, " me", "Let me"),
+        ToolCallStarted(agent, "", "Calculator", {"expression": "6*7"}),
+        ToolResult(agent, "", "Calculator", "ok", "42", action),
+        ToolCallStarted(agent, "", "IPythonInterpreter", {"command": "print('hi')"}),
+        ToolResult(agent, "", "IPythonInterpreter", "ok", "hi", code_result),
         Notice("stopped early"),
-        Finished("42 it is"),
+        Final(agent, AgentMessage(sender=agent, content="42 it is")),
     ]
     assert reader.final is snapshots[-1]
     failed = InternLM2Reader().feed(AgentReturn(state=AgentStatusCode.SERVER_ERR, errmsg="HTTP 502"))
@@ -139,30 +168,22 @@ def test_internlm2_reader_turns_snapshots_into_events() -> None:
 # -- running agents ------------------------------------------------------------------------------
 
 
-def test_streaming_llm_streams_chat_and_falls_back_to_complete_for_tools() -> None:
-    texts: list[str] = []
-    inner = ScriptedLLM([["Hel", "lo ", "there"], ModelResponse(tool_calls=[LLMToolCall("1", "f", "{}")])])
-    llm = StreamingLLM(inner)
-    llm.sink = texts.append
-    assert llm.chat([{"role": "user", "content": "hi"}]) == "Hello there"
-    assert texts[:3] == ["Hel", "Hello ", "Hello there"] and set(texts[3:]) <= {"Hello there"}
-    response = llm.complete([{"role": "user", "content": "hi"}], tools=[{"name": "f"}])
-    assert [c.name for c in response.tool_calls] == ["f"] and texts[-1] == ""
-    assert llm.gen_params is inner.gen_params
-
-
-def test_streaming_llm_streams_native_tool_rounds_from_a_server(fake_model: Any) -> None:
-    server = fake_model([Reply("Checking.", tool_calls=[("f", {"a": 1})]), "All good."])
-    texts: list[str] = []
+@pytest.mark.parametrize("kind", ["function_calling", "react"])
+def test_tool_agents_stream_their_model_text_from_a_server(kind: str, fake_model: Any) -> None:
+    if kind == "react":
+        script = ['Thought: add\nAction: Calculator\nAction Input: {"expression": "2*21"}', "Final Answer: 42."]
+    else:
+        script = [Reply("Checking.", tool_calls=[("Calculator", {"expression": "2*21"})]), "It is 42."]
+    server = fake_model(script)
     with GPTAPI("m", api_base=server.base_url, key=None) as client:
-        llm = StreamingLLM(client)
-        llm.sink = texts.append
-        tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-        first = llm.complete([{"role": "user", "content": "q"}], tools=tools, tool_choice="auto")
-        second = llm.complete([{"role": "user", "content": "q"}])
-    assert first.content == "Checking." and first.tool_calls[0].arguments == '{"a": 1}'
-    assert second.content == "All good." and texts[-1] == "All good."
-    assert server.requests[0]["stream"] is True and server.requests[0]["tools"] == tools
+        agent, _ = build_agent(Settings(agent=kind, plugins=["Calculator"]), client, "/tmp")
+        events: list[Any] = []
+        run_tool_agent(agent, "what is 2*21?", "s", events.append)
+    texts = [event.text for event in events if isinstance(event, TextDelta)]
+    assert len(texts) > 2 and all(request["stream"] is True for request in server.requests)  # streamed as written
+    entry = fold(*events)
+    assert [type(block).__name__ for block in entry.blocks][-2:] == ["ToolBlock", "TextBlock"]
+    assert entry.blocks[-1] == TextBlock("42." if kind == "react" else "It is 42.") and entry.done
 
 
 def test_run_tool_agent_reports_calls_results_and_answer() -> None:
@@ -172,20 +193,27 @@ def test_run_tool_agent_reports_calls_results_and_answer() -> None:
     events: list[Any] = []
     run_tool_agent(agent, "q", "s1", events.append)
     assert problems == []
-    tools = [event for event in events if not isinstance(event, Text)]
+    tools = [event for event in events if not isinstance(event, TextDelta)]
     stored = agent.memory.get_memory("s1")[2].content
-    assert tools == [ToolCall("Calculator", {"expression": "2*21"}), tool_result(stored), Finished("42.")]
-    assert Text("42.") in events
-    assert agent.llm.sink is None and len(agent.executor._hooks) == 0
+    name = agent.name
+    assert tools[:2] == [
+        ToolCallStarted(name, "1", "Calculator", {"expression": "2*21"}),
+        ToolResult(name, "1", "Calculator", "ok", "42", stored),
+    ]
+    assert isinstance(tools[2], Final) and tools[2].message.content == "42." and len(tools) == 3
+    assert text("42.").text in [event.text for event in events if isinstance(event, TextDelta)]
+    assert len(agent.executor._hooks) == 0
 
 
 def test_run_internlm2_extends_the_history_when_done() -> None:
-    call = '<|action_start|><|plugin|>\n{"name": "Calculator", "parameters": {"expression": "2*3"}}<|action_end|>\n'
-    agent, _ = build_agent(Settings(agent="internlm2", **_internlm2_prompts()), ScriptedLLM([call, "6"]), "/tmp")
+    plugin_call = (
+        '<|action_start|><|plugin|>\n{"name": "Calculator", "parameters": {"expression": "2*3"}}<|action_end|>\n'
+    )
+    agent, _ = build_agent(Settings(agent="internlm2", **_internlm2_prompts()), ScriptedLLM([plugin_call, "6"]), "/tmp")
     history: list[dict[str, Any]] = [{"role": "user", "content": "2*3?"}]
     events: list[Any] = []
     run_internlm2(agent, history, "s", events.append)
-    assert events[-1] == Finished("6")
+    assert isinstance(events[-1], Final) and events[-1].message.content == "6"
     assert [step["role"] for step in history] == ["user", "language", "tool", "environment", "language"]
 
 
@@ -198,11 +226,11 @@ def test_turn_reports_errors_and_always_ends() -> None:
     failures: list[str] = []
 
     def llm_down(emit: Any) -> None:
-        emit(Text("par"))
+        emit(text("par"))
         raise LLMAPIError("HTTP 503 from the server", status=503)
 
     turn = Turn(llm_down, on_failure=lambda: failures.append("x")).start()
-    assert list(turn.events()) == [Text("par"), Failed("LLMAPIError: HTTP 503 from the server")]
+    assert list(turn.events()) == [text("par"), Failed("LLMAPIError: HTTP 503 from the server")]
     assert turn.over and failures == ["x"]
 
     def bug(emit: Any) -> None:
@@ -210,7 +238,8 @@ def test_turn_reports_errors_and_always_ends() -> None:
 
     (event,) = list(Turn(bug).start().events())
     assert isinstance(event, Failed) and event.message == "unexpected error: KeyError: 'oops'"
-    assert list(Turn(lambda emit: emit(Text("a"))).start().events()) == [Text("a"), Finished()]
+    first, last = list(Turn(lambda emit: emit(text("a"))).start().events())
+    assert first == text("a") and isinstance(last, Final) and fold(first, last).blocks == [TextBlock("a")]
 
 
 # -- settings ------------------------------------------------------------------------------------

@@ -106,16 +106,19 @@ class FunctionCallingCore(ToolLoopCore):
         """One model turn on `prompt` (the session's): streamed when this agent and its model can, else ``complete``.
 
         Streaming needs a model whose ``stream_chat`` takes ``tools=`` (``llm.stream_tools``);
-        the chunks pass through to the caller and the final one carries the `ModelResponse`.
+        the chunks pass through to the caller and the final one carries the `ModelResponse`. A
+        non-streaming agent's ``complete`` call carries the same chunk mapping, so that
+        ``stream_events`` can stream it too.
         When tools are offered, tool-call markup in the text is held back from the chunks (`HeldMarkup`).
         """
         prompt = self.get_prompt(session_id) if prompt is None else prompt
-        if self._stream_forward and getattr(self.llm, "stream_tools", False):
-            offered = offered_tools(params.get("tools"))
-            formats = self.text_call_formats
-            held = HeldMarkup(offered, formats) if offered and (formats is None or formats) else None
-            return self.model_call("stream_chat", prompt, session_id, params, partial(self._turn_chunk, held=held))
-        return self.model_call("complete", prompt, session_id, params)
+        if not getattr(self.llm, "stream_tools", False):
+            return self.model_call("complete", prompt, session_id, params)
+        offered = offered_tools(params.get("tools"))
+        formats = self.text_call_formats
+        held = HeldMarkup(offered, formats) if offered and (formats is None or formats) else None
+        each = partial(self._turn_chunk, held=held)  # also for `complete`: stream events may stream it (plait.events)
+        return self.model_call("stream_chat" if self._stream_forward else "complete", prompt, session_id, params, each)
 
     def _chat_flow(
         self, prompt: list[dict[str, object]], session_id: Hashable, params: Mapping[str, object]

@@ -6,7 +6,7 @@ same ``tools`` in ``stream_chat``. The public methods are defined once here; eac
 implements the IO behind them (`_respond`, `_respond_stream`), given the call as a
 `ToolRequest`. `ToolStreaming` alone serves `LlamaCppModel`, whose ``complete`` names its
 first argument ``messages``; `ToolCalling` alone (just ``complete``) serves wrappers that
-are not models themselves, such as the web demo's `StreamingLLM`.
+are not models themselves.
 """
 
 from __future__ import annotations

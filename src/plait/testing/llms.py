@@ -146,7 +146,7 @@ class _ScriptCore(LLMCore):
             if cut != candidate:
                 break
             yield ModelStatusCode.STREAM_ING, text, None
-        extra = {"response": response} if response.tool_calls else None
+        extra = {"response": response} if response.tool_calls or response.reasoning is not None else None
         yield ModelStatusCode.END, text, extra
 
     @property

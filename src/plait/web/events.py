@@ -1,11 +1,11 @@
-"""The chat pane's model: events an answer produces, and the transcript entries they build.
+"""The chat pane's model: the events an answer produces, and the transcript entries they build.
 
-Whatever the agent type, an answer is a stream of events: `Text` (the cumulative text
-of the model's current reply), `ToolCall`, `ToolResult`, `Notice` (a warning worth
-showing), and finally `Finished`, `Failed` or `Approval` (the run waits for the user to
-approve tool calls). `apply_event` folds them into a `ChatEntry`, a list of blocks
-(`TextBlock`, `ToolBlock`, `NoticeBlock`, `ApprovalBlock`) that the page renders;
-`InternLM2Reader` turns `Internlm2Agent.stream_chat` snapshots into events.
+An answer is the agent's typed stream events (`plait.events`: `TextDelta`, `ReasoningDelta`,
+`ToolCallStarted`, `ToolResult`, `ApprovalNeeded`, `Final`), plus two of the page's own:
+`Notice` (a warning worth showing) and `Failed` (the answer stopped on an error).
+`apply_event` folds them into a `ChatEntry`, a list of blocks (`TextBlock`, `ThinkingBlock`,
+`ToolBlock`, `NoticeBlock`, `ApprovalBlock`) that the page renders. `InternLM2Reader` turns
+the snapshots of `Internlm2Agent.stream_chat` (an API of its own) into the same events.
 """
 
 from __future__ import annotations
@@ -15,60 +15,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
-from ..schema import ActionReturn, ActionStatusCode, AgentStatusCode, PendingCall
+from ..events import (
+    ApprovalNeeded,
+    Final,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    ToolCallStarted,
+    ToolResult,
+    tool_result_event,
+)
+from ..schema import ActionReturn, AgentMessage, AgentStatusCode, PendingCall
 from .settings import INTERPRETER_TOOL
 
 if TYPE_CHECKING:
     from ..agents.internlm2_agent import AgentReturn
 
 __all__ = [
-    "Approval",
     "ApprovalBlock",
     "ChatEntry",
     "Event",
     "Failed",
-    "Finished",
     "InternLM2Reader",
     "Notice",
     "NoticeBlock",
-    "Text",
     "TextBlock",
+    "ThinkingBlock",
     "ToolBlock",
-    "ToolCall",
-    "ToolResult",
     "apply_event",
-    "tool_result",
 ]
-
-
-@dataclass(frozen=True)
-class Text:
-    """The model's current reply so far (cumulative)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """The model called a tool."""
-
-    name: str
-    arguments: object
-    kind: str = "plugin"
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tool's result: output items (``{'type': 'text'|'image', 'content': ...}``) or an error.
-
-    `thought` is the complete text the model wrote before the call, when the source knows it
-    only now (the InternLM2 agent); it replaces the streamed text shown before the call.
-    """
-
-    name: str
-    items: tuple[Mapping[str, object], ...] = ()
-    error: str | None = None
-    thought: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,32 +58,25 @@ class Notice(_Message):
     """Something the user should know that does not end the answer."""
 
 
-@dataclass(frozen=True)
-class Finished:
-    """The answer is complete; `answer` is its final text (None: keep what was streamed)."""
-
-    answer: str | None = None
-
-
 class Failed(_Message):
     """The answer stopped on an error."""
 
     level: ClassVar[str] = "error"
 
 
-@dataclass(frozen=True)
-class Approval:
-    """The run paused: these tool calls wait for the user's decision (it ends the answer for now)."""
-
-    calls: tuple[PendingCall, ...]
-
-
-Event = Union[Text, ToolCall, ToolResult, Notice, Finished, Failed, Approval]
+Event = Union[StreamEvent, Notice, Failed]
 
 
 @dataclass
 class TextBlock:
     """Text written by the user or the model (markdown)."""
+
+    text: str
+
+
+@dataclass
+class ThinkingBlock:
+    """The model's reasoning (shown collapsed under "Thinking"; it streams while the model thinks)."""
 
     text: str
 
@@ -122,6 +90,7 @@ class ToolBlock:
     kind: str = "plugin"
     items: list[Mapping[str, object]] | None = None
     error: str | None = None
+    id: str = ""
 
     @property
     def done(self) -> bool:
@@ -150,7 +119,7 @@ class ApprovalBlock:
         return [call for call in self.calls if call.id not in self.decisions]
 
 
-Block = Union[TextBlock, ToolBlock, NoticeBlock, ApprovalBlock]
+Block = Union[TextBlock, ThinkingBlock, ToolBlock, NoticeBlock, ApprovalBlock]
 
 
 @dataclass
@@ -177,19 +146,14 @@ def tool_kind(name: str) -> str:
     return "interpreter" if name == INTERPRETER_TOOL else "plugin"
 
 
-def tool_result(result: object, name: str = "") -> ToolResult:
-    """A `ToolResult` event from what an executor returned (an `ActionReturn` or anything else)."""
-    if isinstance(result, ActionReturn):
-        items = tuple(dict(item) for item in result.result or ())
-        error = None if result.state == ActionStatusCode.SUCCESS else content_to_text(result)
-        return ToolResult(result.type or name, items, error, result.thought)
-    return ToolResult(name, ({"type": "text", "content": content_to_text(result)},))
-
-
-def _pending_tool(entry: ChatEntry, name: str) -> ToolBlock | None:
+def _pending_tool(entry: ChatEntry, event: ToolResult) -> ToolBlock | None:
+    """The running tool block a result belongs to: by call id, else by name, else the first running one."""
     pending = [b for b in entry.blocks if isinstance(b, ToolBlock) and not b.done]
     for block in pending:
-        if block.name == name:
+        if event.id and block.id == event.id:
+            return block
+    for block in pending:
+        if block.name == event.name:
             return block
     return pending[0] if pending else None
 
@@ -203,39 +167,56 @@ def _set_thought(entry: ChatEntry, block: ToolBlock, thought: str) -> None:
         entry.blocks.insert(index, TextBlock(thought))
 
 
+def _result(entry: ChatEntry, event: ToolResult) -> None:
+    block = _pending_tool(entry, event)
+    if block is None:
+        block = ToolBlock(event.name, None, tool_kind(event.name), id=event.id)
+        entry.blocks.append(block)
+    action = event.result
+    if event.status == "ok":
+        items: list[Mapping[str, object]] = [dict(item) for item in action.result or ()] if action else []
+        block.items = items or [{"type": "text", "content": event.output}]
+    else:
+        block.items, block.error = [], event.output
+    if action is not None and action.thought:
+        _set_thought(entry, block, action.thought)
+
+
 def apply_event(entry: ChatEntry, event: Event) -> None:
     """Fold one event into an answer entry (see the module docstring)."""
     last = entry.blocks[-1] if entry.blocks else None
-    if isinstance(event, Text):
+    if isinstance(event, TextDelta):
         if isinstance(last, TextBlock):
             last.text = event.text
         elif event.text:
             entry.blocks.append(TextBlock(event.text))
-    elif isinstance(event, ToolCall):
-        entry.blocks.append(ToolBlock(event.name, event.arguments, event.kind))
+    elif isinstance(event, ReasoningDelta):
+        if isinstance(last, ThinkingBlock):
+            last.text = event.text
+        elif event.text:
+            entry.blocks.append(ThinkingBlock(event.text))
+    elif isinstance(event, ToolCallStarted):
+        entry.blocks.append(ToolBlock(event.name, event.arguments, tool_kind(event.name), id=event.id))
     elif isinstance(event, ToolResult):
-        block = _pending_tool(entry, event.name)
-        if block is None:
-            block = ToolBlock(event.name, None, tool_kind(event.name))
-            entry.blocks.append(block)
-        block.items, block.error = list(event.items), event.error
-        if event.thought:
-            _set_thought(entry, block, event.thought)
+        _result(entry, event)
     elif isinstance(event, (Notice, Failed)):
         entry.blocks.append(NoticeBlock(event.message, level=event.level))
         entry.done = entry.done or isinstance(event, Failed)
-    elif isinstance(event, Finished):
-        if event.answer:
-            if isinstance(last, TextBlock):
-                last.text = event.answer
-            else:
-                entry.blocks.append(TextBlock(event.answer))
-        entry.done = True
-    elif isinstance(event, Approval):
+    elif isinstance(event, ApprovalNeeded):
         entry.blocks.append(ApprovalBlock(list(event.calls)))
+    elif isinstance(event, Final):
+        answer = "" if event.paused else content_to_text(event.message.content)
+        texts = [block for block in entry.blocks if isinstance(block, TextBlock)]
+        if answer and texts and texts[-1] is last:
+            last.text = answer  # the parsed answer (a ReAct reply streamed with its Thought: lines)
+        elif answer and not (texts and texts[-1].text == answer):
+            entry.blocks.append(TextBlock(answer))
         entry.done = True
     entry.version += 1
 
+
+AGENT = "Internlm2Agent"
+"""The agent name the InternLM2 agent's events carry."""
 
 _CALLS = {AgentStatusCode.PLUGIN_END, AgentStatusCode.CODE_END}
 _RETURNS = {AgentStatusCode.PLUGIN_RETURN, AgentStatusCode.CODE_RETURN}
@@ -252,6 +233,7 @@ class InternLM2Reader:
         self.final: AgentReturn | None = None
         self._state: AgentStatusCode | None = None
         self._seen = 0
+        self._text = ""
 
     def feed(self, snapshot: AgentReturn) -> list[Event]:
         """The events that `snapshot` adds to what was read before."""
@@ -259,25 +241,35 @@ class InternLM2Reader:
         previous, self._state, self.final = self._state, state, snapshot
         events: list[Event] = []
         if state == AgentStatusCode.STREAM_ING:
-            events.append(Text(content_to_text(snapshot.response)))
+            text = content_to_text(snapshot.response)
+            delta = text[len(self._text) :] if text.startswith(self._text) else text
+            self._text = text
+            events.append(TextDelta(AGENT, delta, text))
         elif state in _CALLS and previous != state:
+            self._text = ""
             events.append(self._call(state, snapshot.response))
         elif state in _RETURNS:
-            events += [tool_result(action) for action in snapshot.actions[self._seen :]]
+            events += [_returned(action) for action in snapshot.actions[self._seen :]]
             self._seen = len(snapshot.actions)
         elif state == AgentStatusCode.END:
             if snapshot.errmsg:
                 events.append(Notice(str(snapshot.errmsg)))
-            events.append(Finished(content_to_text(snapshot.response)))
+            events.append(Final(AGENT, AgentMessage(sender=AGENT, content=content_to_text(snapshot.response))))
         elif state < 0:
             events.append(Failed(f"the model server failed ({state.name}): {snapshot.errmsg or 'no details'}"))
         return events
 
     @staticmethod
-    def _call(state: AgentStatusCode, action: object) -> ToolCall:
+    def _call(state: AgentStatusCode, action: object) -> ToolCallStarted:
         if state == AgentStatusCode.CODE_END:
             code = action.get("parameters", {}).get("command", action) if isinstance(action, Mapping) else action
-            return ToolCall(INTERPRETER_TOOL, {"command": content_to_text(code)}, "interpreter")
+            return ToolCallStarted(AGENT, "", INTERPRETER_TOOL, {"command": content_to_text(code)})
         if isinstance(action, Mapping):
-            return ToolCall(str(action.get("name", "?")), action.get("parameters", {}))
-        return ToolCall("?", content_to_text(action))
+            return ToolCallStarted(AGENT, "", str(action.get("name", "?")), action.get("parameters", {}))
+        return ToolCallStarted(AGENT, "", "?", content_to_text(action))
+
+
+def _returned(action: object) -> ToolResult:
+    """The `ToolResult` event of an action the InternLM2 agent ran."""
+    name = action.type or "" if isinstance(action, ActionReturn) else ""
+    return tool_result_event(AGENT, "", name, action)

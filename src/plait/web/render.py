@@ -1,4 +1,4 @@
-"""Drawing transcript entries with streamlit: text, tool calls (arguments, results, code, images), notices.
+"""Drawing transcript entries with streamlit: text, thinking, tool calls (arguments, results, code, images), notices.
 
 `render_entry` draws a finished entry; `LiveEntry` draws one that is still being built,
 redrawing only the blocks that changed, so streamed text updates in place.
@@ -14,7 +14,7 @@ from typing import Literal
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from .events import ApprovalBlock, Block, ChatEntry, NoticeBlock, TextBlock, ToolBlock
+from .events import ApprovalBlock, Block, ChatEntry, NoticeBlock, TextBlock, ThinkingBlock, ToolBlock
 
 __all__ = ["AVATARS", "LiveEntry", "render_block", "render_entry", "tool_label"]
 
@@ -64,6 +64,9 @@ def render_block(block: Block, cursor: bool = False) -> None:
     """Draw one block; `cursor` marks text that is still streaming."""
     if isinstance(block, TextBlock):
         st.markdown(block.text + (_CURSOR if cursor else ""))
+    elif isinstance(block, ThinkingBlock):
+        with st.expander("Thinking", expanded=False, icon=":material/psychology:"):
+            st.markdown(f"*{block.text.strip()}*" + (_CURSOR if cursor else ""))
     elif isinstance(block, NoticeBlock):
         if block.level == "error":
             st.error(block.message, icon="⚠️")
@@ -117,7 +120,7 @@ class LiveEntry:
                 with self._message:
                     self._slots.append(st.empty())
                 self._shown.append("")
-            cursor = not entry.done and index == len(entry.blocks) - 1 and isinstance(block, TextBlock)
+            cursor = not entry.done and index == len(entry.blocks) - 1 and isinstance(block, (TextBlock, ThinkingBlock))
             signature = f"{cursor}{block!r}"
             if signature != self._shown[index]:
                 with self._slots[index].container():

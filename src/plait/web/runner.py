@@ -1,57 +1,37 @@
 """Building the agent the sidebar describes, and running one answer as a stream of events.
 
-An answer runs on a worker thread (`Turn`) and reports `plait.web.events` through a
-queue, so the page can redraw (or be re-run by streamlit) while the agent works:
-
-* the InternLM2 agent reports through its own ``stream_chat`` snapshots;
-* the function-calling and ReAct agents call their model through `StreamingLLM`, which
-  streams every reply to the page, and their executor reports each tool call and result
-  through a hook (`ToolEvents`).
+An answer runs on a worker thread (`Turn`) and reports its events (`plait.web.events`)
+through a queue, so the page can redraw (or be re-run by streamlit) while the agent works:
+the function-calling and ReAct agents give their typed stream events (``stream_events``,
+`plait.events`: model text as it is written, tool calls and results, approvals); the
+InternLM2 agent's ``stream_chat`` snapshots are read into the same events (`InternLM2Reader`).
 """
 
 from __future__ import annotations
 
-import collections
-import inspect
 import logging
 import queue
 import threading
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from ..agents.aggregator.default_aggregator import content_to_text
+from ..events import Final, StreamEvent
 from ..exceptions import PlaitError
-from ..hooks.hook import Hook
-from ..llms._tool_llm import ToolCalling, ToolRequest
-from ..llms.response import ModelResponse
-from ..schema import AgentStatusCode, FunctionCall
-from ..types import ChatInput, SessionId
-from .events import (
-    Approval,
-    Event,
-    Failed,
-    Finished,
-    InternLM2Reader,
-    Notice,
-    Text,
-    ToolCall,
-    tool_kind,
-    tool_result,
-)
+from ..schema import AgentMessage
+from .events import Event, Failed, InternLM2Reader, Notice
 from .settings import INTERPRETER_TOOL, Settings
 
 if TYPE_CHECKING:
     from ..actions import BaseAction
     from ..actions.mcp import MCPToolkit
-    from ..llms.base_llm import BaseLLM, StreamItem
+    from ..llms.base_llm import BaseLLM
     from ..llms.llama_cpp import LlamaCppModel
     from ..llms.openai import GPTAPI
 
-__all__ = ["StreamingLLM", "ToolEvents", "Turn", "build_agent", "build_llm", "build_tools"]
+__all__ = ["Turn", "build_agent", "build_llm", "build_tools", "resume_tool_agent", "run_internlm2", "run_tool_agent"]
 
 _log = logging.getLogger(__name__)
 Emit = Callable[[Event], None]
-T = TypeVar("T")
 
 #: The call format of seed 001's web demo.
 INTERNLM2_TOOL_FORMAT = {
@@ -61,82 +41,6 @@ INTERNLM2_TOOL_FORMAT = {
     "belong": "assistant",
     "end": "<|action_end|>\n",
 }
-
-
-class StreamingLLM(ToolCalling):
-    """A model wrapper that streams every reply to `sink` while agents call ``chat`` / ``complete``.
-
-    ``complete(messages, tools=...)`` streams too when the model's ``stream_chat`` takes
-    ``tools`` (`GPTAPI`, `LlamaCppModel`); otherwise the reply is reported whole. Other
-    attributes (``gen_params``...) are the model's.
-
-    Args:
-        llm: The wrapped model.
-
-    Attributes:
-        sink: Called with the cumulative text of the current reply (None: nobody listens).
-    """
-
-    def __init__(self, llm: Any) -> None:
-        self.llm = llm
-        self.sink: Callable[[str], None] | None = None
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.llm, name)
-
-    def _emit(self, text: str) -> None:
-        if self.sink is not None:
-            self.sink(text)
-
-    def stream_chat(self, inputs: ChatInput, **gen_params: object) -> Iterator[StreamItem]:
-        """The model's ``stream_chat``, reporting each step."""
-        for item in self.llm.stream_chat(inputs, **gen_params):
-            self._emit(item[1])
-            yield item
-
-    def chat(self, inputs: ChatInput, **gen_params: object) -> str:
-        """The reply text, streamed to `sink` as it is produced."""
-        last = _last(self.stream_chat(inputs, **gen_params))
-        return str(last[1]) if last is not None else ""
-
-    def _respond(self, call: ToolRequest) -> ModelResponse:
-        """The reply of `complete` (text and tool calls), streamed to `sink` where the model can."""
-        tools, tool_choice, gen_params = call.tools, call.tool_choice, call.overrides
-        if tools and "tools" not in inspect.signature(self.llm.stream_chat).parameters:
-            response: ModelResponse = self.llm.complete(call.inputs, tools=tools, tool_choice=tool_choice, **gen_params)
-            self._emit(response.content)
-            return response
-        if tools:
-            gen_params = {**gen_params, "tools": tools, "tool_choice": tool_choice}
-        last = _last(self.stream_chat(call.inputs, **gen_params))
-        if last is not None and isinstance(last[2], ModelResponse):
-            return last[2]
-        return ModelResponse(content=str(last[1]) if last is not None else "")
-
-
-def _last(items: Iterator[T]) -> T | None:
-    """Exhaust `items`; return the last one (None when there was none)."""
-    tail = collections.deque(items, maxlen=1)
-    return tail[0] if tail else None
-
-
-class ToolEvents(Hook):
-    """Executor hook reporting each tool call and its result as events."""
-
-    def __init__(self, emit: Emit) -> None:
-        self.emit = emit
-
-    def before_action(self, executor: object, message: object, session_id: SessionId) -> None:
-        """Report the call (name and arguments)."""
-        call = getattr(message, "content", message)
-        if isinstance(call, FunctionCall):
-            self.emit(ToolCall(call.name, call.parameters, tool_kind(call.name)))
-        else:
-            self.emit(ToolCall("?", content_to_text(call)))
-
-    def after_action(self, executor: object, message: object, session_id: SessionId) -> None:
-        """Report the result."""
-        self.emit(tool_result(getattr(message, "content", message)))
 
 
 def build_llm(settings: Settings) -> GPTAPI | LlamaCppModel:
@@ -224,14 +128,12 @@ def build_agent(
     if settings.agent == "react":
         from ..agents.react import ReAct
 
-        react = ReAct(
-            StreamingLLM(llm), tools, template=settings.system_prompt, max_turn=settings.max_turn, context_policy=policy
-        )
+        react = ReAct(llm, tools, template=settings.system_prompt, max_turn=settings.max_turn, context_policy=policy)
         return react, problems
     from ..agents.function_calling import FunctionCallingAgent
 
     calling = FunctionCallingAgent(
-        StreamingLLM(llm),
+        llm,
         tools,
         template=settings.system_prompt,
         max_turn=settings.max_turn,
@@ -246,39 +148,28 @@ def run_internlm2(agent: Any, history: list[dict[str, object]], session_id: Hash
     reader = InternLM2Reader()
     for snapshot in agent.stream_chat(history, session_id=session_id):
         for event in reader.feed(snapshot):
-            if isinstance(event, Finished):
+            if isinstance(event, Final):
                 history.extend(snapshot.inner_steps)
             emit(event)
 
 
 def run_tool_agent(agent: Any, message: str, session_id: Hashable, emit: Emit) -> None:
-    """Answer `message` with a function-calling or ReAct agent (its model a `StreamingLLM`)."""
-    _answer(agent, lambda: agent(message, session_id=session_id), emit)
+    """Answer `message` with a function-calling or ReAct agent, emitting its stream events."""
+    _answer(agent.stream_events(message, session_id=session_id), emit)
 
 
 def resume_tool_agent(agent: Any, decisions: Mapping[str, bool], session_id: Hashable, emit: Emit) -> None:
     """Take a run paused for approval up again with the user's `decisions` (see `run_tool_agent`)."""
-    _answer(agent, lambda: agent.resume(dict(decisions), session_id=session_id), emit)
+    _answer(agent.resume_events(dict(decisions), session_id=session_id), emit)
 
 
-def _answer(agent: Any, call: Callable[[], Any], emit: Emit) -> None:
-    llm = agent.llm
-    if isinstance(llm, StreamingLLM):
-        llm.sink = lambda text: emit(Text(text))
-    handle = agent.executor.register_hook(ToolEvents(emit))
-    try:
-        reply = call()
-    finally:
-        handle.remove()
-        if isinstance(llm, StreamingLLM):
-            llm.sink = None
-    if reply.stream_state == AgentStatusCode.INTERRUPTED:
-        emit(Approval(tuple(reply.content)))
-        return
-    extra = reply.extra_info if isinstance(reply.extra_info, dict) else {}
-    if extra.get("forced_final_answer"):
-        emit(Notice("the agent used all its tool rounds; this answer was asked for explicitly"))
-    emit(Finished(content_to_text(reply.content)))
+def _answer(events: Iterator[StreamEvent], emit: Emit) -> None:
+    for event in events:
+        if isinstance(event, Final):
+            extra = event.message.extra_info if isinstance(event.message.extra_info, dict) else {}
+            if extra.get("forced_final_answer"):
+                emit(Notice("the agent used all its tool rounds; this answer was asked for explicitly"))
+        emit(event)
 
 
 class Turn:
@@ -286,7 +177,7 @@ class Turn:
 
     Args:
         work: ``work(emit)`` runs the agent, emitting events; it should end with
-            `Finished`. Errors it raises become a `Failed` event.
+            `Final`. Errors it raises become a `Failed` event.
         on_failure: Called (on the worker thread) before `Failed` is emitted.
     """
 
@@ -307,7 +198,7 @@ class Turn:
 
         def emit(event: Event) -> None:
             nonlocal ended
-            ended = ended or isinstance(event, (Finished, Failed))
+            ended = ended or isinstance(event, (Final, Failed))
             self._queue.put(event)
 
         try:
@@ -320,7 +211,7 @@ class Turn:
             self._fail(f"unexpected error: {type(exc).__name__}: {exc}")
             return
         if not ended:
-            self._queue.put(Finished())
+            self._queue.put(Final("", AgentMessage(sender="", content="")))  # keep what was streamed
 
     def _fail(self, message: str) -> None:
         if self._on_failure is not None:
@@ -328,7 +219,7 @@ class Turn:
         self._queue.put(Failed(message))
 
     def events(self, poll: float = 0.05) -> Iterator[Event]:
-        """Events as they come, until the answer ends (`Finished` or `Failed`), then `over` is True."""
+        """Events as they come, until the answer ends (`Final` or `Failed`), then `over` is True."""
         while not self.over:
             try:
                 event = self._queue.get(timeout=poll)
@@ -337,6 +228,6 @@ class Turn:
                     self.over = True
                     yield Failed("the answer stopped without a result")
                 continue
-            if isinstance(event, (Finished, Failed)):
+            if isinstance(event, (Final, Failed)):
                 self.over = True
             yield event
