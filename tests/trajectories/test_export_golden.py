@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.eval import export
+from plait.trajectories.export import export
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "export"
 

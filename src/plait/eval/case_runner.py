@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
@@ -124,22 +124,38 @@ class CaseRunner:
         """`agent_profile` of the agent."""
         return agent_profile(self.agent)
 
-    async def run(self, case_id: CaseId, text: str, timeout: float | None = None) -> dict[str, Any]:
-        """Answer one case in its own session.
+    async def run(
+        self,
+        case_id: CaseId,
+        text: str,
+        timeout: float | None = None,
+        sample: int | None = None,
+        gen: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Answer one case (or sample `sample` of it) in its own session.
+
+        Args:
+            case_id: The case's id.
+            text: What the agent is asked.
+            timeout: Seconds the answer may take.
+            sample: The sample's number (``plait eval --samples``): its session is the case's
+                with ``#sample``.
+            gen: Generation settings passed with the call to the agent, which passes them to
+                its model (a sample's ``seed`` and ``temperature``).
 
         Returns:
             ``{"output", "error", "seconds", "usage", "trajectory"}``: the answer's text (None
             on error), what went wrong (None when nothing did), the seconds it took, the token
             usage (None when the backend reports none) and the session's messages.
         """
-        session = f"eval-{case_key(case_id)}"
+        session = f"eval-{case_key(case_id)}" + ("" if sample is None else f"#{sample}")
         if self.meter is not None:
             self.meter.take(session)
         started = time.perf_counter()
         output: str | None = None
         error: str | None = None
         try:
-            output = await asyncio.wait_for(self._answer(text, session), timeout)
+            output = await asyncio.wait_for(self._answer(text, session, gen or {}), timeout)
         except asyncio.TimeoutError:
             error = f"TimeoutError: no answer within {timeout:g} s"
         except Exception as exc:  # a case's failure is its result, whatever the agent raised
@@ -153,14 +169,14 @@ class CaseRunner:
             "trajectory": self._take_trajectory(session),
         }
 
-    async def _answer(self, text: str, session: str) -> str:
+    async def _answer(self, text: str, session: str, gen: Mapping[str, Any]) -> str:
         """The agent's answer as text (a streaming agent's last chunk).
 
         Raises:
             UserError: The agent paused for a person's approval of tool calls (nobody approves in an eval).
         """
         last: Any = None
-        async for chunk in self._agent_chunks(self.agent, [text], {"session_id": session}):
+        async for chunk in self._agent_chunks(self.agent, [text], {**gen, "session_id": session}):
             last = chunk
         if getattr(last, "stream_state", None) == AgentStatusCode.INTERRUPTED:
             raise UserError("the agent paused for a person's approval of tool calls; nobody approves in an eval")
