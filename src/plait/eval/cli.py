@@ -4,7 +4,8 @@
 plait eval DATA.jsonl --agent MODULE:FACTORY --out DIR [--concurrency N] [--scorer contains|exact|regex|MODULE:FN]
            [--ray] [--limit N] [--timeout S] [--model NAME]
            [--samples K] [--temperature T] [--reward MODULE:FN]
-plait export DIR|TRAJECTORIES.jsonl -o FILE [--only-passed] [--min-reward X] [--format openai|sharegpt|xtuner|verl]
+plait export DIR|TRAJECTORIES.jsonl -o FILE [--only-passed] [--min-reward X]
+             [--format openai|sharegpt|xtuner|verl|trajectories]
 ```
 
 Settings that cannot work (an unreadable data set, a broken line in it, a factory that does
@@ -73,9 +74,10 @@ def add_parsers(sub: Any) -> None:
     export.add_argument("--min-reward", type=float, metavar="X", help="only trajectories with a reward of X or more")
     export.add_argument(
         "--format",
-        choices=["openai", "sharegpt", "xtuner", "verl"],
+        choices=["openai", "sharegpt", "xtuner", "verl", "trajectories"],
         default="openai",
-        help="OpenAI fine-tuning chat (default), ShareGPT, XTuner's OpenAI format, verl agent-loop rollouts",
+        help="OpenAI fine-tuning chat (default), ShareGPT, XTuner's OpenAI format, verl agent-loop rollouts, "
+        "plait trajectories",
     )
 
 

@@ -29,6 +29,8 @@ documentation, named in each schema's ``$comment``).
   written (a trainer must not re-tokenise): each model turn's prompt must extend the previous
   turn's prompt and sampled tokens; a trajectory that is text only, or whose turns do not
   chain, is left out and counted.
+* ``trajectories``: the `Trajectory` records themselves (JSON Lines as `TrajectoryFile` writes
+  them), e.g. an evaluation's rollouts for a trainer of one's own; its schema is the model's.
 
 ``min_reward`` leaves out trajectories with no reward or a smaller one; ``only_passed`` (an
 evaluation's cases that passed) stays as it was. Each evaluation case (or sample of a case)
@@ -60,11 +62,12 @@ __all__ = [
     "schema",
     "to_openai",
     "to_sharegpt",
+    "to_trajectory",
     "to_verl",
     "to_xtuner",
 ]
 
-ExportFormat = Literal["openai", "sharegpt", "xtuner", "verl"]
+ExportFormat = Literal["openai", "sharegpt", "xtuner", "verl", "trajectories"]
 
 
 def to_openai(trajectory: Trajectory) -> dict[str, Any]:
@@ -158,11 +161,18 @@ def to_verl(trajectory: Trajectory) -> dict[str, Any] | None:
     return line
 
 
+def to_trajectory(trajectory: Trajectory) -> dict[str, Any]:
+    """The trajectory itself, as plait writes it (`Trajectory.to_json`), for a trainer of one's own."""
+    line: dict[str, Any] = json.loads(trajectory.to_json())
+    return line
+
+
 _FORMATS: dict[str, Callable[[Trajectory], dict[str, Any] | None]] = {
     "openai": to_openai,
     "sharegpt": to_sharegpt,
     "xtuner": to_xtuner,
     "verl": to_verl,
+    "trajectories": to_trajectory,
 }
 
 
@@ -175,6 +185,10 @@ def schema(fmt: str) -> dict[str, Any]:
     """
     if fmt not in _FORMATS:
         raise UserError(f"unknown export format {fmt!r}: use {', '.join(get_args(ExportFormat))}")
+    if fmt == "trajectories":  # plait's own record: its schema is the model's
+        generated = Trajectory.model_json_schema()
+        generated["properties"]["token_exact"] = {"type": "boolean"}
+        return generated
     text = resources.files(__package__).joinpath("schemas").joinpath(f"{fmt}.schema.json").read_text(encoding="utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
