@@ -17,11 +17,11 @@ from eval_support import CAPITALS, SRC, capital_cases, read_jsonl
 from plait.agents import Agent, AsyncAgent
 from plait.eval import Case, aevaluate, contains, evaluate, exact, load_cases, native_messages, regex, to_openai
 from plait.eval.progress import Progress
-from plait.trajectories.from_eval import from_eval
 from plait.eval.results import ResultsFile
 from plait.eval.scorers import score
 from plait.exceptions import UserError
 from plait.testing import AsyncFunctionLLM, FunctionLLM
+from plait.trajectories.from_eval import from_eval
 
 
 def _capital(messages: list[dict[str, Any]], params: Any) -> str:

@@ -24,6 +24,7 @@ from ..agents.aggregator.default_aggregator import content_to_text
 from ..exceptions import UserError
 from ..hooks.usage import UsageMeter
 from ..schema import AgentStatusCode
+from ..trajectories.tokens import TokenRecorder, recorded
 from ..types import JSONValue
 from ..utils.loading import load_object
 from .cases import CaseId, case_key
@@ -116,9 +117,12 @@ class CaseRunner:
         if not callable(self.agent):
             raise UserError(f"the agent factory returned {type(self.agent).__name__}, not an agent")
         self.meter: UsageMeter | None = None
+        self.tokens: TokenRecorder | None = None
         if isinstance(self.agent, AgentModule):
             self.meter = UsageMeter()
             register_interceptor(self.agent, self.meter)
+            self.tokens = TokenRecorder()
+            register_interceptor(self.agent, self.tokens)
 
     def describe(self) -> dict[str, JSONValue]:
         """`agent_profile` of the agent."""
@@ -146,7 +150,9 @@ class CaseRunner:
         Returns:
             ``{"output", "error", "seconds", "usage", "trajectory"}``: the answer's text (None
             on error), what went wrong (None when nothing did), the seconds it took, the token
-            usage (None when the backend reports none) and the session's messages.
+            usage (None when the backend reports none) and the session's messages; and
+            ``tokens`` (each model call's exact tokens, `plait.trajectories.tokens`) when the
+            model gave any.
         """
         session = f"eval-{case_key(case_id)}" + ("" if sample is None else f"#{sample}")
         if self.meter is not None:
@@ -161,13 +167,13 @@ class CaseRunner:
         except Exception as exc:  # a case's failure is its result, whatever the agent raised
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started
-        return {
-            "output": output,
-            "error": error,
-            "seconds": round(seconds, 6),
-            "usage": self._usage(session),
-            "trajectory": self._take_trajectory(session),
-        }
+        answer: dict[str, Any] = {"output": output, "error": error, "seconds": round(seconds, 6)}
+        answer["usage"] = self._usage(session)
+        tokens = None if self.tokens is None else recorded(self.tokens.take(session))
+        if tokens is not None:  # the model gave its exact tokens (the embedded engine with logprobs=True)
+            answer["tokens"] = tokens
+        answer["trajectory"] = self._take_trajectory(session)
+        return answer
 
     async def _answer(self, text: str, session: str, gen: Mapping[str, Any]) -> str:
         """The agent's answer as text (a streaming agent's last chunk).

@@ -150,6 +150,8 @@ async def _record(
         usage=answer.get("usage"),
         trajectory=answer.get("trajectory", []),
     )
+    if answer.get("tokens"):
+        record["tokens"] = answer["tokens"]
     if reward is not None and error is None:
         trajectory = from_eval(record, profile or {})
         try:

@@ -15,6 +15,8 @@ result whose call failed (the tool raised, its arguments did not fit, its servic
 answer) is a `StepOutcome` ``"tool_error"``. A record of a case that ended with an error
 gives no trajectory (it has no answer). ``tools`` and the system prompt come from the agent's
 profile in ``summary.json`` (recorded when the evaluation ran, so no agent is needed here).
+The record's ``tokens`` (each model call's exact tokens, when the model gave them:
+`plait.trajectories.tokens`) become the assistant messages' `TurnTokens`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..exceptions import ParseError, UserError
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage
 from ..untrusted import decode_arguments, loads
 from .record import StepOutcome, Trajectory
+from .tokens import turn_tokens_of
 
 __all__ = ["eval_profile", "from_eval", "native_messages"]
 
@@ -163,6 +166,7 @@ def from_eval(record: Mapping[str, Any], profile: Mapping[str, Any]) -> Trajecto
         tools=list(profile.get("tools") or []),
         reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
         outcomes=outcomes,
+        tokens=turn_tokens_of(record.get("tokens"), messages),
         source="eval",
         model=str(profile["model"]) if profile.get("model") else None,
         metadata=metadata,
