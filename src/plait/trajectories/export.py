@@ -14,9 +14,9 @@ documentation, named in each schema's ``$comment``).
 * ``sharegpt`` (LLaMA-Factory style): ``{"conversations": [{"from", "value"}], "system",
   "tools"}`` with ``human`` / ``gpt`` / ``function_call`` / ``observation`` turns and ``tools``
   as a JSON string.
-* ``xtuner``: XTuner's OpenAI-format data as its ``openai_map_fn`` reads it (the layout of the
-  Agent-FLAN agent-tuning data the course notes fine-tune with): ``{"messages": [...]}`` with
-  only ``system`` / ``user`` / ``assistant`` roles. A tool call is text in its assistant turn,
+* ``xtuner``: XTuner's OpenAI-format data as its ``openai_map_fn`` reads it:
+  ``{"messages": [...]}`` with only ``system`` / ``user`` / ``assistant`` roles (the map
+  function refuses any other). A tool call is text in its assistant turn,
   in InternLM2's plugin syntax (``<|action_start|><|plugin|>`` + ``{"name", "parameters"}`` +
   ``<|action_end|>``); a tool's result is the next ``user`` turn; the tools' descriptions
   follow the system prompt; each assistant turn has ``"loss": true``.
