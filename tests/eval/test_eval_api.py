@@ -21,6 +21,7 @@ from plait.eval.results import ResultsFile
 from plait.eval.scorers import score
 from plait.exceptions import UserError
 from plait.testing import AsyncFunctionLLM, FunctionLLM
+from plait.trajectories.from_eval import from_eval
 
 
 def _capital(messages: list[dict[str, Any]], params: Any) -> str:
@@ -136,7 +137,11 @@ def test_export_survives_hostile_trajectories() -> None:
     ]
     messages = native_messages(trajectory, "A", {})
     assert [m.sender for m in messages] == ["user", "A", "ActionExecutor", "A"]
-    line = to_openai({"trajectory": trajectory}, {"name": "A", "tools": []})
+    record = {"id": "h", "trajectory": trajectory, "score": 0.0, "error": None}
+    converted = from_eval(record, {"name": "A", "tools": []})
+    assert converted is not None
+    line = to_openai(converted)
+    assert [(o.message, o.status, o.detail) for o in converted.outcomes] == [(2, "tool_error", "bad")]
     assert [m["role"] for m in line["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert json.loads(line["messages"][1]["tool_calls"][0]["function"]["arguments"]) == {"input": "2 + 2"}
     assert line["messages"][2] == {"role": "tool", "tool_call_id": "call_1", "content": "bad"}

@@ -28,8 +28,9 @@ from eval_support import (
 )
 
 from plait.testing.fake_openai import FakeOpenAIServer, HTTPFault, Reply
+from plait.trajectories.export import schema
 
-SCHEMA = json.loads((Path(__file__).parent / "openai_finetune_chat.schema.json").read_text())
+SCHEMA = schema("openai")
 
 
 def expected_pass(case: dict[str, Any]) -> bool:

@@ -244,8 +244,8 @@ def test_reasoning_survives_record_and_replay(tmp_path: Path) -> None:
 
 
 def test_export_leaves_reasoning_out_of_both_formats_and_never_in_the_answer() -> None:
-    from plait.eval import to_openai
-    from plait.eval.export import to_sharegpt
+    from plait.trajectories.export import to_openai, to_sharegpt, to_xtuner
+    from plait.trajectories.from_eval import from_eval
 
     call = {"id": "c1", "name": "weather", "arguments": '{"city": "Oslo"}'}
     trajectory: list[Any] = [
@@ -255,9 +255,12 @@ def test_export_leaves_reasoning_out_of_both_formats_and_never_in_the_answer() -
         {"content": "Sunny.", "sender": "A", "reasoning": {"text": "Done.", "signature": "sig"}},
         {"content": "And Bergen?", "sender": "user", "reasoning": 5},  # hostile: left out, as malformed messages are
     ]
-    line = to_openai({"trajectory": trajectory}, {"name": "A", "tools": []})
+    converted = from_eval({"id": 1, "trajectory": trajectory, "score": 1.0}, {"name": "A", "tools": []})
+    assert converted is not None  # the trajectory keeps the reasoning apart; the fine-tuning formats have no field
+    assert [m.get("reasoning_content") for m in converted.messages] == [None, "Look it up.", None, "Done."]
+    line = to_openai(converted)
     assert [m["role"] for m in line["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert line["messages"][3] == {"role": "assistant", "content": "Sunny."}
     assert "Look it up" not in json.dumps(line) and "Done." not in json.dumps(line)
-    shared = to_sharegpt({"trajectory": trajectory}, {"name": "A", "tools": []})
-    assert "Look it up" not in json.dumps(shared) and "Done." not in json.dumps(shared)
+    for other in (to_sharegpt(converted), to_xtuner(converted)):
+        assert "Look it up" not in json.dumps(other) and "Done." not in json.dumps(other)

@@ -11,8 +11,8 @@ export("runs/capitals", "train.jsonl", only_passed=True)   # OpenAI fine-tuning 
 The same from the command line: ``plait eval DATA.jsonl --agent MODULE:FACTORY --out DIR`` and
 ``plait export DIR -o FILE``. Modules: `cases` (the data set), `scorers`, `case_runner` (one
 agent, a session per case), `results` (``results.jsonl``, safe against kill -9), `runner`
-(`evaluate`), `ray_runner` (``ray=True``), `progress`, `export`. ``import plait`` does not
-import this package.
+(`evaluate`), `ray_runner` (``ray=True``), `progress`; the exports are `plait.trajectories.export`.
+``import plait`` does not import this package.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_module
 
 if TYPE_CHECKING:
+    from ..trajectories.export import export, to_openai, to_sharegpt
+    from ..trajectories.from_eval import native_messages
     from .case_runner import AgentFactory, CaseRunner, agent_profile
     from .cases import Case, load_cases
-    from .export import export, native_messages, to_openai, to_sharegpt
     from .runner import aevaluate, evaluate, summarise
     from .scorers import Scorer, contains, exact, load_scorer, regex
 
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["AgentFactory", "CaseRunner", "agent_profile"], ".case_runner"),
     **dict.fromkeys(["Case", "load_cases"], ".cases"),
-    **dict.fromkeys(["export", "native_messages", "to_openai", "to_sharegpt"], ".export"),
+    **dict.fromkeys(["export", "to_openai", "to_sharegpt"], "..trajectories.export"),
+    "native_messages": "..trajectories.from_eval",
     **dict.fromkeys(["aevaluate", "evaluate", "summarise"], ".runner"),
     **dict.fromkeys(["Scorer", "contains", "exact", "load_scorer", "regex"], ".scorers"),
 }

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Union
 
 from ..agents.aggregator.default_aggregator import content_to_text
 from ..exceptions import UserError
 from ..hooks.usage import UsageMeter
 from ..schema import AgentStatusCode
+from ..trajectories.tokens import TokenRecorder, recorded
 from ..types import JSONValue
 from ..utils.loading import load_object
 from .cases import CaseId, case_key
@@ -116,51 +117,72 @@ class CaseRunner:
         if not callable(self.agent):
             raise UserError(f"the agent factory returned {type(self.agent).__name__}, not an agent")
         self.meter: UsageMeter | None = None
+        self.tokens: TokenRecorder | None = None
         if isinstance(self.agent, AgentModule):
             self.meter = UsageMeter()
             register_interceptor(self.agent, self.meter)
+            self.tokens = TokenRecorder()
+            register_interceptor(self.agent, self.tokens)
 
     def describe(self) -> dict[str, JSONValue]:
         """`agent_profile` of the agent."""
         return agent_profile(self.agent)
 
-    async def run(self, case_id: CaseId, text: str, timeout: float | None = None) -> dict[str, Any]:
-        """Answer one case in its own session.
+    async def run(
+        self,
+        case_id: CaseId,
+        text: str,
+        timeout: float | None = None,
+        sample: int | None = None,
+        gen: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Answer one case (or sample `sample` of it) in its own session.
+
+        Args:
+            case_id: The case's id.
+            text: What the agent is asked.
+            timeout: Seconds the answer may take.
+            sample: The sample's number (``plait eval --samples``): its session is the case's
+                with ``#sample``.
+            gen: Generation settings passed with the call to the agent, which passes them to
+                its model (a sample's ``seed`` and ``temperature``).
 
         Returns:
             ``{"output", "error", "seconds", "usage", "trajectory"}``: the answer's text (None
             on error), what went wrong (None when nothing did), the seconds it took, the token
-            usage (None when the backend reports none) and the session's messages.
+            usage (None when the backend reports none) and the session's messages; and
+            ``tokens`` (each model call's exact tokens, `plait.trajectories.tokens`) when the
+            model gave any.
         """
-        session = f"eval-{case_key(case_id)}"
+        session = f"eval-{case_key(case_id)}" + ("" if sample is None else f"#{sample}")
         if self.meter is not None:
             self.meter.take(session)
         started = time.perf_counter()
         output: str | None = None
         error: str | None = None
         try:
-            output = await asyncio.wait_for(self._answer(text, session), timeout)
+            output = await asyncio.wait_for(self._answer(text, session, gen or {}), timeout)
         except asyncio.TimeoutError:
             error = f"TimeoutError: no answer within {timeout:g} s"
         except Exception as exc:  # a case's failure is its result, whatever the agent raised
             error = f"{type(exc).__name__}: {exc}"
         seconds = time.perf_counter() - started
-        return {
-            "output": output,
-            "error": error,
-            "seconds": round(seconds, 6),
-            "usage": self._usage(session),
-            "trajectory": self._take_trajectory(session),
-        }
+        answer: dict[str, Any] = {"output": output, "error": error, "seconds": round(seconds, 6)}
+        answer["usage"] = self._usage(session)
+        tokens = None if self.tokens is None else recorded(self.tokens.take(session))
+        if tokens is not None:  # the model gave its exact tokens (the embedded engine with logprobs=True)
+            answer["tokens"] = tokens
+        answer["trajectory"] = self._take_trajectory(session)
+        return answer
 
-    async def _answer(self, text: str, session: str) -> str:
+    async def _answer(self, text: str, session: str, gen: Mapping[str, Any]) -> str:
         """The agent's answer as text (a streaming agent's last chunk).
 
         Raises:
             UserError: The agent paused for a person's approval of tool calls (nobody approves in an eval).
         """
         last: Any = None
-        async for chunk in self._agent_chunks(self.agent, [text], {"session_id": session}):
+        async for chunk in self._agent_chunks(self.agent, [text], {**gen, "session_id": session}):
             last = chunk
         if getattr(last, "stream_state", None) == AgentStatusCode.INTERRUPTED:
             raise UserError("the agent paused for a person's approval of tool calls; nobody approves in an eval")

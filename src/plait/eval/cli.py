@@ -3,7 +3,9 @@
 ```
 plait eval DATA.jsonl --agent MODULE:FACTORY --out DIR [--concurrency N] [--scorer contains|exact|regex|MODULE:FN]
            [--ray] [--limit N] [--timeout S] [--model NAME]
-plait export DIR -o FILE [--only-passed] [--format openai|sharegpt]
+           [--samples K] [--temperature T] [--reward MODULE:FN]
+plait export DIR|TRAJECTORIES.jsonl -o FILE [--only-passed] [--min-reward X]
+             [--format openai|sharegpt|xtuner|verl|trajectories]
 ```
 
 Settings that cannot work (an unreadable data set, a broken line in it, a factory that does
@@ -47,12 +49,35 @@ def add_parsers(sub: Any) -> None:
         help="sets $PLAIT_MODEL for the factory: a server's model name, or a catalogue name (plait models) or "
         ".gguf file for the embedded model",
     )
-    export = sub.add_parser("export", help="an evaluation's trajectories as fine-tuning JSONL")
-    export.add_argument("dir", metavar="DIR", help="the --out folder of plait eval")
+    evaluate.add_argument(
+        "--samples",
+        type=int,
+        default=1,
+        metavar="K",
+        help="rollouts per case, each with its own seed (default: 1); each is a rewarded trajectory",
+    )
+    evaluate.add_argument(
+        "--temperature",
+        type=float,
+        metavar="T",
+        help="sampling temperature of the rollouts (default with --samples: 1.0)",
+    )
+    evaluate.add_argument(
+        "--reward", metavar="MODULE:FN", help="reward(trajectory) -> float for each case, instead of the scorer's score"
+    )
+    export = sub.add_parser("export", help="trajectories (an evaluation's, or a trajectories file) as training JSONL")
+    export.add_argument(
+        "dir", metavar="DIR", help="the --out folder of plait eval, or a trajectories JSONL file (plait record-proxy)"
+    )
     export.add_argument("-o", "--output", required=True, metavar="FILE", help="the JSONL file to write")
     export.add_argument("--only-passed", action="store_true", help="only the cases that passed")
+    export.add_argument("--min-reward", type=float, metavar="X", help="only trajectories with a reward of X or more")
     export.add_argument(
-        "--format", choices=["openai", "sharegpt"], default="openai", help="OpenAI fine-tuning chat (default), ShareGPT"
+        "--format",
+        choices=["openai", "sharegpt", "xtuner", "verl", "trajectories"],
+        default="openai",
+        help="OpenAI fine-tuning chat (default), ShareGPT, XTuner's OpenAI format, verl agent-loop rollouts, "
+        "plait trajectories",
     )
 
 
@@ -63,10 +88,15 @@ def run(args: argparse.Namespace) -> int:
         UserError: Settings that cannot work (``plait`` prints it and exits with status 2).
     """
     if args.command == "export":
-        from .export import export
+        from ..trajectories.export import export_trajectories, load_trajectories
 
-        written = export(args.dir, args.output, args.format, only_passed=args.only_passed)
-        sys.stdout.write(f"{written} cases written to {args.output}\n")
+        trajectories = load_trajectories(args.dir, only_passed=args.only_passed)
+        done = export_trajectories(trajectories, args.output, args.format, min_reward=args.min_reward)
+        sys.stdout.write(f"{done.written} cases written to {args.output}\n")
+        if done.below:
+            sys.stdout.write(f"{done.below} left out: no reward, or below {args.min_reward:g}\n")
+        if done.unfit:
+            sys.stdout.write(f"{done.unfit} left out: not token-exact (the {args.format} format needs token ids)\n")
         return 0
     if args.model:
         if not (os.environ.get("PLAIT_API_BASE") or os.environ.get("OPENAI_BASE_URL")):
@@ -88,5 +118,8 @@ def run(args: argparse.Namespace) -> int:
         progress=sys.stdout,
         ray_address=args.ray_address,
         actors=args.actors,
+        samples=args.samples,
+        temperature=args.temperature,
+        reward=args.reward,
     )
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any, Union
 
 from ..distributed.ray_serve import AgentRayActor
@@ -62,12 +63,21 @@ class RayBackend:
         profile: dict[str, JSONValue] = await self.pool[0].agent_actor.method.remote("describe")
         return profile
 
-    async def run(self, case_id: CaseId, text: str, timeout: float | None) -> dict[str, Any]:
-        """One case's answer, from the actor with the fewest cases in flight."""
+    async def run(
+        self,
+        case_id: CaseId,
+        text: str,
+        timeout: float | None,
+        sample: int | None = None,
+        gen: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """One case's answer (`CaseRunner.run`), from the actor with the fewest cases in flight."""
         index = min(range(len(self.pool)), key=self._load.__getitem__)
         self._load[index] += 1
         try:
-            answer: dict[str, Any] = await self.pool[index].agent_actor.method.remote("run", case_id, text, timeout)
+            answer: dict[str, Any] = await self.pool[index].agent_actor.method.remote(
+                "run", case_id, text, timeout, sample, dict(gen or {})
+            )
             return answer
         finally:
             self._load[index] -= 1

@@ -23,13 +23,20 @@ from ..exceptions import ParseError, UserError
 from ..untrusted import loads
 from .cases import case_key
 
-__all__ = ["RESULTS", "SUMMARY", "ResultsFile", "read_results", "write_json"]
+__all__ = ["RESULTS", "SUMMARY", "ResultsFile", "read_results", "record_key", "write_json"]
 
 RESULTS = "results.jsonl"
 """The results file's name in the output folder."""
 
 SUMMARY = "summary.json"
 """The summary file's name in the output folder."""
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """The key of a results record: its case's key, with ``#K`` for sample K of ``plait eval --samples``."""
+    key = case_key(record.get("id"))
+    sample = record.get("sample")
+    return key if sample is None else f"{key}#{sample}"
 
 
 def _line(record: Mapping[str, Any]) -> bytes:
@@ -70,8 +77,8 @@ class ResultsFile:
         return records
 
     def finished(self) -> set[str]:
-        """The keys (`case_key`) of the finished cases."""
-        return {case_key(record["id"]) for record in self.records}
+        """The keys (`record_key`) of the finished cases (and samples)."""
+        return {record_key(record) for record in self.records}
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Append a finished case's record: one write of the whole line.
@@ -99,7 +106,7 @@ class ResultsFile:
 
 
 def read_results(path: str) -> tuple[list[dict[str, Any]], int, int]:
-    """``(records, end, size)`` of a results file: one record per case, where the complete lines end, its size.
+    """``(records, end, size)`` of a results file: one record per case (or sample), where complete lines end, its size.
 
     A case's record is its last complete line (see the module docstring), in the place of
     the case's first line. Bytes after `end` are a torn last line (never finished); nothing
@@ -121,7 +128,7 @@ def read_results(path: str) -> tuple[list[dict[str, Any]], int, int]:
             raise UserError(f"{path} line {number} is not a result ({exc}); remove the line") from None
         if not isinstance(record, dict) or "id" not in record:
             raise UserError(f"{path} line {number} is not a result (no 'id'); remove the line")
-        records[case_key(record["id"])] = record
+        records[record_key(record)] = record
     return list(records.values()), end, len(data)
 
 

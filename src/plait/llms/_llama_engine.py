@@ -34,6 +34,7 @@ __all__ = [
     "engine_params",
     "installed_model_path",
     "model_file",
+    "prompt_token_ids",
     "start_engine",
 ]
 
@@ -264,17 +265,29 @@ def count_prompt_tokens(base_url: str, messages: Sequence[Mapping[str, object]])
     Raises:
         LLMError: The engine did not answer as expected.
     """
+    return len(prompt_token_ids(base_url, messages))
+
+
+def prompt_token_ids(base_url: str, prompt: str | Sequence[Mapping[str, object]]) -> list[int]:
+    """The token ids of a prompt as the engine renders it: a raw prompt, or messages through its chat template.
+
+    Raises:
+        LLMError: The engine did not answer as expected.
+    """
     try:
-        rendered = _ask_engine(base_url, "/apply-template", {"messages": list(messages)})
-        prompt = rendered.get("prompt") if isinstance(rendered, Mapping) else None
-        body = {"content": prompt, "add_special": True}
-        tokens = _ask_engine(base_url, "/tokenize", body) if isinstance(prompt, str) else None
+        if isinstance(prompt, str):
+            rendered: object = {"prompt": prompt}
+        else:
+            rendered = _ask_engine(base_url, "/apply-template", {"messages": list(prompt)})
+        text = rendered.get("prompt") if isinstance(rendered, Mapping) else None
+        body = {"content": text, "add_special": True}
+        tokens = _ask_engine(base_url, "/tokenize", body) if isinstance(text, str) else None
         ids = tokens.get("tokens") if isinstance(tokens, Mapping) else None
     except (OSError, ValueError) as exc:
-        raise LLMError(f"llama.cpp could not count the prompt's tokens: {exc}") from exc
-    if not isinstance(ids, list):
+        raise LLMError(f"llama.cpp could not tokenize the prompt: {exc}") from exc
+    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
         raise LLMError("llama.cpp answered /tokenize without tokens")
-    return len(ids)
+    return list(ids)
 
 
 def chat_template_of(base_url: str) -> tuple[str, str, str]:

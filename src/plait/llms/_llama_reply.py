@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from ..exceptions import LLMError, LLMResponseError
 from ._decoded import json_object
-from .response import Usage
+from ._llama_engine import prompt_token_ids
+from .response import TurnTokenIds, Usage
 
 __all__ = [
     "OnText",
@@ -19,6 +20,8 @@ __all__ = [
     "choice_text",
     "finish_reason_of",
     "first_choice",
+    "sampled_tokens",
+    "turn_tokens",
     "usage_of",
 ]
 
@@ -96,6 +99,8 @@ class StreamState:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.meta: dict[str, object] = {}  # the last chunk's other fields (id, model, usage, timings...)
+        self.token_ids: list[int] = []  # the sampled tokens, when the request asked for logprobs
+        self.logprobs: list[float] = []
 
     def feed(self, chunk: object) -> bool:
         """Take one chunk; True when it added text."""
@@ -107,12 +112,53 @@ class StreamState:
                 return False
         choice = first_choice(chunk)
         self.finish_reason = finish_reason_of(choice) or self.finish_reason
+        self._take_logprobs(choice.get("logprobs"))
         delta = choice_text(choice)
         self.text += delta
         return bool(delta)
 
+    def _take_logprobs(self, logprobs: object) -> None:
+        """Keep each sampled token's id and log-probability (the OpenAI ``logprobs.content`` llama.cpp sends)."""
+        content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
+        for item in content if isinstance(content, list) else []:
+            if isinstance(item, Mapping) and isinstance(item.get("id"), int):
+                self.token_ids.append(item["id"])
+                logprob = item.get("logprob")
+                self.logprobs.append(float(logprob) if isinstance(logprob, (int, float)) else 0.0)
+
     def result(self) -> Result:
-        """The whole reply, shaped as the engine's non-streamed chat result."""
+        """The whole reply, shaped as the engine's non-streamed chat result (with ``logprobs`` when it sent them)."""
         message = {"role": "assistant", "content": self.text}
-        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        choice: dict[str, object] = {"index": 0, "message": message, "finish_reason": self.finish_reason}
+        if self.token_ids:
+            pairs = zip(self.token_ids, self.logprobs, strict=True)
+            choice["logprobs"] = {"content": [{"id": i, "logprob": p} for i, p in pairs]}
         return {**self.meta, "choices": [choice], "usage": self.meta.get("usage")}
+
+
+def turn_tokens(
+    base_url: str, prompt: str | Sequence[Mapping[str, object]], choice: Mapping[str, object], usage: Usage | None
+) -> TurnTokenIds | None:
+    """A turn's exact tokens: the prompt's ids (the engine's own rendering) and the sampled ids with their logprobs.
+
+    None when the engine sent no sampled tokens (the request did not ask for ``logprobs``). The
+    prompt's ids are left out (None) when the engine cannot give them or their count is not
+    the prompt tokens it reported (tools rendered into the prompt by a tool protocol).
+    """
+    sampled = sampled_tokens(choice)
+    if sampled is None:
+        return None
+    try:
+        prompt_ids: list[int] | None = prompt_token_ids(base_url, prompt)
+    except LLMError:
+        prompt_ids = None
+    if prompt_ids is not None and usage is not None and usage.prompt_tokens != len(prompt_ids):
+        prompt_ids = None
+    return TurnTokenIds(prompt_ids, *sampled)
+
+
+def sampled_tokens(choice: Mapping[str, object]) -> tuple[list[int], list[float]] | None:
+    """The sampled token ids and log-probabilities of a result's choice (None: the engine sent none)."""
+    state = StreamState()
+    state._take_logprobs(choice.get("logprobs"))
+    return (state.token_ids, state.logprobs) if state.token_ids else None

@@ -72,6 +72,7 @@ from ._llama_reply import (
     choice_text,
     finish_reason_of,
     first_choice,
+    turn_tokens,
     usage_of,
 )
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
@@ -458,7 +459,8 @@ class _LlamaCppCore(LLMCore):
         result = self._call(self._request(turns, params), cancel, finished)
         choice = first_choice(result)
         text = self._finish(choice_text(choice), params)
-        return ModelResponse(text, [], finish_reason_of(choice), usage_of(result.get("usage")), result)
+        tokens = turn_tokens(self.base_url, turns, choice, usage := usage_of(result.get("usage")))  # logprobs=True
+        return ModelResponse(text, [], finish_reason_of(choice), usage, result, tokens=tokens)
 
 
 class LlamaCppModel(_LlamaCppCore, ToolStreaming):

@@ -10,7 +10,7 @@ from ..schema import Reasoning
 from ..types import JSONValue, ToolCallRecord
 from ..untrusted import as_text
 
-__all__ = ["ModelResponse", "ToolCall", "Usage", "unique_call_ids"]
+__all__ = ["ModelResponse", "ToolCall", "TurnTokenIds", "Usage", "unique_call_ids"]
 
 
 def unique_call_ids(ids: Sequence[str | None], blank: str = "call_{}") -> list[str]:
@@ -95,6 +95,21 @@ class Usage:
         self.total_tokens += other.total_tokens
 
 
+@dataclass(frozen=True)
+class TurnTokenIds:
+    """The exact tokens of one model turn, where the engine or server gave them (`ModelResponse.tokens`).
+
+    Attributes:
+        prompt_ids: The whole rendered prompt's token ids (None: the source could not give them).
+        completion_ids: The sampled token ids, in order.
+        logprobs: Each sampled token's log-probability (None: not given).
+    """
+
+    prompt_ids: list[int] | None
+    completion_ids: list[int]
+    logprobs: list[float] | None = None
+
+
 @dataclass
 class ModelResponse:
     """A complete model reply.
@@ -106,6 +121,8 @@ class ModelResponse:
         usage: Token counts, when the backend reports them.
         raw: The backend's decoded response body, for diagnosis.
         reasoning: The model's reasoning, apart from `content` (None when it gave none).
+        tokens: The turn's exact token ids and log-probabilities, when the backend gave them
+            (the embedded engine asked with ``logprobs=True``); None otherwise.
     """
 
     content: str = ""
@@ -114,6 +131,7 @@ class ModelResponse:
     usage: Usage | None = None
     raw: object = None
     reasoning: Reasoning | None = None
+    tokens: TurnTokenIds | None = None
 
     def __post_init__(self) -> None:
         self.content = as_text(self.content)  # what reaches memory is clean text, whatever the server sent

@@ -1,29 +1,22 @@
-"""``plait export``: an evaluation's trajectories as fine-tuning data.
+"""Evaluation results as trajectories: a ``results.jsonl`` record of ``plait eval`` becomes a `Trajectory`.
 
-Two formats, one line per exported case:
+The record's ``trajectory`` (the session's memory messages, `AgentMessage` dicts) becomes
+OpenAI chat messages. Native tool calls are taken as the agent made them. Text-protocol
+trajectories — ReAct's ``Action:`` / ``Observation:`` turns, the InternLM2 plugin protocol —
+become the same tool calls (`native_messages`): the thought is the assistant's content, the
+call's arguments those the tool was called with, and the protocol's instructions are left out
+of the system prompt (the trajectory's ``tools`` replace them). Memory messages become chat
+messages through `FunctionCallAggregator`, as for a request; an assistant turn's reasoning is
+kept as ``reasoning_content`` (never joined to the answer).
 
-* ``openai`` (default): OpenAI's fine-tuning chat format, ``{"messages": [...], "tools": [...]}``:
-  ``system`` / ``user`` / ``assistant`` messages, the assistant's tool calls as ``tool_calls``
-  (``type: function``, ``arguments`` a JSON string) answered by ``tool`` messages with their
-  ``tool_call_id``; ``tools`` are the JSON Schemas of the agent's tools, from ``summary.json``
-  (recorded when the evaluation ran, so no agent is needed here);
-* ``sharegpt`` (LLaMA-Factory / XTuner style): ``{"conversations": [{"from", "value"}], "system",
-  "tools"}`` with ``human`` / ``gpt`` / ``function_call`` / ``observation`` turns and ``tools``
-  as a JSON string.
-
-Neither format has a reasoning field (OpenAI's fine-tuning schema allows no other message key),
-so an assistant turn's reasoning (`AgentMessage.reasoning`, kept in ``results.jsonl``) is left
-out of both, and never joined to the answer.
-
-Native tool calls are taken as the agent made them. Text-protocol trajectories — ReAct's
-``Action:`` / ``Observation:`` turns, the InternLM2 plugin protocol — become the same tool
-calls (`native_messages`): the thought is the assistant's content, the call's arguments those
-the tool was called with, and the protocol's instructions are left out of the system prompt
-(the ``tools`` list replaces them). Memory messages become chat messages through
-`FunctionCallAggregator`, as for a request. Cases that ended with an error are left out
-(their trajectory has no answer); with ``only_passed`` so are the failed ones. Each case is
-written once: a case with several lines in ``results.jsonl`` is exported from its last one
-(`plait.eval.results`).
+The trajectory's reward is the record's ``reward`` (a reward function's or an environment
+agent's, `plait.trajectories.rewards`) when it has one, else the scorer's ``score``; a tool
+result whose call failed (the tool raised, its arguments did not fit, its service did not
+answer) is a `StepOutcome` ``"tool_error"``. A record of a case that ended with an error
+gives no trajectory (it has no answer). ``tools`` and the system prompt come from the agent's
+profile in ``summary.json`` (recorded when the evaluation ran, so no agent is needed here).
+The record's ``tokens`` (each model call's exact tokens, when the model gave them:
+`plait.trajectories.tokens`) become the assistant messages' `TurnTokens`.
 """
 
 from __future__ import annotations
@@ -31,17 +24,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ..agents.aggregator.function_call_aggregator import FunctionCallAggregator
+from ..eval.results import SUMMARY, record_key
 from ..exceptions import ParseError, UserError
-from ..schema import ActionReturn, AgentMessage
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage
 from ..untrusted import decode_arguments, loads
-from .results import RESULTS, SUMMARY, read_results
+from .record import StepOutcome, Trajectory
+from .tokens import turn_tokens_of
 
-__all__ = ["ExportFormat", "export", "native_messages", "to_openai", "to_sharegpt"]
-
-ExportFormat = Literal["openai", "sharegpt"]
+__all__ = ["eval_profile", "from_eval", "native_messages"]
 
 _EXECUTOR = "ActionExecutor"
 
@@ -120,52 +113,72 @@ def native_messages(trajectory: Sequence[object], name: str, tool_names: Mapping
     return out
 
 
-def to_openai(record: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
-    """One case in OpenAI's fine-tuning chat format (``messages``, and ``tools`` when the agent has any)."""
+def _chat(record: Mapping[str, Any], profile: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[StepOutcome]]:
+    """A record's trajectory as OpenAI chat messages, and the outcomes of its failed tool calls."""
     name = str(profile.get("name") or "")
     native = native_messages(record.get("trajectory") or [], name, profile.get("tool_names") or {})
     messages: list[dict[str, Any]] = []
     if profile.get("system"):
         messages.append({"role": "system", "content": profile["system"]})
-    for message in FunctionCallAggregator().turns(native, name):
+    outcomes: list[StepOutcome] = []
+    for source, message in zip(native, FunctionCallAggregator().turns(native, name), strict=True):
         if message.get("content") is None:  # an assistant turn that only calls tools
             message = {key: value for key, value in message.items() if key != "content"}
-        message.pop("reasoning", None)  # no field for it in the format (see the module docstring)
+        reasoning = message.pop("reasoning", None)
+        if isinstance(reasoning, Mapping) and isinstance(reasoning.get("text"), str):
+            message["reasoning_content"] = reasoning["text"]
+        if message["role"] == "tool":
+            state = getattr(source.content, "state", ActionStatusCode.SUCCESS)
+            if state != ActionStatusCode.SUCCESS:
+                detail = getattr(source.content, "errmsg", None)
+                outcomes.append(
+                    StepOutcome(
+                        message=len(messages), status="tool_error", detail=str(detail)[:200] if detail else None
+                    )
+                )
         messages.append(message)
-    line: dict[str, Any] = {"messages": messages}
-    if profile.get("tools"):
-        line["tools"] = profile["tools"]
-    return line
+    return messages, outcomes
 
 
-_SHAREGPT_ROLES = {"user": "human", "assistant": "gpt", "tool": "observation"}
+def from_eval(record: Mapping[str, Any], profile: Mapping[str, Any]) -> Trajectory | None:
+    """The trajectory of one ``results.jsonl`` record (None: the case ended with an error, or has no messages).
+
+    Args:
+        record: The record, as `plait.eval.results.read_results` gives it.
+        profile: The agent's profile (``summary.json``'s ``agent``, `eval_profile`).
+    """
+    if record.get("error") or not record.get("trajectory"):
+        return None
+    messages, outcomes = _chat(record, profile)
+    if not messages:
+        return None
+    reward = record.get("reward", record.get("score"))
+    metadata: dict[str, Any] = {
+        key: record[key]
+        for key in ("id", "input", "expected", "passed", "score", "sample", "seed", "temperature")
+        if key in record
+    }
+    if record.get("metadata"):
+        metadata["case"] = record["metadata"]
+    return Trajectory(
+        id=record_key(record),
+        messages=messages,
+        tools=list(profile.get("tools") or []),
+        reward=float(reward) if isinstance(reward, (int, float)) and not isinstance(reward, bool) else None,
+        outcomes=outcomes,
+        tokens=turn_tokens_of(record.get("tokens"), messages),
+        source="eval",
+        model=str(profile["model"]) if profile.get("model") else None,
+        metadata=metadata,
+    )
 
 
-def to_sharegpt(record: Mapping[str, Any], profile: Mapping[str, Any]) -> dict[str, Any]:
-    """One case in the ShareGPT format (see the module docstring); made from its OpenAI form."""
-    chat = to_openai(record, profile)
-    turns: list[dict[str, str]] = []
-    system = ""
-    for message in chat["messages"]:
-        role = message["role"]
-        if role == "system":
-            system = str(message.get("content") or "")
-        elif role == "assistant" and message.get("tool_calls"):
-            calls = [
-                {"name": c["function"]["name"], "arguments": decode_arguments(c["function"]["arguments"])}
-                for c in message["tool_calls"]
-            ]
-            value = calls[0] if len(calls) == 1 else calls
-            turns.append({"from": "function_call", "value": json.dumps(value, ensure_ascii=False)})
-        elif role == "tool" and turns and turns[-1]["from"] == "observation":  # results of one turn's calls, together
-            turns[-1]["value"] += "\n" + str(message.get("content") or "")
-        else:
-            turns.append({"from": _SHAREGPT_ROLES.get(role, "human"), "value": str(message.get("content") or "")})
-    functions = [tool["function"] for tool in chat.get("tools", [])]
-    return {"conversations": turns, "system": system, "tools": json.dumps(functions, ensure_ascii=False)}
+def eval_profile(out_dir: str) -> dict[str, Any]:
+    """The agent's profile an evaluation in `out_dir` recorded (``summary.json``'s ``agent``).
 
-
-def _profile(out_dir: str) -> dict[str, Any]:
+    Raises:
+        UserError: No readable summary, or one without a profile.
+    """
     path = os.path.join(out_dir, SUMMARY)
     try:
         with open(path, encoding="utf-8") as fh:
@@ -178,32 +191,3 @@ def _profile(out_dir: str) -> dict[str, Any]:
     if not isinstance(profile, dict):
         raise UserError(f"{path} has no agent profile; run plait eval again with this --out")
     return profile
-
-
-def export(
-    out_dir: str | os.PathLike[str],
-    path: str | os.PathLike[str],
-    fmt: ExportFormat = "openai",
-    only_passed: bool = False,
-) -> int:
-    """Write the evaluation in `out_dir` as fine-tuning data to `path`; how many cases were written.
-
-    Raises:
-        UserError: `out_dir` holds no evaluation, or the format is unknown.
-    """
-    convert = {"openai": to_openai, "sharegpt": to_sharegpt}.get(fmt)
-    if convert is None:
-        raise UserError(f"unknown export format {fmt!r}: use openai or sharegpt")
-    folder = os.fspath(out_dir)
-    if not os.path.exists(os.path.join(folder, RESULTS)):
-        raise UserError(f"no evaluation in {folder}: it has no {RESULTS}")
-    profile = _profile(folder)
-    records, _, _ = read_results(os.path.join(folder, RESULTS))  # read only: a run may still be appending
-    written = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        for record in records:
-            if record.get("error") or not record.get("trajectory") or (only_passed and not record.get("passed")):
-                continue
-            fh.write(json.dumps(convert(record, profile), ensure_ascii=False) + "\n")
-            written += 1
-    return written
