@@ -239,6 +239,16 @@ def test_the_upstream_key_is_sent_upstream_and_written_nowhere(
     assert len(list(read_trajectories(out))) == 2
 
 
+def test_without_a_key_of_its_own_the_proxy_passes_the_clients_on_and_masks_it_in_errors(tmp_path: Path) -> None:
+    echo = HTTPFault(401, {"error": {"message": f"Incorrect API key provided: {SECRET}"}})
+    with FakeOpenAIServer([echo]) as upstream, RecordProxy(upstream.base_url, str(tmp_path / "t"), port=0) as proxy:
+        client = openai.OpenAI(base_url=proxy.url, api_key=SECRET, max_retries=0)
+        with pytest.raises(openai.AuthenticationError) as failed:
+            _ask(client, [{"role": "user", "content": "hi"}], False)
+    assert upstream.headers[0]["Authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in str(failed.value)
+
+
 def test_hostile_clients_and_upstreams_get_errors_and_the_proxy_keeps_serving(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     script = [InvalidJSON(), Truncated(), "after"]

@@ -55,7 +55,7 @@ def _text(content: object) -> str:
     return json.dumps(content, sort_keys=True, default=str)
 
 
-def message_key(message: Mapping[str, Any]) -> str:
+def message_key(message: Mapping[str, Any]) -> bytes:
     """A digest of what a trainer sees of `message` (equal for the same turn sent back with other fields)."""
     calls = []
     for call in message.get("tool_calls") or ():
@@ -70,7 +70,7 @@ def message_key(message: Mapping[str, Any]) -> str:
         message.get("tool_call_id"),
         message.get("name"),
     ]
-    return hashlib.sha1(json.dumps(seen, sort_keys=True, default=str).encode(), usedforsecurity=False).hexdigest()
+    return hashlib.blake2b(json.dumps(seen, sort_keys=True, default=str).encode(), digest_size=16).digest()
 
 
 @dataclass
@@ -80,7 +80,7 @@ class _Node:
     id: str
     scope: str  # tenant and session: only trajectories of one scope are matched together
     messages: list[dict[str, Any]]
-    keys: list[str]  # the WHOLE conversation's message keys (the parent's prefix included)
+    keys: list[bytes]  # the WHOLE conversation's message keys (the parent's prefix included)
     parent: str | None = None
     branch_at: int = 0
     tools: list[dict[str, Any]] = field(default_factory=list)
@@ -105,7 +105,7 @@ class _Node:
         )
 
 
-def _common(a: Sequence[str], b: Sequence[str]) -> int:
+def _common(a: Sequence[bytes], b: Sequence[bytes]) -> int:
     for index, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return index
@@ -126,6 +126,9 @@ class TrajectoryBook:
         self.remember = remember
         self.clock = clock
         self._nodes: OrderedDict[str, _Node] = OrderedDict()
+        # Every trajectory a request can continue or branch from shares its first two messages
+        # (a reply and the request before it, at least): only those of one bucket are compared.
+        self._buckets: dict[tuple[str, bytes, bytes], list[str]] = {}
         self._serial = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:8]
 
@@ -198,22 +201,28 @@ class TrajectoryBook:
         )
         self._add_tokens(child, tokens, len(child.messages) - 1)
         self._nodes[child.id] = child
+        self._buckets.setdefault(self._bucket(child), []).append(child.id)
         self._forget()
         return child.id
+
+    @staticmethod
+    def _bucket(node: _Node) -> tuple[str, bytes, bytes]:
+        return node.scope, node.keys[0], node.keys[1] if len(node.keys) > 1 else b""
 
     @staticmethod
     def _add_tokens(node: _Node, tokens: TurnTokens | None, index: int) -> None:
         if tokens is not None:
             node.tokens.append(tokens.model_copy(update={"message": index}))
 
-    def _best(self, scope: str, keys: Sequence[str]) -> tuple[_Node | None, int]:
+    def _best(self, scope: str, keys: Sequence[bytes]) -> tuple[_Node | None, int]:
         """The trajectory of `scope` sharing the longest prefix with `keys` (a whole one first), and its length."""
         best: _Node | None = None
         best_shared = 0
         best_whole = False
-        for node in reversed(self._nodes.values()):  # the most recent first: it wins ties
-            if node.scope != scope:
-                continue
+        if len(keys) < 2:
+            return None, 0
+        for node_id in reversed(self._buckets.get((scope, keys[0], keys[1]), ())):  # the most recent first
+            node = self._nodes[node_id]
             shared = _common(keys, node.keys)
             whole = shared == len(node.keys)
             if (whole, shared) > (best_whole, best_shared):
@@ -237,7 +246,11 @@ class TrajectoryBook:
         if excess <= 0:
             return
         for node_id in [node.id for node in self._nodes.values() if node.written][:excess]:
-            del self._nodes[node_id]
+            node = self._nodes.pop(node_id)
+            bucket = self._buckets[self._bucket(node)]
+            bucket.remove(node_id)
+            if not bucket:
+                del self._buckets[self._bucket(node)]
 
 
 def conversation(trajectory: Trajectory, by_id: Mapping[str, Trajectory]) -> list[dict[str, Any]]:

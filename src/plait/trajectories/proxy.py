@@ -153,8 +153,12 @@ class RecordProxy:
             headers["Authorization"] = request.headers["Authorization"]
         return headers
 
-    def _clean(self, text: str) -> str:
-        return redact(text, [self._key] if self._key else [])
+    def _clean(self, text: str, request: web.Request | None = None) -> str:
+        """`text` with the keys this exchange sent upstream masked (the client's own, when passed on)."""
+        secrets = [self._key] if self._key else []
+        if request is not None and not self._key and not self.access.enabled:
+            secrets.append(request.headers.get("Authorization", "").partition(" ")[2].strip())
+        return redact(text, secrets)
 
     async def _models(self, request: web.Request) -> web.Response:
         try:
@@ -164,11 +168,11 @@ class RecordProxy:
                 body = await upstream.read()
                 status, kind = upstream.status, upstream.headers.get("Content-Type", "application/json")
         except Exception as exc:  # an unreachable or broken upstream is the client's 502, not a crash
-            return self._unreachable(exc)
+            return self._unreachable(exc, request)
         return web.Response(status=status, body=body, headers={"Content-Type": kind})
 
-    def _unreachable(self, exc: BaseException) -> web.Response:
-        message = self._clean(f"the upstream server failed: {type(exc).__name__}: {exc}"[:500])
+    def _unreachable(self, exc: BaseException, request: web.Request) -> web.Response:
+        message = self._clean(f"the upstream server failed: {type(exc).__name__}: {exc}"[:500], request)
         logger.warning("%s", message)
         return _error(502, "BadGateway", message)
 
@@ -198,9 +202,9 @@ class RecordProxy:
                 answer = await upstream.read()
                 status = upstream.status
         except Exception as exc:
-            return self._unreachable(exc)
+            return self._unreachable(exc, request)
         if status != 200:
-            text = self._clean(answer.decode("utf-8", "replace"))
+            text = self._clean(answer.decode("utf-8", "replace"), request)
             return web.Response(status=status, text=text, content_type=kind.split(";")[0] or "application/json")
         try:
             reader.whole(loads(answer))
@@ -223,7 +227,7 @@ class RecordProxy:
                 done |= self._events(decoder.feed(chunk), reader)
             done |= self._events(decoder.flush(), reader)
         except Exception as exc:  # either side went away mid-stream, or the upstream broke off
-            logger.info("stream ended early: %s", self._clean(f"{type(exc).__name__}: {exc}"))
+            logger.info("stream ended early: %s", self._clean(f"{type(exc).__name__}: {exc}", request))
             if request.transport is not None:  # the client sees the stream break off, as it did
                 request.transport.abort()
             return response
