@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -116,8 +117,6 @@ def test_idle_trajectories_are_written_and_a_later_turn_branches_from_their_end(
         first = _conversation(client, [SYSTEM], ["one"], stream=False)
         deadline = 200
         while not out.read_text() and deadline:  # written by the proxy's sweeper once idle
-            import time
-
             time.sleep(0.05)
             deadline -= 1
         assert len(out.read_text().splitlines()) == 1
@@ -311,3 +310,30 @@ def test_the_command_writes_open_trajectories_when_stopped(upstream: FakeOpenAIS
     (trajectory,) = read_trajectories(out)
     assert len(trajectory.messages) == 5 and SECRET not in out.read_text() + line + err
     assert upstream.headers[0]["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_trajectories_open_when_the_proxy_is_killed_are_written_by_the_next_one(
+    upstream: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "t.jsonl"
+    command = [sys.executable, "-m", "plait.cli", "record-proxy", "--upstream", upstream.base_url, "--port", "0"]
+    process = subprocess.Popen([*command, "--out", str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().split(" on ", 1)[1].split(" ", 1)[0]
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        sent = _conversation(client, [SYSTEM], ["one", "two"], stream=False)
+        checkpoint = Path(str(out) + ".open")
+        for _ in range(600):  # saved within CHECKPOINT_S (2 s); up to a minute on a busy machine
+            if checkpoint.exists() and len(next(read_trajectories(checkpoint)).messages) == 5:
+                break
+            time.sleep(0.1)
+    finally:
+        process.kill()  # SIGKILL: nothing runs on the way out
+        process.communicate(timeout=60)
+    assert out.read_text() == ""  # open when killed
+    proxy = RecordProxy(upstream.base_url, str(out), port=0)
+    assert proxy.recovered == 1 and not checkpoint.exists()
+    proxy.file.close()
+    (trajectory,) = read_trajectories(out)
+    assert trajectory.messages == sent

@@ -131,6 +131,8 @@ class TrajectoryBook:
         self._buckets: dict[tuple[str, bytes, bytes], list[str]] = {}
         self._serial = itertools.count(1)
         self._prefix = uuid.uuid4().hex[:8]
+        self.changes = 0
+        """How many exchanges were filed (a checkpoint of the open trajectories is stale when it grew)."""
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -173,6 +175,7 @@ class TrajectoryBook:
             node.keys.extend(message_key(message) for message in added)
             self._add_tokens(node, tokens, len(node.messages) - 1)
             node.used = now
+            self.changes += 1
             node.tools = [dict(tool) for tool in tools] or node.tools
             self._nodes.move_to_end(node.id)
             return node.id
@@ -201,6 +204,7 @@ class TrajectoryBook:
         )
         self._add_tokens(child, tokens, len(child.messages) - 1)
         self._nodes[child.id] = child
+        self.changes += 1
         self._buckets.setdefault(self._bucket(child), []).append(child.id)
         self._forget()
         return child.id
@@ -228,6 +232,10 @@ class TrajectoryBook:
             if (whole, shared) > (best_whole, best_shared):
                 best, best_shared, best_whole = node, shared, whole
         return best, best_shared
+
+    def open(self) -> list[Trajectory]:
+        """The trajectories not handed out by `ended` yet, as they stand (for a checkpoint)."""
+        return [node.trajectory() for node in self._nodes.values() if not node.written]
 
     def ended(self, *, all_open: bool = False) -> list[Trajectory]:
         """The trajectories that ended since the last call (idle for `idle_s`, or every open one), each once."""

@@ -9,8 +9,12 @@ through; ``POST /v1/trajectories/flush`` writes every open trajectory now.
 
 * **When trajectories are written.** A trajectory is written, whole, as one line of the
   output file (`TrajectoryFile`) when it ends: after ``idle_s`` seconds without a request
-  that continues it, on a flush, and when the proxy stops (Ctrl-C, SIGTERM). A killed proxy
-  leaves every written line whole; the trajectories still open are lost.
+  that continues it, on a flush, and when the proxy stops (Ctrl-C, SIGTERM). Every
+  `CHECKPOINT_S` seconds, when something changed, the trajectories still open are written to
+  ``OUT.open`` (a temporary file renamed over it: whole or absent); a proxy started after a
+  crash (``kill -9``, a power cut) appends them to ``OUT`` as ended and removes the
+  checkpoint. So a crash loses at most the last `CHECKPOINT_S` seconds of exchanges, and every
+  line of ``OUT`` is whole.
 * **Tokens.** When the upstream server returns them (`plait.trajectories.wire`), each
   reply's exact token ids and log-probabilities are kept; with ``tokens=True``
   (``--tokens``) the proxy asks for them (``logprobs`` and vLLM's ``return_token_ids``,
@@ -31,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
@@ -41,22 +46,25 @@ from aiohttp import web
 from ..distributed.http_serve.access import AccessControl, listen
 from ..distributed.http_serve.connections import ConnectionGate
 from ..distributed.http_serve.requests import ServerLimits
-from ..exceptions import ParseError
+from ..exceptions import ParseError, UserError
 from ..llms._http import Limits, client_for
 from ..llms._sse import SSEDecoder
 from ..untrusted import loads
 from ..utils._aio import LoopThread
 from ..utils.redact import redact
 from .grouping import TrajectoryBook
-from .record import TrajectoryFile
+from .record import TrajectoryFile, read_trajectories
 from .wire import ReplyReader, ask_for_tokens
 
-__all__ = ["SESSION_HEADER", "RecordProxy"]
+__all__ = ["CHECKPOINT_S", "SESSION_HEADER", "RecordProxy"]
 
 logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "X-Session-Id"
 """The request header that names a client's session (its requests then form one tree of trajectories)."""
+
+CHECKPOINT_S = 2.0
+"""How often the open trajectories are saved to ``OUT.open`` (when something changed)."""
 
 _LIMITS = Limits(None, 30.0, 600.0)  # no total: a long generation streams for as long as it takes
 _MAX_BODY = 64 * 1024 * 1024
@@ -108,6 +116,9 @@ class RecordProxy:
         self.book = TrajectoryBook(idle_s)
         self.file = TrajectoryFile(out)
         self.written = 0
+        self.checkpoint = out + ".open"
+        self._saved = 0  # `book.changes` when the checkpoint was written
+        self.recovered = self._recover()
         limits = limits or ServerLimits()
         self.gate = ConnectionGate(
             limits.max_connections,
@@ -177,7 +188,10 @@ class RecordProxy:
         return _error(502, "BadGateway", message)
 
     async def _flush(self, request: web.Request) -> web.Response:
-        return web.json_response({"written": self._write(all_open=True)})
+        written = self._write(all_open=True)
+        self._saved = -1
+        self._save()
+        return web.json_response({"written": written})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -280,10 +294,47 @@ class RecordProxy:
         self.written += count
         return count
 
+    def _recover(self) -> int:
+        """Append the trajectories a crashed proxy left open (its checkpoint) to the file; how many."""
+        if not os.path.exists(self.checkpoint):
+            return 0
+        try:
+            left = list(read_trajectories(self.checkpoint))
+        except (OSError, UserError) as exc:
+            logger.error("the checkpoint %s cannot be read (%s); left in place", self.checkpoint, exc)
+            return 0
+        for trajectory in left:
+            self.file.append(trajectory)
+        os.unlink(self.checkpoint)
+        logger.warning("%d trajectories left open by a stopped proxy were written from %s", len(left), self.checkpoint)
+        return len(left)
+
+    def _save(self) -> None:
+        """Write the open trajectories to the checkpoint (whole or not at all), or remove it when none are open."""
+        if self._saved == self.book.changes:
+            return
+        trajectories = self.book.open()
+        try:
+            if not trajectories:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.checkpoint)
+            else:
+                partial = self.checkpoint + ".tmp"
+                with open(partial, "w", encoding="utf-8") as fh:
+                    fh.writelines(trajectory.to_json() + "\n" for trajectory in trajectories)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(partial, self.checkpoint)
+            self._saved = self.book.changes
+        except (OSError, ValueError) as exc:
+            logger.error("the open trajectories were not saved to %s: %s", self.checkpoint, exc)
+
     async def _sweep(self) -> None:
         while True:
-            await asyncio.sleep(max(0.05, min(self.book.idle_s / 4, 5.0)))
-            self._write()
+            await asyncio.sleep(max(0.05, min(self.book.idle_s / 4, CHECKPOINT_S)))
+            if self._write():
+                self._saved = -1  # what is open changed
+            self._save()
 
     # -- running --------------------------------------------------------------------------------
     async def start_async(self) -> None:
@@ -319,6 +370,8 @@ class RecordProxy:
             self._runner = None
         self.gate.close()
         self._write(all_open=True)
+        self._saved = -1
+        self._save()  # none open: the checkpoint goes
         self.file.close()
         await self.http.aclose()
 
