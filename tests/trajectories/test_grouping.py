@@ -106,3 +106,10 @@ def test_a_parent_chain_that_loops_is_refused() -> None:
     b = Trajectory(id="b", messages=[bot("y")], metadata={"parent": "a", "branch_at": 1})
     with pytest.raises(ValueError, match="own ancestor"):
         conversation(a, {"a": a, "b": b})
+
+
+def test_odd_shapes_from_clients_and_servers_are_filed_not_raised() -> None:
+    book = TrajectoryBook()
+    odd = {"role": "assistant", "content": [{"type": "text", "text": "a"}, 5], "tool_calls": 5}
+    first = book.record([user("q")], odd)
+    assert book.record([user("q"), {"role": "assistant", "content": "a"}, user("r")], bot("b")) == first

@@ -176,6 +176,24 @@ def _vllm_stream() -> RawSSE:
     return RawSSE("".join(event(e) for e in [first, *chunks, last]) + "data: [DONE]\n\n")
 
 
+def test_a_stream_with_odd_shapes_is_relayed_and_recorded(tmp_path: Path) -> None:
+    odd = [
+        {"choices": [{"index": 0, "delta": {"content": "ok", "tool_calls": 5}}]},
+        {"choices": "no"},
+        [1, 2],
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "logprobs": {"content": 7}}]},
+    ]
+    sse = RawSSE("".join(f"data: {json.dumps(event)}\n\n" for event in odd) + "data: {broken\n\ndata: [DONE]\n\n")
+    out = tmp_path / "t.jsonl"
+    with FakeOpenAIServer([sse]) as upstream, RecordProxy(upstream.base_url, str(out), port=0) as proxy:
+        url = proxy.url + "/chat/completions"
+        body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]}).encode()
+        relayed = urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"}))
+        assert relayed.read().decode() == sse.text
+    (trajectory,) = read_trajectories(out)
+    assert trajectory.messages[-1] == {"role": "assistant", "content": "ok"}
+
+
 def test_token_ids_and_logprobs_are_kept_from_llama_cpp_and_vllm_replies(tmp_path: Path) -> None:
     out = tmp_path / "t.jsonl"
     with FakeOpenAIServer([_llama_cpp_reply({}), _vllm_stream()]) as upstream:
@@ -253,7 +271,13 @@ def test_hostile_clients_and_upstreams_get_errors_and_the_proxy_keeps_serving(tm
     script = [InvalidJSON(), Truncated(), "after"]
     with FakeOpenAIServer(script) as upstream, RecordProxy(upstream.base_url, str(out), port=0) as proxy:
         url = proxy.url + "/chat/completions"
-        for body in (b"{not json", b'{"messages": "no"}', b"[1]", b'{"messages": [{"content": "no role"}]}'):
+        for body in (
+            b"{not json",
+            b'{"messages": "no"}',
+            b"[1]",
+            b'{"messages": [{"content": "no role"}]}',
+            b'{"messages": [{"role": 5}]}',
+        ):
             with pytest.raises(urllib.error.HTTPError) as refused:
                 urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"}))
             assert refused.value.code == 400 and "error" in json.loads(refused.value.read())

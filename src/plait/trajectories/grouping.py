@@ -58,7 +58,8 @@ def _text(content: object) -> str:
 def message_key(message: Mapping[str, Any]) -> bytes:
     """A digest of what a trainer sees of `message` (equal for the same turn sent back with other fields)."""
     calls = []
-    for call in message.get("tool_calls") or ():
+    listed = message.get("tool_calls")
+    for call in listed if isinstance(listed, list) else ():
         if isinstance(call, Mapping):
             function = call.get("function")
             named = function if isinstance(function, Mapping) else {}

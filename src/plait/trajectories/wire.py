@@ -88,7 +88,8 @@ class ReplyReader:
         thought = delta.get("reasoning_content", delta.get("reasoning"))
         if isinstance(thought, str):
             self.reasoning.append(thought)
-        for call in delta.get("tool_calls") or ():
+        calls = delta.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
             self._call_delta(_mapping(call))
         if choice.get("finish_reason"):
             self.finished = True
