@@ -307,7 +307,8 @@ def test_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
 
 def test_loopback_only_without_a_token_and_the_token_is_checked(upstream: FakeOpenAIServer, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="without a token"):
-        RecordProxy(upstream.base_url, str(tmp_path / "t.jsonl"), host="0.0.0.0", port=0).start()
+        RecordProxy(upstream.base_url, str(tmp_path / "t.jsonl"), host="0.0.0.0", port=0)
+    assert not (tmp_path / "t.jsonl").exists()
     with RecordProxy(upstream.base_url, str(tmp_path / "u.jsonl"), port=0, token="proxy-token") as proxy:
         with pytest.raises(openai.AuthenticationError):
             _ask(openai.OpenAI(base_url=proxy.url, api_key="wrong", max_retries=0), [SYSTEM], False)

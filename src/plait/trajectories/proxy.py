@@ -43,7 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..distributed.http_serve.access import AccessControl, listen
+from ..distributed.http_serve.access import AccessControl, check_exposure, listen
 from ..distributed.http_serve.connections import ConnectionGate
 from ..distributed.http_serve.requests import ServerLimits
 from ..exceptions import ParseError, UserError
@@ -62,6 +62,8 @@ logger = logging.getLogger(__name__)
 
 SESSION_HEADER = "X-Session-Id"
 """The request header that names a client's session (its requests then form one tree of trajectories)."""
+
+_EXPOSED = "use the upstream model through it"
 
 CHECKPOINT_S = 2.0
 """How often the open trajectories are saved to ``OUT.open`` (when something changed)."""
@@ -111,6 +113,7 @@ class RecordProxy:
         self.host, self.port = host, port
         self.access = AccessControl(token)
         self.insecure = insecure
+        check_exposure(host, has_token=self.access.enabled, insecure=insecure, what=_EXPOSED)  # before OUT is made
         self.tokens = tokens
         self._key = upstream_key or None
         self.book = TrajectoryBook(idle_s)
@@ -180,6 +183,8 @@ class RecordProxy:
                 status, kind = upstream.status, upstream.headers.get("Content-Type", "application/json")
         except Exception as exc:  # an unreachable or broken upstream is the client's 502, not a crash
             return self._unreachable(exc, request)
+        if status != 200:  # an error body may quote what was sent
+            body = self._clean(body.decode("utf-8", "replace"), request).encode()
         return web.Response(status=status, body=body, headers={"Content-Type": kind})
 
     def _unreachable(self, exc: BaseException, request: web.Request) -> web.Response:
@@ -353,7 +358,7 @@ class RecordProxy:
             access=self.access,
             insecure=self.insecure,
             gate=self.gate,
-            what="use the upstream model through it",
+            what=_EXPOSED,
         )
         if self._server.sockets:
             self.port = int(self._server.sockets[0].getsockname()[1])
