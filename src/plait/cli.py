@@ -312,9 +312,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     from .eval.cli import add_parsers as add_eval_parsers  # plait eval / plait export (their own settings)
     from .llms._models_cli import add_parser as add_models_parser
+    from .trajectories.proxy_cli import add_parser as add_proxy_parser
 
     add_eval_parsers(sub)
     add_models_parser(sub)
+    add_proxy_parser(sub)
     return parser
 
 
@@ -374,6 +376,10 @@ def _own_settings_command(args: argparse.Namespace) -> int:
         from .llms._models_cli import run as run_models
 
         return run_models(args, sys.stdout)
+    if args.command == "record-proxy":
+        from .trajectories.proxy_cli import run as run_proxy
+
+        return run_proxy(args)
     from .eval.cli import run as run_eval
 
     return run_eval(args)
@@ -484,7 +490,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
                 sys.stderr.write(f"plait: error: {exc}\n")
                 return SETTINGS_ERROR
             return _web(args)
-        if args.command in ("mcp-serve", "eval", "export", "models"):
+        if args.command in ("mcp-serve", "eval", "export", "models", "record-proxy"):
             try:
                 return _own_settings_command(args)
             except UserError as exc:  # settings that cannot work, found before anything ran
