@@ -53,13 +53,18 @@ def test_a_turns_token_ids_decode_to_exactly_the_text_sent_and_received() -> Non
         finally:
             plain.close()
     finally:
-        model.close()
+        for built in [model, *BUILT]:
+            built.close()
+        BUILT.clear()
+
+
+BUILT: list[LlamaCppModel] = []  # the evaluation's models, closed by the test (their shared engine goes too)
 
 
 def make_agent() -> FunctionCallingAgent:
-    return FunctionCallingAgent(
-        LlamaCppModel(n_ctx=1024, max_new_tokens=16, temperature=0, logprobs=True), [], "Be brief."
-    )
+    model = LlamaCppModel(n_ctx=1024, max_new_tokens=16, temperature=0, logprobs=True)
+    BUILT.append(model)
+    return FunctionCallingAgent(model, [], "Be brief.")
 
 
 def test_the_tokens_land_in_the_evaluations_trajectories(tmp_path: Path) -> None:
@@ -80,4 +85,6 @@ def test_the_tokens_land_in_the_evaluations_trajectories(tmp_path: Path) -> None
             assert line is not None and line["response_mask"] == [1] * len(turn.completion_ids)
             jsonschema.validate(line, schema("verl"))
     finally:
-        model.close()
+        for built in [model, *BUILT]:
+            built.close()
+        BUILT.clear()
