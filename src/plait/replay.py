@@ -88,6 +88,8 @@ def _encode_reply(value: object) -> object:
     """A model reply (text, `ModelResponse`, a stream item's extra, nested in dicts/lists) as JSON."""
     if isinstance(value, ModelResponse):
         return {"__model_response__": json.loads(_canonical(value))}
+    if isinstance(value, Reasoning):  # a stream item's reasoning so far
+        return {"__reasoning__": value.to_wire()}
     if isinstance(value, Mapping):
         return {str(k): _encode_reply(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -105,6 +107,8 @@ def _decode_reply(value: object) -> object:
             return ModelResponse(
                 data.get("content", ""), calls, data.get("finish_reason"), usage, data.get("raw"), reasoning
             )
+        if "__reasoning__" in value:
+            return Reasoning.from_wire(value["__reasoning__"])
         return {k: _decode_reply(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode_reply(v) for v in value]

@@ -242,6 +242,8 @@ class AgentCore(AgentModule):
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
+        if isinstance(extra, Reasoning):  # the reasoning so far of a streaming reply
+            return self.make_response(text, AgentStatusCode(status), reasoning=extra)
         return self.make_response(text, AgentStatusCode(status), extra if extra else None)
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..llms.text_tool_calls import check_formats
-from ..schema import AgentMessage, AgentStatusCode, FunctionCall
+from ..schema import AgentMessage, AgentStatusCode, FunctionCall, Reasoning
 from ..untrusted import decode_arguments
 from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
@@ -131,7 +131,8 @@ class FunctionCallingCore(ToolLoopCore):
         status, text, extra = item
         if status != AgentStatusCode.END:
             shown = held.visible(text) if held is not None and isinstance(text, str) else text
-            return self.make_response(shown, AgentStatusCode.STREAM_ING)
+            reasoning = extra if isinstance(extra, Reasoning) else None  # the reasoning so far
+            return self.make_response(shown, AgentStatusCode.STREAM_ING, reasoning=reasoning)
         response = extra if isinstance(extra, ModelResponse) else (extra or {}).get("response")
         final = response if isinstance(response, ModelResponse) else ModelResponse(content=text)
         return AgentMessage(sender=self.name, content=text, extra_info={"response": final})

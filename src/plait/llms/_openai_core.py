@@ -369,7 +369,7 @@ class ChatTransport:
     ) -> AsyncIterator[tuple[StreamAccumulator, bool]]:
         """Stream one chat completion, retried per the policy.
 
-        Yields ``(accumulator, False)`` each time the text grows, then ``(accumulator, True)``
+        Yields ``(accumulator, False)`` each time the text or the reasoning grows, then ``(accumulator, True)``
         once the stream is complete. Each attempt has its own `stream_deadline`.
 
         A retry before any text was yielded is invisible. Once text was yielded, the caller

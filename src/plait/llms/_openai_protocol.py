@@ -329,7 +329,7 @@ class StreamAccumulator:
         return self.done or self.finish_reason is not None
 
     def feed_data(self, data: str) -> bool:
-        """Consume one SSE ``data`` payload; True when the text grew."""
+        """Consume one SSE ``data`` payload; True when the text or the reasoning grew."""
         if data == "[DONE]":
             self.done = True
             return False
@@ -340,7 +340,7 @@ class StreamAccumulator:
         return self.feed(chunk)
 
     def feed(self, chunk: object) -> bool:
-        """Consume one decoded chunk; True when the text grew."""
+        """Consume one decoded chunk; True when the text or the reasoning grew."""
         if not isinstance(chunk, Mapping):
             raise LLMResponseError(f"the stream carried a chunk that is not an object: {_snippet(chunk)}")
         if "error" in chunk and not chunk.get("choices"):

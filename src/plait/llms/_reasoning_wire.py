@@ -102,7 +102,7 @@ class ReasoningStream:
         self.raw = ""
 
     def feed(self, delta: Mapping[str, object], text: str) -> bool:
-        """Take one delta (its content already read as `text`); True when the visible content grew.
+        """Take one delta (its content already read as `text`); True when the visible content or the reasoning grew.
 
         Content passes through as it comes until a ``<`` shows that a tag may follow; from
         there a `ThinkStream` holds back what may be a tag and removes think blocks.
@@ -110,9 +110,10 @@ class ReasoningStream:
         field = field_reasoning(delta)
         if field is not None:
             self._field = (self._field or "") + field
+        thought = bool(field)
         if not text:
-            return False
-        first = not self.raw
+            return thought
+        first, before = not self.raw, len(self.content)
         self.raw += text
         if self._tags is None:
             if self._think == "opened" and first and self._field is None:
@@ -124,9 +125,9 @@ class ReasoningStream:
                 start = text.index("<")
                 self.content += text[:start]
                 text, self._tags = text[start:], ThinkStream()
-        shown = self._tags.feed(text)[1]
+        inline, shown = self._tags.feed(text)
         self.content += shown
-        return bool(shown)
+        return thought or bool(inline) or len(self.content) != before
 
     def finish(self) -> None:
         """End of the reply: the content held back (a partial tag, trailing whitespace) is shown."""

@@ -80,7 +80,8 @@ GenParams: TypeAlias = dict[str, Any]
 """Generation parameters of one call: plait's own names and any backend field, values as the backend takes them."""
 
 StreamItem: TypeAlias = tuple[ModelStatusCode, str, object]
-"""``(status, text_so_far, extra)``: `extra` is backend-specific (the final `ModelResponse`, or None)."""
+"""``(status, text_so_far, extra)``: `extra` is backend-specific: the final `ModelResponse` on the END
+item; before it, a reasoning model's reasoning so far (`plait.schema.Reasoning`) or None."""
 
 TemplateParser: TypeAlias = Callable[[Sequence[Message]], Prompt]
 """Renders a conversation for a backend: a prompt string, or the API's messages."""

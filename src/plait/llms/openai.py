@@ -11,7 +11,7 @@ Example:
     llm = GPTAPI('qwen2.5-7b-instruct', api_base='http://127.0.0.1:8000/v1', key=None)
     llm.chat([{'role': 'user', 'content': 'hi'}])            # -> str
     reply = llm.complete(messages, tools=[weather_schema])   # -> ModelResponse with .tool_calls
-    for status, text, extra in llm.stream_chat(messages): ...
+    for status, text, extra in llm.stream_chat(messages): ...  # extra: reasoning so far, END: ModelResponse
     llm.fetch_context_window()                               # -> 32768 on a vLLM server, else None
     ```
 """
@@ -27,7 +27,7 @@ from typing import Any, ClassVar, SupportsFloat, TypeAlias, overload
 from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import LLMError, UserError
-from ..schema import ModelStatusCode
+from ..schema import ModelStatusCode, Reasoning
 from ..types import SessionIds
 from ..utils._aio import LoopThread
 from ..utils.redact import redact_url
@@ -365,7 +365,8 @@ class _GPTAPICore(LLMCore):
         if final:  # the whole reply, split as a non-streamed one is (its text may settle differently)
             response = self._finish_response(acc.response(), params)
             return ModelStatusCode.END, response.content, response
-        return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), None
+        reasoning = acc.reasoning  # the reasoning so far rides on each item, so it streams before the answer
+        return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), Reasoning(reasoning) if reasoning else None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={redact_url(self.api_base)!r})"
