@@ -75,40 +75,17 @@ from ._llama_reply import (
     turn_tokens,
     usage_of,
 )
+from ._llama_request import ENGINE_PARAMS, engine_request
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
 from ._repetition import REPETITION, RepetitionGuard
 from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread, to_thread_cancellable
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
-from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, engine_fields, pop_base_gen_params
+from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, pop_base_gen_params
 from .catalogue import get_model
 from .response import ModelResponse, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
-
-_RENAMED = {
-    "max_new_tokens": "max_tokens",
-    "repetition_penalty": "repeat_penalty",
-    "stop_words": "stop",
-}
-_NOT_SENT = frozenset({"stream", "messages", "prompt", "session_ids"})
-
-_ENGINE_PARAMS = frozenset(
-    {
-        # llama.cpp server's sampling and request options (tools/server/README.md, POST /completion)
-        *("dynatemp_range", "dynatemp_exponent", "min_p", "n_predict", "n_indent", "n_keep", "typical_p"),
-        *("repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"),
-        *("dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers"),
-        *("xtc_probability", "xtc_threshold", "mirostat", "mirostat_tau", "mirostat_eta", "grammar", "json_schema"),
-        *("ignore_eos", "logit_bias", "n_probs", "min_keep", "t_max_predict_ms", "id_slot", "cache_prompt"),
-        *("return_tokens", "samplers", "timings_per_token", "post_sampling_probs", "response_fields", "lora"),
-        # its OpenAI-compatible chat fields
-        *("max_tokens", "stop", "response_format", "logprobs", "top_logprobs", "n", "chat_template_kwargs"),
-        *("reasoning_format", "parse_tool_calls", "parallel_tool_calls", "seed"),
-    }
-)
-"""The generation parameters `LlamaCppModel` takes beyond plait's own: the request fields llama.cpp reads."""
-
 
 _CompleteItem: TypeAlias = Union[str, ModelResponse]
 """What a streamed `complete` emits: answer texts so far, then the final `ModelResponse`."""
@@ -146,7 +123,7 @@ class _LlamaCppCore(LLMCore):
         tool_protocol: str | None = None,
         **gen_params: object,
     ) -> None:
-        base = pop_base_gen_params(gen_params, self, _ENGINE_PARAMS)
+        base = pop_base_gen_params(gen_params, self, ENGINE_PARAMS)
         _import_xllamacpp()  # fail at construction, not at the first call
         self.model_path = model_file(model, None if path is None else os.fspath(path))
         self.model_name = model
@@ -251,19 +228,7 @@ class _LlamaCppCore(LLMCore):
     # requests
 
     def _request(self, prompt: Prompt, params: Mapping[str, object], stream: bool = False) -> dict[str, object]:
-        sent = {key: value for key, value in params.items() if key not in _NOT_SENT and (key != "stop_words" or value)}
-        schema = response_schema(sent.pop("response_format", None))
-        request = engine_fields(sent, _RENAMED)
-        if schema is not None:  # decoded under the schema's grammar
-            request["json_schema"] = schema
-        if isinstance(prompt, str):
-            request["prompt"] = prompt
-        else:
-            request["messages"] = prompt
-        if stream:
-            request["stream"] = True
-            request["stream_options"] = {"include_usage": True}
-        return request
+        return engine_request(prompt, params, stream)
 
     def _record(self, usage: Usage | None) -> None:
         if usage is not None:
