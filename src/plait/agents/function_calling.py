@@ -133,6 +133,8 @@ class FunctionCallingCore(ToolLoopCore):
             shown = held.visible(text) if held is not None and isinstance(text, str) else text
             reasoning = extra if isinstance(extra, Reasoning) else None  # the reasoning so far
             return self.make_response(shown, AgentStatusCode.STREAM_ING, reasoning=reasoning)
+        if isinstance(extra, Reasoning):  # a plain stream's end: its text and the reasoning
+            extra = ModelResponse(content=text, reasoning=extra)
         response = extra if isinstance(extra, ModelResponse) else (extra or {}).get("response")
         final = response if isinstance(response, ModelResponse) else ModelResponse(content=text)
         return AgentMessage(sender=self.name, content=text, extra_info={"response": final})

@@ -6,8 +6,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeAlias
 
 from ..exceptions import LLMError, LLMResponseError
+from ..schema import Reasoning
 from ._decoded import json_object
 from ._llama_engine import prompt_token_ids
+from ._reasoning_wire import ReasoningStream
+from .profiles import ThinkTags
 from .response import TurnTokenIds, Usage
 
 __all__ = [
@@ -20,6 +23,7 @@ __all__ = [
     "choice_text",
     "finish_reason_of",
     "first_choice",
+    "reasoning_of",
     "sampled_tokens",
     "turn_tokens",
     "usage_of",
@@ -91,19 +95,57 @@ class Stopped(Exception):
     """An engine call stopped because its caller left (its ``cancel`` was set); nobody sees it."""
 
 
-class StreamState:
-    """Folds the engine's stream chunks into cumulative `StreamItem`s (or one whole result)."""
+def reasoning_of(choice: Mapping[str, object]) -> Reasoning | None:
+    """The reasoning `StreamState.result` put in a choice's message (None: the reply had none)."""
+    message = choice.get("message")
+    text = message.get("reasoning_content") if isinstance(message, Mapping) else None
+    return Reasoning(text) if isinstance(text, str) and text else None
 
-    def __init__(self) -> None:
-        self.text = ""
+
+class StreamState:
+    """Folds the engine's stream chunks into cumulative `StreamItem`s (or one whole result).
+
+    A thinking model's reasoning is split from the text as `GPTAPI` splits a server's reply
+    (`plait.llms._reasoning_wire.ReasoningStream`): inline ``<think>`` blocks (or a
+    ``reasoning_content`` the engine parsed itself) never show in `text`.
+
+    Args:
+        think: How inline think tags are read (the model's `plait.llms.profiles.ModelProfile.think_tags`).
+
+    Attributes:
+        text: The visible reply so far (think blocks held back and removed).
+        raw: The reply's content as the engine made it.
+    """
+
+    def __init__(self, think: ThinkTags = "closed") -> None:
+        self._split = ReasoningStream(think)
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.meta: dict[str, object] = {}  # the last chunk's other fields (id, model, usage, timings...)
         self.token_ids: list[int] = []  # the sampled tokens, when the request asked for logprobs
         self.logprobs: list[float] = []
 
+    @property
+    def text(self) -> str:
+        return self._split.content
+
+    @property
+    def raw(self) -> str:
+        return self._split.raw
+
+    @property
+    def reasoning(self) -> Reasoning | None:
+        """The reasoning so far (None: none yet), a stream item's extra."""
+        text = self._split.reasoning
+        return Reasoning(text) if text else None
+
+    def finish(self) -> str:
+        """End of the reply: the text held back (a partial tag) is shown; returns the whole `text`."""
+        self._split.finish()
+        return self.text
+
     def feed(self, chunk: object) -> bool:
-        """Take one chunk; True when it added text."""
+        """Take one chunk; True when it added text or reasoning."""
         if isinstance(chunk, Mapping):
             self.meta.update((key, value) for key, value in chunk.items() if key not in ("choices", "object"))
             if chunk.get("usage"):
@@ -113,9 +155,8 @@ class StreamState:
         choice = first_choice(chunk)
         self.finish_reason = finish_reason_of(choice) or self.finish_reason
         self._take_logprobs(choice.get("logprobs"))
-        delta = choice_text(choice)
-        self.text += delta
-        return bool(delta)
+        part = choice.get("delta", choice.get("message"))
+        return self._split.feed(part if isinstance(part, Mapping) else {}, choice_text(choice))
 
     def _take_logprobs(self, logprobs: object) -> None:
         """Keep each sampled token's id and log-probability (the OpenAI ``logprobs.content`` llama.cpp sends)."""
@@ -127,8 +168,16 @@ class StreamState:
                 self.logprobs.append(float(logprob) if isinstance(logprob, (int, float)) else 0.0)
 
     def result(self) -> Result:
-        """The whole reply, shaped as the engine's non-streamed chat result (with ``logprobs`` when it sent them)."""
-        message = {"role": "assistant", "content": self.text}
+        """The whole reply, shaped as the engine's non-streamed chat result (with ``logprobs`` when it sent them).
+
+        Its content is the visible reply; the reasoning, when there was some, is the
+        message's ``reasoning_content`` (`reasoning_of`).
+        """
+        self.finish()
+        reasoning, content = self._split.result()
+        message = {"role": "assistant", "content": content}
+        if reasoning is not None and reasoning.text:
+            message["reasoning_content"] = reasoning.text
         choice: dict[str, object] = {"index": 0, "message": message, "finish_reason": self.finish_reason}
         if self.token_ids:
             pairs = zip(self.token_ids, self.logprobs, strict=True)

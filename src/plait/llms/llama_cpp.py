@@ -72,6 +72,7 @@ from ._llama_reply import (
     choice_text,
     finish_reason_of,
     first_choice,
+    reasoning_of,
     turn_tokens,
     usage_of,
 )
@@ -83,6 +84,7 @@ from ._threaded import Producer, aiterate_thread, call_in_thread, iterate_thread
 from ._tool_llm import AsyncToolStreaming, ToolRequest, ToolStreaming
 from .base_llm import ChatInput, GenParams, LLMCore, Prompt, StreamItem, pop_base_gen_params
 from .catalogue import get_model
+from .profiles import profile_for
 from .response import ModelResponse, Usage
 
 __all__ = ["AsyncLlamaCppModel", "LlamaCppModel", "default_model_path"]
@@ -131,6 +133,7 @@ class _LlamaCppCore(LLMCore):
             get_model(model).tool_protocol if model is not None else "json"
         )
         self._protocol: ToolProtocol | None = None
+        self.think_tags = profile_for(model or os.path.basename(self.model_path)).think_tags  # <think> split off
         self.n_ctx = n_ctx
         self.tool_retries = tool_retries
         self._key = _EngineKey(
@@ -254,11 +257,10 @@ class _LlamaCppCore(LLMCore):
         self._record(usage_of(result.get("usage")))
         return dict(result)
 
-    @staticmethod
     def _collect(
-        handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: OnText | None
+        self, handle: Handle, request: Mapping[str, object], cancel: threading.Event, on_text: OnText | None
     ) -> Result:
-        state = StreamState()
+        state = StreamState(self.think_tags)
         errors: list[BaseException] = []
         guard = RepetitionGuard()
 
@@ -267,7 +269,7 @@ class _LlamaCppCore(LLMCore):
                 return True
             try:
                 if state.feed(chunk):
-                    if guard.looping(state.text):  # a loop: stop now, and say why
+                    if guard.looping(state.raw):  # a loop (in the answer or the reasoning): stop now, and say why
                         state.finish_reason = REPETITION
                         return True
                     if on_text is not None:
@@ -317,7 +319,7 @@ class _LlamaCppCore(LLMCore):
     def _stream_end(self, state: StreamState) -> StreamItem:
         """The final stream item (after recording the stream's usage)."""
         self._record(state.usage)
-        return ModelStatusCode.END, state.text, None
+        return ModelStatusCode.END, state.finish(), state.reasoning
 
     def _complete_producer(self, call: ToolRequest) -> Producer[_CompleteItem]:
         """A streamed `complete` for `iterate_thread`: answer texts so far, then the `ModelResponse`."""
@@ -425,7 +427,7 @@ class _LlamaCppCore(LLMCore):
         choice = first_choice(result)
         text = self._finish(choice_text(choice), params)
         tokens = turn_tokens(self.base_url, turns, choice, usage := usage_of(result.get("usage")))  # logprobs=True
-        return ModelResponse(text, [], finish_reason_of(choice), usage, result, tokens=tokens)
+        return ModelResponse(text, [], finish_reason_of(choice), usage, result, reasoning_of(choice), tokens)
 
 
 class LlamaCppModel(_LlamaCppCore, ToolStreaming):
@@ -466,6 +468,8 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
     Attributes:
         usage: Running token totals of every request made through this object.
         model_name: The catalogue name it was built from (None: a path, or the default).
+        think_tags: How ``<think>`` blocks in replies are split into `ModelResponse.reasoning`
+            (the profile matched from the model's name or file name; `plait.llms.profiles`).
     """
 
     stream_tools = True  # stream_chat accepts tools=; the END item carries the final ModelResponse
@@ -476,13 +480,13 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
         return call_in_thread(functools.partial(self._generate_sync, inputs, params), name=_THREAD)
 
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
-        """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, None)``."""
+        """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, reasoning so far or None)``."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = StreamState()
+        state = StreamState(self.think_tags)
         with contextlib.closing(iterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             for chunk in chunks:
                 if state.feed(chunk):
-                    yield ModelStatusCode.STREAM_ING, state.text, None
+                    yield ModelStatusCode.STREAM_ING, state.text, state.reasoning
         yield self._stream_end(state)
 
     def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
@@ -528,11 +532,11 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
         request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = StreamState()
+        state = StreamState(self.think_tags)
         async with contextlib.aclosing(aiterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             async for chunk in chunks:
                 if state.feed(chunk):
-                    yield ModelStatusCode.STREAM_ING, state.text, None
+                    yield ModelStatusCode.STREAM_ING, state.text, state.reasoning
         yield self._stream_end(state)
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
