@@ -6,6 +6,7 @@ with the official openai client (sync and async from one body), LangChain and li
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,8 @@ openai = pytest.importorskip("openai")
 
 
 def echo(body: dict[str, Any]) -> Reply:
+    if body.get("response_format"):  # a model that follows it
+        return Reply('{"name": "Oslo", "population": 709037}')
     users = [m["content"] for m in body["messages"] if m["role"] == "user"]
     return Reply(f"echo {users[-1]} after {len(users) - 1} earlier", usage={"prompt_tokens": 7, "completion_tokens": 5})
 
@@ -74,7 +77,7 @@ def test_fields_the_agent_cannot_honour_are_refused_naming_them(mode: str, serve
         "top_logprobs": {"top_logprobs": 3},
         "tools": {"tools": [tool]},
         "tool_choice": {"tool_choice": "required"},
-        "response_format": {"response_format": {"type": "json_object"}},
+        "response_format": {"response_format": {"type": "xml"}},
         "reasoning_effort": {"reasoning_effort": "high"},
         "timeout_s": {"extra_body": {"timeout_s": 3}},  # not an OpenAI field at all
     }
@@ -149,3 +152,35 @@ def test_langchain_and_litellm_talk_to_a_served_agent(served: AgentAPIServer, mo
             model="openai/helper-1", api_base=served.url + "/v1", api_key="unused", messages=HI, max_tokens=20
         )
     assert reply.choices[0].message.content == "echo hi after 0 earlier"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_response_format_reaches_the_model_and_the_reply_is_the_json(
+    mode: str, served: AgentAPIServer, model: FakeOpenAIServer
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "population": {"type": "integer"}},
+        "required": ["name", "population"],
+        "additionalProperties": False,
+    }
+    wanted = {"type": "json_schema", "json_schema": {"name": "City", "schema": schema, "strict": True}}
+    reply = create(mode, served, messages=HI, response_format=wanted)  # was dropped: the model never saw it
+    assert model.requests[-1]["response_format"] == wanted
+    assert json.loads(reply.choices[0].message.content) == {"name": "Oslo", "population": 709037}
+    create(mode, served, messages=HI, response_format={"type": "json_object"})
+    assert model.requests[-1]["response_format"] == {"type": "json_object"}
+    create(mode, served, messages=HI, response_format={"type": "text"})
+    assert "response_format" not in model.requests[-1]
+
+
+def test_langchain_with_structured_output_gets_the_object(served: AgentAPIServer) -> None:
+    chat_openai = pytest.importorskip("langchain_openai")
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+        population: int
+
+    llm = chat_openai.ChatOpenAI(model="helper-1", base_url=served.url + "/v1", api_key="unused", max_retries=0)
+    assert llm.with_structured_output(City).invoke("the capital of Norway") == City(name="Oslo", population=709037)

@@ -8,14 +8,16 @@ silently dropped:
 * Honoured: ``model`` (any name; the reply names the served model), ``messages``, ``stream``,
   ``stream_options.include_usage``, ``temperature``, ``top_p``, ``max_tokens`` /
   ``max_completion_tokens``, ``stop``, ``seed``, ``presence_penalty``, ``frequency_penalty``
-  (each checked and within the server's caps), ``user`` (logged) and ``metadata.session_id``
-  (the session, like the ``X-Session-Id`` header).
-* Accepted as no-ops: ``n: 1``, ``logprobs: false``, ``response_format: {"type": "text"}``,
+  (each checked and within the server's caps), ``response_format`` (``json_object`` or
+  ``json_schema``: passed to the model the agent answers with, which constrains its reply to
+  it; ``text``: nothing to do), ``user`` (logged) and ``metadata.session_id`` (the session,
+  like the ``X-Session-Id`` header).
+* Accepted as no-ops: ``n: 1``, ``logprobs: false``,
   ``modalities: ["text"]``, ``store: false``, ``tool_choice: "none"`` / ``"auto"`` without
   tools, ``parallel_tool_calls``, ``service_tier``, ``prompt_cache_key``,
   ``safety_identifier``, other ``metadata`` keys.
 * Refused: ``n > 1``, ``logprobs: true``, ``top_logprobs``, ``tools``, other
-  ``tool_choice``s, ``functions``, ``response_format`` other than text, ``audio``,
+  ``tool_choice``s, ``functions``, ``audio``,
   ``prediction``, ``logit_bias``, ``reasoning_effort``, ``web_search_options``,
   ``verbosity``, ``store: true``, and any field OpenAI does not define.
 
@@ -30,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ...exceptions import UserError
+from ...outputs import response_schema
 from ...types import SessionId
 from ...untrusted import clean
 from .requests import ServerLimits, _integer, _number, _stop_words, session_of
@@ -41,6 +44,7 @@ _HONOURED = frozenset(
     {
         *("model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens"),
         *("max_completion_tokens", "stop", "seed", "presence_penalty", "frequency_penalty", "user", "metadata"),
+        "response_format",
     }
 )
 _HARMLESS = frozenset({"parallel_tool_calls", "service_tier", "prompt_cache_key", "safety_identifier"})
@@ -53,7 +57,6 @@ _NO_OPS: dict[str, tuple[object, ...]] = {
     "tool_choice": (None, "none", "auto"),
     "functions": (None, []),
     "function_call": (None, "none", "auto"),
-    "response_format": (None, {"type": "text"}),
     "modalities": (None, ["text"]),
     "store": (None, False),
     "audio": (None,),
@@ -71,7 +74,6 @@ _WHY = {
     "tool_choice": "the served agent does not take client tools",
     "functions": "the served agent does not take client functions",
     "function_call": "the served agent does not take client functions",
-    "response_format": "the served agent answers in text only",
     "modalities": "the served agent answers in text only",
     "store": "the served agent does not store completions",
 }
@@ -248,6 +250,12 @@ def _overrides(body: Mapping[str, object], limits: ServerLimits) -> dict[str, ob
         ("seed", "seed", lambda f, v: _integer(f, v, -_INT64, _INT64 - 1)),
         ("stop", "stop_words", lambda f, v: _stop_words(v)),
     ]
+    if body.get("response_format") is not None:
+        try:
+            if response_schema(body["response_format"]) is not None:  # json_object or json_schema
+                out["response_format"] = clean(body["response_format"])
+        except UserError as exc:
+            raise OpenAIRequestError(str(exc), "response_format") from None
     for field, name, check in checks:
         if body.get(field) is None:
             continue
