@@ -343,6 +343,7 @@ def supervise(
             limits=limits,
             insecure=args.insecure,
             a2a=bool(getattr(args, "a2a", False)),
+            model_name=getattr(args, "model_name", None),
         )
         return 0
     command = [sys.executable, "-m", "plait.cli", *argv]
