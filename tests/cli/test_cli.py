@@ -208,8 +208,11 @@ def test_serve_lists_the_agent_under_the_operators_model_name(server: FakeOpenAI
     import json
     import urllib.request
 
-    with plait_serve("--api-base", server.base_url, "--model-name", "helpdesk") as (port, _):
-        listing = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30).read())
+    with (
+        plait_serve("--api-base", server.base_url, "--model-name", "helpdesk") as (port, _),
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30) as response,
+    ):
+        listing = json.loads(response.read())
     assert [m["id"] for m in listing["data"]] == ["helpdesk"]  # was the class name
 
 
