@@ -277,6 +277,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--a2a", action="store_true", help="serve over A2A 1.0 too (Agent Card at /.well-known/agent-card.json)"
     )
+    serve.add_argument(
+        "--model-name",
+        default="plait-agent",
+        help="the name OpenAI clients see the agent under (/v1/models, each reply's model; default: plait-agent)",
+    )
     add_server_limit_flags(serve)
     mcp = sub.add_parser("mcp-serve", help="serve tools over MCP: MODULE:ATTR names an MCPServer, tools or an agent")
     mcp.add_argument("target", metavar="MODULE:ATTR", help="a module (or .py file) and the attribute to serve")

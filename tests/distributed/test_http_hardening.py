@@ -147,7 +147,10 @@ def test_openai_route_checks_its_body_and_passes_only_generation_fields(model: F
     assert status == 400
     status, body, _ = http(server, "/v1/chat/completions", {"messages": ["just a string"]})
     assert status == 400
-    extra = {"max_tokens": 32, "stop": "END", "extra_body": {"model": "x"}, "timeout": 1, "n": 3, "model": "any"}
+    for field, value in {"extra_body": {"model": "x"}, "timeout": 1, "n": 3}.items():  # were silently dropped
+        status, body, _ = http(server, "/v1/chat/completions", {**base, field: value})
+        assert status == 400 and body["error"]["param"] == field
+    extra = {"max_tokens": 32, "stop": "END", "n": 1, "model": "any"}
     status, body, _ = http(server, "/v1/chat/completions", {**base, **extra})
     assert status == 200 and body["choices"][0]["message"]["content"] == "echo hi after 0 earlier"
     sent = model.requests[-1]
