@@ -242,7 +242,11 @@ class AgentCore(AgentModule):
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
-        return self.make_response(text, AgentStatusCode(status), extra if extra else None)
+        response = extra.get("response") if isinstance(extra, dict) else extra
+        reasoning = getattr(response, "reasoning", None)  # the END item's reply carries the model's reasoning
+        return self.make_response(
+            text, AgentStatusCode(status), extra if extra else None, reasoning=reasoning if reasoning else None
+        )
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the LLM would receive for this session now."""

@@ -78,6 +78,13 @@ def _reply_text(message: object) -> str:
     return content if isinstance(content, str) else content_to_text(content)
 
 
+def _reasoning_text(message: object) -> str:
+    """The model's reasoning on a reply or chunk (its `Reasoning` text), else ``''``."""
+    reasoning = getattr(message, "reasoning", None)
+    text = getattr(reasoning, "text", None)
+    return text if isinstance(text, str) else ""
+
+
 def _error(status: int, message: str, kind: str, param: str | None = None, code: str | None = None) -> web.Response:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     error = {"message": message, "type": kind, "param": param, "code": code}
@@ -95,6 +102,9 @@ class _Completion:
     def whole(self, reply: object, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
         waiting = _waiting(reply)
         message: dict[str, JSONValue] = {"role": "assistant", "content": None if waiting else _reply_text(reply)}
+        reasoning = _reasoning_text(reply)
+        if reasoning and not waiting:  # where OpenAI-compatible clients read a reasoning model's thinking
+            message["reasoning_content"] = reasoning
         if waiting:
             message["tool_calls"] = _openai_calls(waiting)
         if tool_calls:
@@ -348,7 +358,7 @@ async def _stream(
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(completion.chunk({"role": "assistant", "content": ""}))
-    sent = ""
+    sent = thought_sent = ""
     session = kwargs["session_id"]
     try:
         waiting: list[PendingCall] = []
@@ -361,6 +371,11 @@ async def _stream(
                 _check_pause(chunk, ephemeral, session)
                 await response.write(completion.chunk({"tool_calls": _openai_calls(waiting)}))
                 continue
+            thought = _reasoning_text(chunk)
+            if thought and thought != thought_sent:  # reasoning_content deltas, as reasoning servers stream them
+                extra = thought[len(thought_sent) :] if thought.startswith(thought_sent) else thought
+                await response.write(completion.chunk({"reasoning_content": extra}))
+                thought_sent = thought
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"
