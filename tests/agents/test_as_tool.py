@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from _support import collect, resolve
+from plait.actions import BaseAction
 from plait.agents import Agent, AsyncAgent, AsyncFunctionCallingAgent, FunctionCallingAgent
 from plait.events import SubAgentEnded, SubAgentStarted, ToolResult
 from plait.exceptions import UserError
@@ -115,3 +116,36 @@ def test_stream_events_show_the_sub_agent(mode: str) -> None:
 def test_unknown_history_fails_at_construction() -> None:
     with pytest.raises(UserError, match="history"):
         Agent(scripted_llm([], "sync"), name="x").as_tool(history="shared_forever")
+
+
+class Refund(BaseAction):
+    """Refund a payment."""
+
+    def __init__(self) -> None:
+        super().__init__(requires_approval=True)
+        self.runs = 0
+
+    def run(self, amount: int) -> str:
+        """Refund money.
+
+        Args:
+            amount: how much
+        """
+        self.runs += 1
+        return f"refunded {amount}"
+
+
+def test_approval_inside_the_sub_agent_is_refused_not_run(mode: str) -> None:
+    """A gated tool pauses the sub-agent; nobody inside a tool call can approve, so the run is dropped.
+
+    (Propagating the pause to the top-level caller, issue 39.1's last sentence, is not done yet.)
+    """
+    refund = Refund()
+    cls = FunctionCallingAgent if mode == "sync" else AsyncFunctionCallingAgent
+    billing = cls(scripted_llm([calls(("r1", "Refund", '{"amount": 5}'))], mode), [refund], name="billing")
+    agent = lead(mode, [calls(("c1", "billing", '{"message": "refund 5"}')), "Could not refund."], [billing.as_tool()])
+    assert resolve(agent("Refund me", session_id="s")).content == "Could not refund."
+    observation = agent.llm.calls[1].messages[-1]["content"]
+    assert "billing paused for a person's approval" in observation
+    assert refund.runs == 0
+    assert billing.state_dict("s/billing/1") == {"memory": []}  # the paused run is gone, nothing half-kept
