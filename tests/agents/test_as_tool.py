@@ -11,6 +11,7 @@ from pydantic import BaseModel
 from _support import collect, resolve
 from plait.actions import BaseAction
 from plait.agents import Agent, AsyncAgent, AsyncFunctionCallingAgent, FunctionCallingAgent
+from plait.agents.react import AsyncReAct, ReAct
 from plait.events import SubAgentEnded, SubAgentStarted, ToolResult
 from plait.exceptions import UserError
 from plait.llms.response import ModelResponse, ToolCall
@@ -149,3 +150,13 @@ def test_approval_inside_the_sub_agent_is_refused_not_run(mode: str) -> None:
     assert "billing paused for a person's approval" in observation
     assert refund.runs == 0
     assert billing.state_dict("s/billing/1") == {"memory": []}  # the paused run is gone, nothing half-kept
+
+
+def test_react_holds_a_sub_agent_too(mode: str) -> None:
+    critic = sub_agent(mode, ["Looks good."])
+    cls = ReAct if mode == "sync" else AsyncReAct
+    script = ["Action: critic\nAction Input: Draft: hi", "Final Answer: Approved."]
+    agent = cls(scripted_llm(script, mode), [critic.as_tool()])
+    assert resolve(agent("Review it", session_id=3)).content == "Approved."
+    assert agent.llm.calls[1].messages[-1] == {"role": "user", "content": "Observation: Looks good."}
+    assert [m["content"] for m in critic.state_dict("3/critic/1")["memory"]] == ["Draft: hi", "Looks good."]
