@@ -297,7 +297,10 @@ def test_the_cli_refuses_a_key_on_its_command_line(capsys: pytest.CaptureFixture
     assert main(["run", "--api-base", "http://127.0.0.1:9/v1", "--api-key", "sk-visible", "q"]) == 2
     assert "--api-key-env" in capsys.readouterr().err
     env = dict(os.environ, MY_KEY="sk-from-env")
-    probe = "import sys, plait.cli as c; a = c._parser().parse_args(sys.argv[1:]); print(c._api_key(a))"
+    probe = (
+        "import sys, plait.cli as c, plait._cli_agent as s; "
+        "a = c._parser().parse_args(sys.argv[1:]); print(s._api_key(a))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe, "run", "--api-key-env", "MY_KEY", "q"],
         env=env,
