@@ -299,5 +299,5 @@ def test_interop_tools_are_lazy_names_of_plait_actions() -> None:
 def test_mcp_all_is_pinned() -> None:
     import plait.actions.mcp
 
-    assert plait.actions.mcp.__all__ == ["AsyncMCPToolkit", "MCPServer", "MCPToolkit"]
+    assert plait.actions.mcp.__all__ == ["AsyncMCPToolkit", "Elicitation", "MCPServer", "MCPToolkit", "Sampling"]
     assert all(getattr(plait.actions.mcp, name) for name in plait.actions.mcp.__all__)

@@ -10,6 +10,7 @@ plait mcp-serve my_tools:server              # plait tools to MCP clients (stdio
 plait eval data.jsonl --agent my_agent:make --out runs/1   # score an agent over a data set (resumable)
 plait export runs/1 -o train.jsonl --only-passed          # its trajectories as fine-tuning data
 plait serve --port 8090 --store s.db         # the agent over HTTP (OpenAI-compatible at /v1), sessions kept
+plait chat --agent my_agent:build            # your own agent (or a function making it), also on run and serve
 plait run --model qwen2.5-coder-1.5b "..."   # a catalogue model of the embedded engine; plait models lists them
 PLAIT_SERVER_TOKEN=... plait serve --host 0.0.0.0   # beyond loopback: clients send 'Authorization: Bearer ...'
 ```
@@ -42,13 +43,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from typing_extensions import TypedDict
 
+from ._cli_agent import (
+    add_agent_flags,
+    build_agent,
+    cli_tools,
+    setup as _setup,
+)
 from ._version import __version__
 from .exceptions import PlaitError, UserError
 
 if TYPE_CHECKING:
-    from .actions import BaseAction
-    from .agents.function_calling import StreamingFunctionCallingAgent
-    from .context import ContextPolicy, PolicyName
+    from .agents.module import AgentModule
     from .distributed.http_serve.requests import ServerLimits
     from .hooks.usage import UsageMeter
     from .llms.llama_cpp import LlamaCppModel
@@ -59,7 +64,7 @@ SETTINGS_ERROR = 2
 """The exit status of settings that cannot work (checked before anything runs)."""
 
 
-__all__ = ["app_model", "build_agent", "build_llm", "embedded_model", "main"]
+__all__ = ["app_model", "build_agent", "build_llm", "cli_tools", "embedded_model", "main"]
 
 DEFAULT_SYSTEM = (
     "You are a helpful assistant. When a question needs exact computation or outside information, "
@@ -134,61 +139,6 @@ def app_model(model: str | None, api_base: str | None, err: TextIO) -> str | Non
     return best.name
 
 
-def cli_tools() -> dict[str, type[BaseAction]]:
-    """The tools ``--tools`` offers (`plait.actions._registry.user_tools`)."""
-    from .actions import calculator  # noqa: F401  (registers the default tool)
-    from .actions._registry import user_tools
-
-    return user_tools()
-
-
-def _tool(name: str) -> BaseAction:
-    """The tool `name` names (any case), checked.
-
-    Raises:
-        UserError: Unknown, async-only, or its optional dependency is not installed.
-    """
-    tools = cli_tools()
-    known = {tool.lower(): tool for tool in tools}
-    canonical = known.get(name.strip().lower())
-    if canonical is None:
-        sync_name = name.strip().removeprefix("Async")
-        if name.strip().startswith("Async") and sync_name.lower() in known:
-            raise UserError(
-                f"{name} is for async agents; the CLI's agent is synchronous: use {known[sync_name.lower()]}"
-            )
-        raise UserError(f"unknown tool {name!r}; tools: {', '.join(sorted(tools))}")
-    from .actions import get_tool
-    from .actions.base_action import check_dependencies
-
-    check_dependencies(tools[canonical])
-    return get_tool(canonical)
-
-
-def build_agent(
-    llm: object,
-    tools: Sequence[str | BaseAction],
-    system: str,
-    max_turn: int,
-    mcp: Sequence[str] = (),
-    context_policy: PolicyName | ContextPolicy | None = "trim",
-    tool_choice: str = "routed",
-) -> StreamingFunctionCallingAgent:
-    """A streaming native function-calling agent over `tools` (tools, or registry names) and MCP servers.
-
-    Its tool choice is ``'routed'`` by default (`plait.agents.routing`): the Calculator for
-    arithmetic, no tool for small talk, decided per question.
-    """
-    from .actions.mcp import MCPToolkit
-    from .agents.function_calling import StreamingFunctionCallingAgent
-
-    chosen = [_tool(tool) if isinstance(tool, str) else tool for tool in tools]
-    actions = [*chosen, *(MCPToolkit.from_spec(server) for server in mcp)]
-    return StreamingFunctionCallingAgent(
-        llm, actions, system, max_turn=max_turn, tool_choice=tool_choice, context_policy=context_policy
-    )
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plait", description="Run plait agents from the command line.")
     parser.add_argument("--version", action="version", version=f"plait {__version__}")
@@ -216,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--api-key", help=argparse.SUPPRESS)  # refused with a pointer to --api-key-env
     common.add_argument("--tools", default="Calculator", help="comma-separated tool names (default: Calculator)")
+    add_agent_flags(common)  # --agent MODULE:NAME, --tools-from FILE
     common.add_argument(
         "--mcp",
         action="append",
@@ -276,6 +227,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--a2a", action="store_true", help="serve over A2A 1.0 too (Agent Card at /.well-known/agent-card.json)"
+    )
+    serve.add_argument(
+        "--model-name",
+        default="plait-agent",
+        help="the name OpenAI clients see the agent under (/v1/models, each reply's model; default: plait-agent)",
     )
     add_server_limit_flags(serve)
     mcp = sub.add_parser("mcp-serve", help="serve tools over MCP: MODULE:ATTR names an MCPServer, tools or an agent")
@@ -420,54 +376,6 @@ def _web(args: argparse.Namespace) -> int:
     )
 
 
-def _api_key(args: argparse.Namespace) -> str | None:
-    """The API key, from the environment variable ``--api-key-env`` names.
-
-    Raises:
-        UserError: ``--api-key`` was given (a command line is visible to every user of the machine).
-    """
-    if args.api_key is not None:
-        raise UserError(
-            "--api-key would show the key to every user of this machine (ps); export it and pass --api-key-env NAME"
-        )
-    return os.environ.get(args.api_key_env) or None
-
-
-def _setup(args: argparse.Namespace, printer: Printer) -> tuple[StreamingFunctionCallingAgent, UsageMeter]:
-    """The agent the settings describe, with tool lines shown by `printer` and a usage meter.
-
-    Raises:
-        UserError: A setting that cannot work (see the module docstring).
-    """
-    from ._session_file import SessionFile
-    from .hooks.usage import UsageMeter
-    from .interceptors import register_interceptor
-    from .repl import ToolEcho
-
-    if args.max_new_tokens < 1 or args.max_turn < 1:
-        raise UserError("--max-new-tokens and --max-turn must be at least 1")
-    tools = [_tool(name) for name in args.tools.split(",") if name.strip()]  # checked before the model loads
-    args.session_file = SessionFile(args.session) if args.session else None  # so is the session file
-    if args.api_base is None:
-        from .llms._models_cli import announce_join
-
-        announce_join(embedded_model(args.model).get("model"), sys.stderr)
-    llm = build_llm(
-        args.model, args.api_base, _api_key(args), max_new_tokens=args.max_new_tokens, temperature=args.temperature
-    )
-    from .context import app_policy
-
-    policy = app_policy(args.context, embedded=args.api_base is None)
-    agent = build_agent(llm, tools, args.system, args.max_turn, args.mcp, policy, args.tool_choice)
-    if args.command == "serve":  # run and chat show tool lines from the answer's events (`repl.ask`)
-        agent.executor.register_hook(ToolEcho(printer, with_session=True))
-    meter = UsageMeter()
-    register_interceptor(agent, meter)
-    if args.session_file is not None:
-        args.session_file.load(agent, sys.stderr)
-    return agent, meter
-
-
 def _log_level(args: argparse.Namespace) -> int:
     if args.quiet:
         return logging.ERROR
@@ -505,8 +413,6 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
 
                 command = sys.argv[1:] if argv is None else list(argv)
                 return supervise(args, command, _server_token(args), server_limits(args), partial(_agent_for, args))
-            if args.command in ("chat", "serve"):
-                args.model = app_model(args.model, args.api_base, sys.stderr)
             agent, meter = _setup(args, printer)
             token = _server_token(args) if args.command == "serve" else None
             limits = server_limits(args) if args.command == "serve" else None
@@ -533,7 +439,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO | None = None, stdout:
 
 
 def _run(
-    agent: StreamingFunctionCallingAgent,
+    agent: AgentModule,
     question: str,
     args: argparse.Namespace,
     printer: Printer,
@@ -542,7 +448,7 @@ def _run(
 ) -> None:
     from .repl import approval_prompt, ask
 
-    policy = agent.context_policy
+    policy = getattr(agent, "context_policy", None)  # None: your own agent (--agent) may have none
     before = (policy.trimmed.get(0, 0), policy.summarised.get(0, 0)) if policy is not None else (0, 0)
     try:
         approve = approval_prompt(stdin, printer)
@@ -562,11 +468,10 @@ def _server_token(args: argparse.Namespace) -> str | dict[str, str] | None:
     return server_token(args.token_file)
 
 
-def _agent_for(args: argparse.Namespace) -> StreamingFunctionCallingAgent:
+def _agent_for(args: argparse.Namespace) -> AgentModule:
     """The agent ``plait serve``'s settings describe, as each worker or Ray Serve replica builds it."""
     from .repl import Printer
 
-    args.model = app_model(args.model, args.api_base, sys.stderr)
     return _setup(args, Printer(sys.stderr))[0]
 
 
@@ -581,7 +486,7 @@ def _supervising(args: argparse.Namespace) -> bool:
 
 
 def _serve(
-    agent: StreamingFunctionCallingAgent,
+    agent: AgentModule,
     args: argparse.Namespace,
     token: str | dict[str, str] | None,
     limits: ServerLimits,

@@ -341,10 +341,17 @@ class Report(Effect[None]):
     """A typed stream event (`plait.events`): passed on as a chunk when the caller asked for events, else dropped.
 
     Unlike `Emit`, a report never reaches Lagent-style streams: only ``stream_events`` (which
-    runs its own interceptor around the run) turns reports into chunks.
+    runs its own interceptor around the run) turns reports into chunks. The event is made
+    only then (``make(*args)``), so a run nobody watches pays for one effect, not an event.
     """
 
-    event: Any
+    make: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+    @property
+    def event(self) -> Any:
+        """The event (made now)."""
+        return self.make(*self.args)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

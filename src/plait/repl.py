@@ -404,7 +404,8 @@ def _command(agent: Any, text: str, session: SessionFile | None = None, printer:
         session.save(agent)  # the next run must not continue the forgotten conversation
         return f"(conversation cleared, and {session.path})"
     if command == "/tools":
-        return ", ".join(agent.executor.keys()) or "(no tools)"
+        executor = getattr(agent, "executor", None)  # a user's agent (--agent) may hold no tools
+        return ", ".join(executor.keys()) if executor is not None and len(executor.keys()) else "(no tools)"
     if command == "/context":
         memory = agent.memory.get(0) if getattr(agent, "memory", None) is not None else None
         return _context_report(getattr(agent, "context_policy", None), getattr(memory, "summary", None))

@@ -204,6 +204,18 @@ def test_serve_offers_the_agent_to_openai_clients(server: FakeOpenAIServer) -> N
     assert calls and calls[0].startswith("[tool call session=openai-")  # the server's log shows the tool round
 
 
+def test_serve_lists_the_agent_under_the_operators_model_name(server: FakeOpenAIServer) -> None:
+    import json
+    import urllib.request
+
+    with (
+        plait_serve("--api-base", server.base_url, "--model-name", "helpdesk") as (port, _),
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30) as response,
+    ):
+        listing = json.loads(response.read())
+    assert [m["id"] for m in listing["data"]] == ["helpdesk"]  # was the class name
+
+
 def test_serve_a2a_offers_the_agent_to_a2a_clients(server: FakeOpenAIServer) -> None:
     from plait.agents import RemoteA2AAgent
 

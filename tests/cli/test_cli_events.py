@@ -50,3 +50,11 @@ def test_tool_lines_come_from_the_events_once_each() -> None:
         status, out = run_main("run", "--api-base", server.base_url, "--tools", "Calculator", "6*7?")
     assert status == 0
     assert out.splitlines() == ["[tool call] Calculator {'expression': '6*7'}", "[tool result] 42", "It is 42."]
+
+
+def test_tools_command_on_an_agent_without_tools() -> None:
+    from plait.agents import Agent
+    from plait.repl import _command
+    from plait.testing import ScriptedLLM
+
+    assert _command(Agent(ScriptedLLM([])), "/tools") == "(no tools)"  # a user's --agent may hold none

@@ -147,7 +147,10 @@ def test_openai_route_checks_its_body_and_passes_only_generation_fields(model: F
     assert status == 400
     status, body, _ = http(server, "/v1/chat/completions", {"messages": ["just a string"]})
     assert status == 400
-    extra = {"max_tokens": 32, "stop": "END", "extra_body": {"model": "x"}, "timeout": 1, "n": 3, "model": "any"}
+    for field, value in {"extra_body": {"model": "x"}, "timeout": 1, "n": 3}.items():  # were silently dropped
+        status, body, _ = http(server, "/v1/chat/completions", {**base, field: value})
+        assert status == 400 and body["error"]["param"] == field
+    extra = {"max_tokens": 32, "stop": "END", "n": 1, "model": "any"}
     status, body, _ = http(server, "/v1/chat/completions", {**base, **extra})
     assert status == 200 and body["choices"][0]["message"]["content"] == "echo hi after 0 earlier"
     sent = model.requests[-1]
@@ -294,7 +297,10 @@ def test_the_cli_refuses_a_key_on_its_command_line(capsys: pytest.CaptureFixture
     assert main(["run", "--api-base", "http://127.0.0.1:9/v1", "--api-key", "sk-visible", "q"]) == 2
     assert "--api-key-env" in capsys.readouterr().err
     env = dict(os.environ, MY_KEY="sk-from-env")
-    probe = "import sys, plait.cli as c; a = c._parser().parse_args(sys.argv[1:]); print(c._api_key(a))"
+    probe = (
+        "import sys, plait.cli as c, plait._cli_agent as s; "
+        "a = c._parser().parse_args(sys.argv[1:]); print(s._api_key(a))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe, "run", "--api-key-env", "MY_KEY", "q"],
         env=env,

@@ -250,7 +250,7 @@ def test_openai_streaming_and_errors(mode: str, model: FakeOpenAIServer, serve: 
     assert bad.value.code == 400 and json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
     bad.value.close()
     with urllib.request.urlopen(server.url + "/v1/models", timeout=10) as listing:
-        assert json.loads(listing.read())["data"][0]["id"] == "StreamingAgent"
+        assert json.loads(listing.read())["data"][0]["id"] == "plait-agent"  # the operator's name
     if isinstance(client, GPTAPI):  # the async client's sessions close with their event loops
         client.close()
 

@@ -457,3 +457,26 @@ def test_failed_call_leaves_agent_memory_unchanged(mode: str, fake_server: Any, 
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "hello"},
     ]
+
+
+def test_a_held_stream_waits_for_its_gate(mode: str, fake_server: Any, make_llm: Any) -> None:
+    gate = threading.Event()
+    server = fake_server([Reply("one two three four", hold=(2, gate))])
+    llm = make_llm(server)
+    seen: list[str] = []
+    if mode == "sync":
+        for _status, text, _ in llm.stream_chat(HI):
+            seen.append(str(text))
+            if text == "one two ":
+                assert not gate.is_set()
+                gate.set()
+    else:
+
+        async def read() -> None:
+            async for _status, text, _ in llm.stream_chat(HI):
+                seen.append(str(text))
+                if text == "one two ":
+                    gate.set()
+
+        asyncio.run(read())
+    assert "one two " in seen and seen[-1] == "one two three four"

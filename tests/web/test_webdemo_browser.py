@@ -63,17 +63,27 @@ def session_caption(page: Any) -> str:
 def test_chat_streams_answer_and_renders_tool_call(
     browser: Any, served_app: str, fake_model: Any, artifacts_dir: Path
 ) -> None:
-    server = fake_model(chunk_delay=0.08)
+    gate = threading.Event()
+
+    def handler(body: dict[str, Any]) -> Any:
+        reply = scripted_model(body)
+        if reply.content.startswith("The tool says"):
+            reply.hold = (4, gate)  # "The tool says 3367. " then nothing until the page has shown it
+        return reply
+
+    server = fake_model(handler=handler, chunk_delay=0.02)
     page = open_page(browser, served_app, server.base_url)
     ask(page, "What is 37 * 91?")
     final = "That settles 'What is 37 * 91?' for this session, and nothing else!"
     snapshots: list[str] = []
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         answers = page.locator(MESSAGE)
         text = answers.last.inner_text() if answers.count() >= 2 else ""
         if not snapshots or snapshots[-1] != text:
             snapshots.append(text)
+        if "The tool says 3367." in text:
+            gate.set()  # the beginning is on the page while the rest is still on its way
         if final in text and "▌" not in text:
             break
         page.wait_for_timeout(30)

@@ -109,13 +109,13 @@ class HeldMarkup:
     def __init__(self, offered: Mapping[str, Mapping[str, object]], formats: Sequence[str] | None) -> None:
         self._offered = offered
         self._formats = formats
-        self._stream = TextCallStream(offered, formats)
+        self._stream: TextCallStream | None = None  # made at the first chunk: a reply that never streams needs none
         self._seen = ""
         self._shown = ""
 
     def visible(self, text: str) -> str:
         """The visible text of the reply whose text so far is `text`."""
-        if not text.startswith(self._seen):  # the text was rewritten (a stop word cut): read it afresh
+        if self._stream is None or not text.startswith(self._seen):  # first, or rewritten (a stop word cut)
             self._stream, self._seen, self._shown = TextCallStream(self._offered, self._formats), "", ""
         self._shown += self._stream.feed(text[len(self._seen) :])
         self._seen = text

@@ -244,7 +244,11 @@ class AgentCore(AgentModule):
         status, text, extra = item
         if isinstance(extra, Reasoning):  # the reasoning so far of a streaming reply
             return self.make_response(text, AgentStatusCode(status), reasoning=extra)
-        return self.make_response(text, AgentStatusCode(status), extra if extra else None)
+        response = extra.get("response") if isinstance(extra, dict) else extra
+        reasoning = getattr(response, "reasoning", None)  # the END item's reply carries the model's reasoning
+        return self.make_response(
+            text, AgentStatusCode(status), extra if extra else None, reasoning=reasoning if reasoning else None
+        )
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the LLM would receive for this session now."""

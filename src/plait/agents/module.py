@@ -18,7 +18,7 @@ import threading
 from abc import ABCMeta
 from collections.abc import Hashable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast
 
 from ..exceptions import StateDictError, UserError
 from ..interceptors import Interceptor
@@ -27,6 +27,9 @@ from ..memory.manager import MemoryManager
 from ..sessions import SessionRegistry
 from ..utils._json import json_default
 from .run_state import RunState
+
+if TYPE_CHECKING:
+    from .agent_tool import AgentTool, History
 
 __all__ = ["STATE_FORMAT", "STATE_VERSION", "AgentModule", "IncompatibleKeys", "check_name"]
 
@@ -440,6 +443,32 @@ class AgentModule(metaclass=ABCMeta):
                 agent._session_registry.prune(session_id)
         for interceptor in self.interceptors():  # what they keep per session (a context policy's cut)
             interceptor.reset(session_id)
+
+    # -- as a tool --
+
+    def as_tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        input_type: Any = None,
+        history: str = "per_call",
+    ) -> AgentTool:
+        """This agent as a tool another agent can hold (`plait.agents.agent_tool.AgentTool`).
+
+        Args:
+            name: The tool name (default: the agent's name).
+            description: What the tool does, for the model (default: the agent's description).
+            input_type: The arguments' type, whose fields become the parameters (default: one
+                ``message`` string).
+            history: ``"per_call"`` (a fresh session ``"<session>/<name>/<n>"`` per call) or
+                ``"per_conversation"`` (``"<session>/<name>"``, kept across calls).
+
+        Raises:
+            UserError: An unknown `history`, or an `input_type` without fields.
+        """
+        from .agent_tool import AgentTool
+
+        return AgentTool(self, name, description, input_type, cast("History", history))
 
     # -- repr --
 

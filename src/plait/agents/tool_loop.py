@@ -35,7 +35,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
 from ..effects import Call, Effect, Emit, Flow, Gather, Report
-from ..events import ApprovalNeeded, ToolCallStarted, agent_name, tool_result_event
+from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
@@ -339,7 +339,7 @@ def _loop(
             results, repeats = yield from _run_calls(protocol, state, session_id)
             if state.waiting:
                 paused = _interrupted(protocol, state)
-                yield Report(ApprovalNeeded(agent_name(protocol.agent), tuple(paused.content)))
+                yield Report(ApprovalNeeded, (agent_name(protocol.agent), tuple(paused.content)))
                 return paused
             calls = state.pending
             state.pending, state.outcomes = [], []
@@ -369,11 +369,10 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
-    name = agent_name(protocol.agent)
     settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
     for i in settled:  # refused, or lost to a restart: decided now, reported now
         status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
-        yield Report(tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), results[i], status))
+        yield Report(_ended, (protocol, calls[i], i, results[i], status))
     mode = getattr(protocol.agent, "repeat_calls", "run")
     keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
     ready = [i for i in ready if i not in repeats] if repeats else ready
@@ -383,24 +382,34 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
         yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
     if ready:
         for i in ready:
-            arguments = decode_arguments(calls[i].get("arguments"))
-            yield Report(ToolCallStarted(name, call_id(calls[i], i), protocol.tool_name(calls[i]), arguments))
+            yield Report(_started, (protocol, calls[i], i))
         ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
         for i, result in zip(ready, ran, strict=True):
             results[i] = result
             if keys:
                 state.ran[keys[i]] = result
-            yield Report(tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), result))
+            yield Report(_ended, (protocol, calls[i], i, result))
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
-        yield Report(
-            tool_result_event(name, call_id(calls[i], i), protocol.tool_name(calls[i]), results[i], "repeated")
-        )
+        yield Report(_ended, (protocol, calls[i], i, results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
             state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
+
+
+def _started(protocol: LoopProtocol[Any], call: PlannedCall, index: int) -> ToolCallStarted:
+    """The `ToolCallStarted` event of a call (made only when someone asked for events)."""
+    arguments = decode_arguments(call.get("arguments"))
+    return ToolCallStarted(agent_name(protocol.agent), call_id(call, index), protocol.tool_name(call), arguments)
+
+
+def _ended(
+    protocol: LoopProtocol[Any], call: PlannedCall, index: int, result: Any, status: str | None = None
+) -> ToolResult:
+    """The `ToolResult` event of a call's result (made only when someone asked for events)."""
+    return tool_result_event(agent_name(protocol.agent), call_id(call, index), protocol.tool_name(call), result, status)
 
 
 def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], list[int]]:

@@ -28,6 +28,7 @@ The wire forms, as the servers' parsers and the models' chat templates write the
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -93,6 +94,12 @@ Event = str | Markup
 _Result = Markup | Pending | _Prose
 
 
+@functools.lru_cache(maxsize=64)
+def _openers(markers: tuple[str, ...]) -> re.Pattern[str]:
+    """The pattern of the markers that open markup (one per set of enabled formats: made once)."""
+    return re.compile("|".join(map(re.escape, markers)))
+
+
 class Scanner:
     """Finds the markup of the enabled `formats` in text; see the module docstring."""
 
@@ -119,7 +126,7 @@ class Scanner:
         self._bare = "bare_json" in enabled
         self._handlers = handlers
         self._walks: dict[int, BracketWalk] = {}  # by start: the text only grows between scans
-        self._openers = re.compile("|".join(map(re.escape, handlers))) if handlers else None
+        self._openers = _openers(tuple(handlers)) if handlers else None
 
     def scan(
         self, text: str, pos: int, state: ScanState, final: bool

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +80,9 @@ class Reply:
         finish_reason: Defaults to ``'tool_calls'`` when there are calls, else ``'stop'``.
         usage: Override the token counts (``prompt_tokens``, ``completion_tokens``).
         delay: Seconds to wait before answering (on top of the server's latency).
+        hold: Streaming only: ``(pieces, gate)`` stops the stream after its first `pieces` content
+            pieces until `gate` (a `threading.Event`) is set (at most a minute), so a test can see a
+            half-streamed answer however slow the machine is.
     """
 
     content: str = ""
@@ -86,6 +90,7 @@ class Reply:
     finish_reason: str | None = None
     usage: Mapping[str, int] | None = None
     delay: float = 0.0
+    hold: tuple[int, threading.Event] | None = None
 
 
 @dataclass
@@ -450,12 +455,23 @@ class FakeOpenAIServer(BackgroundServer):
             await asyncio.sleep(reply.delay)
         render = _Render(body, self.model, self._seq)
         if stream:
-            return await self._send_stream(request, render.stream(reply, self.chunk_size))
+            chunks = render.stream(reply, self.chunk_size)
+            if reply.hold is None:
+                return await self._send_stream(request, chunks)
+            pieces, gate = reply.hold
+            return await self._send_stream(request, chunks, gate=(1 + pieces, gate))
         return web.Response(body=json.dumps(render.completion(reply)).encode(), content_type="application/json")
 
-    async def _send_stream(self, request: web.Request, chunks: list[bytes]) -> web.StreamResponse:
+    async def _send_stream(
+        self, request: web.Request, chunks: list[bytes], gate: tuple[int, threading.Event] | None = None
+    ) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
+        if gate is not None:
+            at, event = gate
+            await resp.write(b"".join(chunks[:at]))
+            await asyncio.to_thread(event.wait, 60)
+            chunks = chunks[at:]
         if self.chunk_delay:
             for chunk in chunks:
                 await resp.write(chunk)

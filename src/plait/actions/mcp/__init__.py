@@ -6,7 +6,8 @@ or aiohttp). See `MCPToolkit` (client) and `MCPServer` (server).
 
 from __future__ import annotations
 
+from ._client_requests import Elicitation, Sampling
 from .server import MCPServer
 from .toolkit import AsyncMCPToolkit, MCPToolkit
 
-__all__ = ["AsyncMCPToolkit", "MCPServer", "MCPToolkit"]
+__all__ = ["AsyncMCPToolkit", "Elicitation", "MCPServer", "MCPToolkit", "Sampling"]

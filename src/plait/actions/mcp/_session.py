@@ -1,7 +1,8 @@
 """The client side of an MCP connection: JSON-RPC 2.0 over any transport (private).
 
 `ClientSession` matches responses to requests by id, answers the server's own requests
-(``ping``; anything else gets "method not found"), performs the ``initialize`` handshake
+(``ping``, and the `handlers` it is given: elicitation, sampling; anything else gets
+"method not found"), performs the ``initialize`` handshake
 and offers the calls plait needs: the ``tools``, ``resources`` and ``prompts`` lists (all
 pages), ``tools/call``, ``resources/read`` and ``prompts/get``; resources and prompts only
 of a server whose capabilities announce them. A server's
@@ -22,7 +23,9 @@ from typing import Protocol
 from ..._version import __version__
 from ...exceptions import MCPError
 from ...types import JSONValue
+from ._client_requests import Handler, RequestRefused
 from ._protocol import (
+    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     PROTOCOL_VERSIONS,
     error_message,
@@ -80,12 +83,21 @@ class ClientSession:
         transport: The connection to the server.
         timeout: Seconds a request may take before it is cancelled (``None``: no limit).
         connect_timeout: Seconds the server may take to start and answer ``initialize``.
+        handlers: Answers to the server's own requests by method (``elicitation/create``...).
+        client_capabilities: What the handshake announces (the capabilities of `handlers`).
     """
 
     def __init__(
-        self, transport: Transport, timeout: float | None = 60.0, connect_timeout: float | None = 30.0
+        self,
+        transport: Transport,
+        timeout: float | None = 60.0,
+        connect_timeout: float | None = 30.0,
+        handlers: Mapping[str, Handler] | None = None,
+        client_capabilities: Mapping[str, JSONValue] | None = None,
     ) -> None:
         self.transport = transport
+        self.handlers = dict(handlers or {})
+        self.client_capabilities = dict(client_capabilities or {})
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.server_info: dict[str, JSONValue] = {}
@@ -112,7 +124,7 @@ class ClientSession:
         await self.transport.start(self._receive, self._lost)
         params: dict[str, JSONValue] = {
             "protocolVersion": PROTOCOL_VERSIONS[0],
-            "capabilities": {},
+            "capabilities": dict(self.client_capabilities),
             "clientInfo": {"name": "plait", "version": __version__},
         }
         result = _members("initialize", await self._request("initialize", params, self.connect_timeout))
@@ -251,13 +263,23 @@ class ClientSession:
             future.set_result(message.get("result") or {})
 
     async def _answer(self, request: Mapping[str, JSONValue]) -> None:
-        """Answer a request the server sent: ``ping``; every other method is not offered."""
-        if request.get("method") == "ping":
+        """Answer a request the server sent: ``ping``, the methods of `handlers`; others are not offered."""
+        method = str(request.get("method"))
+        handler = self.handlers.get(method)
+        params = request.get("params")
+        reply: dict[str, JSONValue]
+        if method == "ping":
             reply = result_message(request["id"], {})
+        elif handler is None:
+            reply = error_message(request["id"], METHOD_NOT_FOUND, f"method not supported by plait: {method}")
         else:
-            reply = error_message(
-                request["id"], METHOD_NOT_FOUND, f"method not supported by plait: {request.get('method')}"
-            )
+            try:
+                reply = result_message(request["id"], await handler(params if isinstance(params, Mapping) else {}))
+            except RequestRefused as exc:
+                reply = error_message(request["id"], exc.code, str(exc))
+            except Exception as exc:  # a failing model or approver: the server gets an error, plait goes on
+                logger.exception("answering the MCP server's %s request failed", method)
+                reply = error_message(request["id"], INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         try:
             await self.transport.send(reply)
         except MCPError:
@@ -284,10 +306,14 @@ def _members(method: str, result: JSONValue) -> Mapping[str, JSONValue]:
 
 
 async def open_session(
-    transport: Transport, timeout: float | None, connect_timeout: float | None = 30.0
+    transport: Transport,
+    timeout: float | None,
+    connect_timeout: float | None = 30.0,
+    handlers: Mapping[str, Handler] | None = None,
+    client_capabilities: Mapping[str, JSONValue] | None = None,
 ) -> ClientSession:
     """A `ClientSession` over `transport`, initialized; the transport is closed if that fails."""
-    session = ClientSession(transport, timeout, connect_timeout)
+    session = ClientSession(transport, timeout, connect_timeout, handlers, client_capabilities)
     try:
         await session.open()
     except BaseException:

@@ -30,6 +30,10 @@ from any thread, task or event loop (and closed from any of them) without cancel
 trouble. A server that died is restarted on the next call. ``close()`` (or ``with``)
 ends it; it is also ended when the toolkit is garbage-collected or the interpreter exits.
 
+A server may ask back while a tool runs: ``elicit=`` answers its elicitation requests
+(a person's answer to a form), ``sampling=Sampling(llm, max_requests, max_tokens)``
+lets it use a model within a budget; both are refused unless given.
+
 One connection serves every ``session_id``: MCP servers that keep per-client state see
 one client. Build a toolkit per session if your server's state must not be shared.
 """
@@ -59,6 +63,7 @@ from ...utils._aio import LoopThread
 from .._json_schema import api_description
 from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
 from ..parser import BaseParser, JsonParser
+from ._client_requests import Elicit, Sampling, client_handlers, sampling_settings
 from ._protocol import INVALID_PARAMS, result_items
 from ._session import ClientSession, RPCError, Transport, open_session
 from ._transports import HTTPTransport, StdioTransport, safe_environment
@@ -84,9 +89,15 @@ class _Connection:
     """The session with one server, owned by a private loop thread; reopened when the server died."""
 
     def __init__(
-        self, make_transport: Callable[[], Transport], timeout: float | None, connect_timeout: float | None
+        self,
+        make_transport: Callable[[], Transport],
+        timeout: float | None,
+        connect_timeout: float | None,
+        elicit: Elicit | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
         self.make_transport = make_transport
+        self.handlers, self.capabilities = client_handlers(elicit, sampling, self._server_name)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.loop = LoopThread(name="plait-mcp")
@@ -102,7 +113,9 @@ class _Connection:
             if self.session is None or self.session.closed:
                 if self.session is not None:
                     await self.session.close()
-                self.session = await open_session(self.make_transport(), self.timeout, self.connect_timeout)
+                self.session = await open_session(
+                    self.make_transport(), self.timeout, self.connect_timeout, self.handlers, self.capabilities
+                )
             return self.session
 
     async def list_tools(self) -> tuple[ClientSession, list[dict[str, JSONValue]]]:
@@ -111,6 +124,9 @@ class _Connection:
         tools = await session.list_tools()
         self._listed = (session, version)
         return session, tools
+
+    def _server_name(self) -> str:
+        return str(self.session.server_info.get("name") or "") if self.session is not None else ""
 
     def stale(self) -> bool:
         """Whether the live session announced a tool change (or replaced a dead one) since the tools were listed."""
@@ -153,7 +169,11 @@ class _MCPToolkitCore(ActionCore, register=False):
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         requires_approval: ApprovalRule = False,
+        elicit: Elicit | None = None,
+        sampling: Sampling | Mapping[str, Any] | None = None,
     ) -> None:
+        if elicit is not None and not callable(elicit):
+            raise UserError(f"elicit is a callable that answers an Elicitation, got {type(elicit).__name__}")
         if (command is None) == (url is None):
             raise UserError("MCPToolkit needs command= (a stdio server) or url= (a Streamable HTTP server), not both")
         if isinstance(args, str):
@@ -171,7 +191,7 @@ class _MCPToolkitCore(ActionCore, register=False):
             def make_transport() -> Transport:
                 return HTTPTransport(endpoint, extra, timeout)
 
-        self._connection = _Connection(make_transport, timeout, connect_timeout)
+        self._connection = _Connection(make_transport, timeout, connect_timeout, elicit, sampling_settings(sampling))
         self._finalizer = weakref.finalize(self, self._connection.close)
         self._only = list(tools) if tools is not None else None
         self._name_override = name
@@ -368,9 +388,17 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
         enable: Whether executors offer this toolkit.
         requires_approval: The server's tools need a person's approval before each call:
             True, or a rule ``(tool name, arguments) -> bool`` (e.g. only ``"fs.write_file"``).
+        elicit: Who answers the server's ``elicitation/create`` requests (form mode) while a
+            tool runs: called with an `Elicitation` (message, requested schema), it returns
+            ``"decline"``, ``"cancel"`` or ``{"action": "accept", "content": {...}}`` (checked
+            against the schema). None: elicitation is not offered to the server.
+        sampling: Lets the server ask a model for completions (``sampling/createMessage``):
+            a `Sampling` (``llm``, ``max_requests``, ``max_tokens``, ``approve``) or a dict of
+            its settings. None (the default): sampling requests are refused.
 
     Raises:
-        UserError: Neither or both of `command` and `url` were given.
+        UserError: Neither or both of `command` and `url` were given, or a misspelt
+            `sampling` setting.
         MCPError: The server could not be started or reached, or failed the handshake.
     """
 

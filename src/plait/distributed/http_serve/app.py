@@ -75,7 +75,7 @@ from ._calls import agent_chunks, events_call, http_status
 from .a2a_route import A2ARoute
 from .access import TOKEN_ENV, AccessControl, listen, read_tokens
 from .connections import ConnectionGate
-from .openai_route import openai_routes
+from .openai_route import DEFAULT_MODEL_NAME, openai_routes
 from .requests import ServerLimits, parse_chat_request, parse_resume_request, session_of
 from .sessions import SessionTable
 
@@ -131,6 +131,8 @@ class AgentAPIServer:
             socket several worker processes share (`plait serve --workers`).
         a2a: Serve the agent over A2A 1.0 too: its Agent Card at ``/.well-known/agent-card.json``,
             JSON-RPC at ``/a2a`` (`plait.distributed.http_serve.a2a_route`).
+        model_name: The name OpenAI clients see the agent under (``GET /v1/models``, each
+            reply's ``model``); default ``'plait-agent'``.
 
     Attributes:
         gate: Admits connections (`ConnectionGate`: its counters say who was refused or cut).
@@ -152,6 +154,7 @@ class AgentAPIServer:
         insecure: bool = False,
         sock: socket.socket | None = None,
         a2a: bool = False,
+        model_name: str = DEFAULT_MODEL_NAME,
     ) -> None:
         self.agent = build_agent(config)
         self.sock = sock
@@ -191,7 +194,13 @@ class AgentAPIServer:
                 web.get("/memory/{session_id}", self.memory),
                 web.delete("/memory/{session_id}", self.forget),
                 *openai_routes(
-                    lambda: self.agent, self.limits, self.access.scope, self.meter, self.tool_log, self._using
+                    lambda: self.agent,
+                    self.limits,
+                    self.access.scope,
+                    self.meter,
+                    self.tool_log,
+                    self._using,
+                    model_name=model_name,
                 ),
             ]
         )

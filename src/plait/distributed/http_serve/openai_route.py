@@ -6,30 +6,36 @@ streamed as ``chat.completion.chunk`` events when they ask for ``stream``.
 
 Sessions:
 
-* With a session (the ``X-Session-Id`` header) the agent keeps the conversation itself:
-  only the request's last message (and any ``system`` messages) is passed to it.
+* With a session (the ``X-Session-Id`` header, or the body's ``metadata.session_id``, which
+  the openai SDK sends as a standard argument: ``metadata={"session_id": ...}``) the agent
+  keeps the conversation itself: only the request's last message (and any ``system``
+  messages) is passed to it.
 * Without one the request is self-contained, as OpenAI clients expect: its earlier messages
-  are loaded into a fresh session, the last message is answered, and the session is dropped.
-  The body's ``user`` field is metadata (logged), never a session: two conversations of one
-  end user stay apart.
+  are loaded into a fresh session, the last message (a ``user`` one) is answered, and the
+  session is dropped. The body's ``user`` field is metadata (logged), never a session: two
+  conversations of one end user stay apart.
 
-A client's ``system`` messages reach the agent as messages from ``system`` (its own system
-prompt stays first). Of the generation fields only ``temperature``, ``top_p``, ``max_tokens``
-and ``stop`` are passed on (checked, within the server's caps); other OpenAI fields are
-ignored. The agent's tool calls travel in an extension field, ``plait_tool_calls`` (a list of
+A client's ``system`` and ``developer`` messages reach the agent as messages from ``system``
+(its own system prompt stays first). Every body field is honoured or refused with a 400 naming
+it (see `openai_request`): ``temperature``, ``top_p``, ``max_tokens`` /
+``max_completion_tokens``, ``stop``, ``seed`` and the penalties go to the agent's model within
+the server's caps. ``GET /v1/models`` lists the agent under the operator's name
+(``plait serve --model-name``, default ``'plait-agent'``), and every reply names it. The
+agent's tool calls travel in an extension field, ``plait_tool_calls`` (a list of
 ``{"tool", "arguments", "result", "ok"}``): on the reply's message, or on their own chunks
-(empty ``delta``) as they happen. ``finish_reason`` and ``usage`` are the agent's model calls' own (a `UsageMeter`):
-``'length'`` when the last generation hit its token limit, usage summed over every call
-(``null`` when the model reports none). With ``stream_options.include_usage`` the stream
-ends with a usage chunk, as OpenAI's does. Each request is logged with its session, status
-and time.
+(empty ``delta``) as they happen. ``finish_reason`` and ``usage`` are the agent's model
+calls' own (a `UsageMeter`): ``'length'`` when the last generation hit its token limit, usage
+summed over every call (``null`` when the model reports none). With
+``stream_options.include_usage`` the stream ends with a usage chunk, as OpenAI's does. Each
+request is logged with its session, status and time.
 
 Approval: when the agent pauses before tools that need a person's approval, the reply is an
 assistant message with ``tool_calls`` (the waiting calls) and ``finish_reason`` ``'tool_calls'``,
 as a model's would be; the client answers each with a ``tool`` message in the same session:
 ``approve`` (or yes / y / ok / true) runs the call, ``reject`` (or no / n / false / empty)
 refuses it, any other text refuses it and is told to the model as the reason. A pause needs a session
-(``X-Session-Id``): without one the request is answered 409.
+(``X-Session-Id``): without one the request is answered 409. ``tool`` messages that answer no
+waiting call are refused (400, naming the message's ``tool_call_id``).
 """
 
 from __future__ import annotations
@@ -52,21 +58,17 @@ from ...schema import AgentMessage, AgentStatusCode, PendingCall
 from ...types import JSONValue, SessionId
 from ...untrusted import loads
 from ._calls import agent_chunks, http_status
-from .requests import ServerLimits, openai_overrides, session_of
+from .openai_request import OpenAIRequestError, Turn, check_openai_request
+from .requests import ServerLimits, session_of
 
-__all__ = ["openai_routes"]
+__all__ = ["DEFAULT_MODEL_NAME", "openai_routes"]
+
+DEFAULT_MODEL_NAME = "plait-agent"
+"""The name ``/v1/models`` lists a served agent under unless the operator sets one."""
 
 logger = logging.getLogger("plait.serve")
 
 _LOGGED = web.RequestKey("plait_logged", str)  # "session=... user=..." for the request's log line
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):  # OpenAI content parts
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return "" if content is None else str(content)
 
 
 def _reply_text(message: object) -> str:
@@ -76,8 +78,17 @@ def _reply_text(message: object) -> str:
     return content if isinstance(content, str) else content_to_text(content)
 
 
-def _error(status: int, message: str, kind: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+def _reasoning_text(message: object) -> str:
+    """The model's reasoning on a reply or chunk (its `Reasoning` text), else ``''``."""
+    reasoning = getattr(message, "reasoning", None)
+    text = getattr(reasoning, "text", None)
+    return text if isinstance(text, str) else ""
+
+
+def _error(status: int, message: str, kind: str, param: str | None = None, code: str | None = None) -> web.Response:
+    """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
+    error = {"message": message, "type": kind, "param": param, "code": code}
+    return web.json_response({"error": error}, status=status)
 
 
 class _Completion:
@@ -91,6 +102,9 @@ class _Completion:
     def whole(self, reply: object, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
         waiting = _waiting(reply)
         message: dict[str, JSONValue] = {"role": "assistant", "content": None if waiting else _reply_text(reply)}
+        reasoning = _reasoning_text(reply)
+        if reasoning and not waiting:  # where OpenAI-compatible clients read a reasoning model's thinking
+            message["reasoning_content"] = reasoning
         if waiting:
             message["tool_calls"] = _openai_calls(waiting)
         if tool_calls:
@@ -134,23 +148,6 @@ class _Completion:
         return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 
 
-def _checked(body: object) -> tuple[dict[str, JSONValue], list[Mapping[str, JSONValue]]]:
-    """The body and its messages, checked.
-
-    Raises:
-        UserError: Not an object, no messages, a message that is not an object, or a field of the wrong type.
-    """
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-        raise UserError("'messages' must be a non-empty list of chat messages")
-    assert isinstance(body, dict)
-    if not isinstance(body.get("stream", False), bool) or not isinstance(body.get("model", ""), str):
-        raise UserError("'stream' must be true or false and 'model' a string")
-    if not isinstance(body.get("user", ""), str):
-        raise UserError("'user' must be a string")
-    return body, messages
-
-
 def _waiting(reply: object) -> list[PendingCall]:
     """The calls an interrupted reply waits on (empty for any other reply)."""
     if getattr(reply, "stream_state", None) != AgentStatusCode.INTERRUPTED:
@@ -175,26 +172,52 @@ _APPROVE = frozenset({"approve", "approved", "yes", "y", "ok", "true"})
 _REFUSE = frozenset({"", "reject", "rejected", "refuse", "refused", "no", "n", "false", "deny", "denied"})
 
 
-def _decisions(messages: Sequence[Mapping[str, JSONValue]]) -> dict[str, bool | str]:
+def _answers(turns: Sequence[Turn]) -> int:
+    """How many ``tool`` messages end the request (the client's answers to waiting calls)."""
+    count = 0
+    while count < len(turns) and turns[-1 - count].role == "tool":
+        count += 1
+    return count
+
+
+def _decisions(turns: Sequence[Turn]) -> dict[str, bool | str]:
     """The client's answers to waiting calls: the ``tool`` messages that end the request."""
     decisions: dict[str, bool | str] = {}
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        text = _text(message.get("content")).strip()
+    for turn in turns[len(turns) - _answers(turns) :]:
+        text = turn.text.strip()
         word = text.lower().rstrip(".!")
-        decision: bool | str = True if word in _APPROVE else False if word in _REFUSE else text
-        decisions[str(message.get("tool_call_id") or "")] = decision
+        decisions[str(turn.tool_call_id)] = True if word in _APPROVE else False if word in _REFUSE else text
     return decisions
 
 
 def _target(
-    agent: Any, session: SessionId, ephemeral: bool, messages: Sequence[Mapping[str, JSONValue]], inputs: list[Any]
+    agent: Any, session: SessionId, ephemeral: bool, turns: Sequence[Turn], inputs: list[Any]
 ) -> tuple[Any, list[Any]]:
-    """What answers the request: the agent with `inputs`, or, on a paused session, its ``resume`` with the decisions."""
+    """What answers the request: the agent with `inputs`, or, on a paused session, its ``resume`` with the decisions.
+
+    Raises:
+        OpenAIRequestError: The request ends with ``tool`` messages that answer no waiting call,
+            or with neither a ``user`` nor a ``tool`` message.
+    """
     paused = agent.run_state(session) if not ephemeral and callable(getattr(agent, "run_state", None)) else None
-    if paused is not None and paused.waiting:  # the client's tool messages answer the waiting calls
-        return agent.resume, [_decisions(messages)]
+    waiting = set(paused.waiting) if paused is not None else set()
+    answers = _answers(turns)
+    for i in range(len(turns) - answers, len(turns)):
+        if turns[i].tool_call_id not in waiting:
+            raise OpenAIRequestError(
+                f"'messages[{i}]' answers tool call {turns[i].tool_call_id!r}, which no paused run of this "
+                "session waits on",
+                f"messages[{i}].tool_call_id",
+            )
+    if answers:
+        return agent.resume, [_decisions(turns)]
+    if turns[-1].role != "user":
+        last = len(turns) - 1
+        raise OpenAIRequestError(
+            f"the last message must be from 'user' (or 'tool' messages answering waiting calls), "
+            f"not {turns[-1].role!r}",
+            f"messages[{last}].role",
+        )
     return agent, inputs
 
 
@@ -219,16 +242,15 @@ def _usage(metered: Metered) -> dict[str, JSONValue] | None:
     return dict(zip(("prompt_tokens", "completion_tokens", "total_tokens"), tokens, strict=True))
 
 
-def _history(messages: Sequence[Mapping[str, JSONValue]], agent_name: str) -> list[AgentMessage]:
+def _history(turns: Sequence[Turn], agent_name: str) -> list[AgentMessage]:
     """Earlier user, assistant and system turns as memory messages (tool messages are the agent's own business)."""
-    turns = []
-    for message in messages:
-        role = message.get("role")
-        if role in ("user", "system"):
-            turns.append(AgentMessage(sender=str(role), content=_text(message.get("content"))))
-        elif role == "assistant" and message.get("content"):
-            turns.append(AgentMessage(sender=agent_name, content=_text(message.get("content"))))
-    return turns
+    history = []
+    for turn in turns:
+        if turn.role in ("user", "system"):
+            history.append(AgentMessage(sender=turn.role, content=turn.text))
+        elif turn.role == "assistant" and turn.text:
+            history.append(AgentMessage(sender=agent_name, content=turn.text))
+    return history
 
 
 def openai_routes(
@@ -238,6 +260,7 @@ def openai_routes(
     meter: UsageMeter | None = None,
     tool_log: ToolLog | None = None,
     using: Callable[[web.Request, SessionId], contextlib.AbstractContextManager[None]] | None = None,
+    model_name: str = DEFAULT_MODEL_NAME,
 ) -> list[web.RouteDef]:
     """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
 
@@ -249,15 +272,15 @@ def openai_routes(
         tool_log: The `ToolLog` registered on the agent (None: tool calls not reported).
         using: A request's use of a session while it is answered (the server's `SessionTable`
             keeps a session in use in memory); None: not noted.
+        model_name: The name the agent is listed under (``GET /v1/models``) and every reply names.
     """
     caps = limits or ServerLimits()
     usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
     tools = tool_log or ToolLog()
 
     async def models(request: web.Request) -> web.Response:
-        agent = get_agent()
-        name = str(getattr(agent, "name", None) or type(agent).__name__)
-        return web.json_response({"object": "list", "data": [{"id": name, "object": "model", "owned_by": "plait"}]})
+        model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plait"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def completions(request: web.Request) -> web.StreamResponse:
         started = time.perf_counter()
@@ -269,44 +292,47 @@ def openai_routes(
     async def answer(request: web.Request) -> web.StreamResponse:
         agent = get_agent()
         try:
-            body, messages = _checked(loads(await request.read()))
+            body = check_openai_request(loads(await request.read()), caps)
             header = request.headers.get("X-Session-Id")
-            session = None if header is None else session_of(header)
-            overrides = openai_overrides(body, caps)
+            session = body.session if header is None else session_of(header)
         except (ValueError, UserError) as exc:  # ParseError is a ValueError
-            return _error(400, str(exc), "invalid_request_error")
+            return _error(
+                400, str(exc), "invalid_request_error", getattr(exc, "param", None), getattr(exc, "code", None)
+            )
         name = str(getattr(agent, "name", None) or type(agent).__name__)
-        completion = _Completion(str(body.get("model") or name))
+        completion = _Completion(model_name)
+        turns = body.turns
         inputs: list[MessageLike] = []
         if session is not None:  # the client's system messages go with the question
-            system = [m for m in messages[:-1] if m.get("role") == "system"]
-            inputs += [AgentMessage(sender="system", content=_text(m.get("content"))) for m in system]
-        inputs.append(_text(messages[-1].get("content")))
+            inputs += [AgentMessage(sender="system", content=t.text) for t in turns[:-1] if t.role == "system"]
+        inputs.append(turns[-1].text)
         if session is not None and scope is not None:
             session = scope(request, session)
         ephemeral = session is None
         if session is None:
             session = f"openai-{uuid.uuid4().hex}"
             if getattr(agent, "memory", None) is not None:
-                agent.memory.create_instance(session).load(_history(messages[:-1], name))
-        request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.get('user') or '-'}"
+                agent.memory.create_instance(session).load(_history(turns[:-1], name))
+        request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
         use = contextlib.nullcontext() if ephemeral or using is None else using(request, session)
         try:
             with use:
-                call, inputs = _target(agent, session, ephemeral, messages, inputs)
-                kwargs = {"session_id": session, **overrides}
-                if body.get("stream"):
-                    options = body.get("stream_options")
-                    with_usage = isinstance(options, Mapping) and options.get("include_usage") is True
+                call, inputs = _target(agent, session, ephemeral, turns, inputs)
+                kwargs = {"session_id": session, **body.overrides}
+                if body.stream:
                     observers = (usage, tools)
-                    return await _stream(request, call, inputs, kwargs, completion, observers, with_usage, ephemeral)
+                    return await _stream(
+                        request, call, inputs, kwargs, completion, observers, body.include_usage, ephemeral
+                    )
                 last = None
                 async for chunk in agent_chunks(call, inputs, kwargs):
                     last = chunk
                 _check_pause(last, ephemeral, session)
                 return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
+        except OpenAIRequestError as exc:
+            return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
@@ -332,7 +358,7 @@ async def _stream(
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
     await response.write(completion.chunk({"role": "assistant", "content": ""}))
-    sent = ""
+    sent = thought_sent = ""
     session = kwargs["session_id"]
     try:
         waiting: list[PendingCall] = []
@@ -345,6 +371,11 @@ async def _stream(
                 _check_pause(chunk, ephemeral, session)
                 await response.write(completion.chunk({"tool_calls": _openai_calls(waiting)}))
                 continue
+            thought = _reasoning_text(chunk)
+            if thought and thought != thought_sent:  # reasoning_content deltas, as reasoning servers stream them
+                extra = thought[len(thought_sent) :] if thought.startswith(thought_sent) else thought
+                await response.write(completion.chunk({"reasoning_content": extra}))
+                thought_sent = thought
             text = _reply_text(chunk)
             # a text that does not extend the last is a new reply (after a tool round): what was sent stays
             delta = text[len(sent) :] if text.startswith(sent) else f"\n\n{text}"

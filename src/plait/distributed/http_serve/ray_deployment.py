@@ -65,6 +65,7 @@ class AgentReplica:
         token: The bearer token(s) requests need, as `AgentAPIServer` takes them.
         limits: The server's limits.
         a2a: Serve over A2A 1.0 too.
+        model_name: The name OpenAI clients see the agent under (None: the server's default).
     """
 
     def __init__(
@@ -74,6 +75,7 @@ class AgentReplica:
         token: str | Mapping[str, str] | None = None,
         limits: ServerLimits | None = None,
         a2a: bool = False,
+        model_name: str | None = None,
     ) -> None:
         from .app import AgentAPIServer
         from .workers import open_store
@@ -81,7 +83,12 @@ class AgentReplica:
         agent = build()
         if store:
             open_store(store, shared=True).attach(agent)
-        self.server = AgentAPIServer(agent, "127.0.0.1", 0, token=token, limits=limits, a2a=a2a).start()
+        from .openai_route import DEFAULT_MODEL_NAME
+
+        name = model_name or DEFAULT_MODEL_NAME
+        self.server = AgentAPIServer(
+            agent, "127.0.0.1", 0, token=token, limits=limits, a2a=a2a, model_name=name
+        ).start()
         self.base = self.server.url
         self._http: Any = None
 
@@ -181,6 +188,7 @@ def run_deployment(
     insecure: bool = False,
     a2a: bool = False,
     ready: Callable[[], None] | None = None,
+    model_name: str | None = None,
 ) -> None:
     """Serve the agent `build` returns through Ray Serve until SIGTERM or Ctrl-C (see the module docstring).
 
@@ -195,6 +203,7 @@ def run_deployment(
         insecure: Serve an address beyond loopback without a token.
         a2a: Serve over A2A 1.0 too.
         ready: Called once the deployment answers (default: print where it runs).
+        model_name: The name OpenAI clients see the agent under (None: the server's default).
 
     Raises:
         MissingDependencyError: Ray Serve is not installed.
@@ -210,7 +219,9 @@ def run_deployment(
             ray.init(address="local", include_dashboard=False, log_to_driver=False)
     _start_proxies(ray, serve, host, port)
     deployment = serve.deployment(AgentReplica, name="plait-agent", num_replicas=replicas, max_ongoing_requests=256)
-    serve.run(deployment.bind(build, store, token, limits, a2a), name="plait", route_prefix="/", blocking=False)
+    serve.run(
+        deployment.bind(build, store, token, limits, a2a, model_name), name="plait", route_prefix="/", blocking=False
+    )
     _wait_until_served(host, port)
     if ready is not None:
         ready()

@@ -1,11 +1,11 @@
 """What an HTTP client may ask of a served agent: request bodies checked against a schema (private).
 
 A request body is untrusted. Only its documented fields are read; anything else is refused
-with a 400 naming the allowed fields (``/chat_completion``) or ignored (``/v1``, whose
-clients send many OpenAI fields plait has no use for) — it is never forwarded to the agent
-or its model. A client may adjust generation only through `GENERATION_FIELDS`, each checked
-for type and range, with ``max_new_tokens`` capped by the server (`ServerLimits`).
-``timeout``, ``extra_body``, ``model`` and every other model parameter stay the server's.
+with a 400 naming the allowed fields (``/chat_completion``; ``/v1`` checks its OpenAI fields
+in `openai_request`) — it is never forwarded to the agent or its model. A client may adjust
+generation only through `GENERATION_FIELDS`, each checked for type and range, with
+``max_new_tokens`` capped by the server (`ServerLimits`). ``timeout``, ``extra_body``,
+``model`` and every other model parameter stay the server's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ __all__ = [
     "ResumeRequest",
     "ServerLimits",
     "generation_overrides",
-    "openai_overrides",
     "parse_chat_request",
     "parse_resume_request",
     "session_of",
@@ -211,25 +210,6 @@ def generation_overrides(fields: Mapping[str, object], limits: ServerLimits) -> 
         else:
             raise UserError(f"{name!r} cannot be set by a client; allowed: {list(GENERATION_FIELDS)}")
     return out
-
-
-def openai_overrides(body: Mapping[str, object], limits: ServerLimits) -> dict[str, object]:
-    """The generation parameters of a ``/v1/chat/completions`` body, in Lagent's names (others ignored).
-
-    ``temperature`` and ``top_p`` as they are, ``max_tokens`` (or ``max_completion_tokens``)
-    as ``max_new_tokens``, ``stop`` as ``stop_words``.
-
-    Raises:
-        UserError: One of them has the wrong type or is out of range.
-    """
-    stop = body.get("stop")
-    fields = {
-        "temperature": body.get("temperature"),
-        "top_p": body.get("top_p"),
-        "max_new_tokens": body.get("max_tokens", body.get("max_completion_tokens")),
-        "stop_words": [stop] if isinstance(stop, str) else stop,
-    }
-    return generation_overrides(fields, limits)
 
 
 def _number(name: str, value: object, low: float, high: float) -> float:

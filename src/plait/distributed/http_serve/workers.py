@@ -142,6 +142,7 @@ def serve(
 ) -> None:
     """``plait serve``'s one server process, or one worker of `Supervisor` (see the module docstring)."""
     from .app import AgentAPIServer
+    from .openai_route import DEFAULT_MODEL_NAME
 
     where = store_setting(args)
     if where:
@@ -159,6 +160,7 @@ def serve(
         insecure=args.insecure,
         sock=None if listening is None else listening.sock,
         a2a=bool(getattr(args, "a2a", False)),
+        model_name=getattr(args, "model_name", None) or DEFAULT_MODEL_NAME,
     )
     server.serve_forever(on_ready=None if listening is None else listening.ready)
 
@@ -341,6 +343,7 @@ def supervise(
             limits=limits,
             insecure=args.insecure,
             a2a=bool(getattr(args, "a2a", False)),
+            model_name=getattr(args, "model_name", None),
         )
         return 0
     command = [sys.executable, "-m", "plait.cli", *argv]
