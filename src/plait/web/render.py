@@ -103,7 +103,8 @@ class LiveEntry:
         self.entry = entry
         self._message = st.chat_message(entry.role, avatar=AVATARS.get(entry.role))
         with self._message:
-            self._waiting = st.empty()
+            self._blocks = st.container()
+            self._waiting = st.empty()  # below the blocks: shown while the agent works with nothing streaming
         self._slots: list[DeltaGenerator] = []
         self._shown: list[str] = []
         self.update()
@@ -111,13 +112,14 @@ class LiveEntry:
     def update(self) -> None:
         """Redraw the blocks that changed since the last call."""
         entry = self.entry
-        if not entry.blocks and not entry.done:
-            self._waiting.caption("Thinking…")
+        last = entry.blocks[-1] if entry.blocks else None
+        if not entry.done and not isinstance(last, (TextBlock, ThinkingBlock)):
+            self._waiting.caption("Working…" if entry.blocks else "Thinking…")  # a tool runs, or the model is asked
         else:
             self._waiting.empty()
         for index, block in enumerate(entry.blocks):
             if index == len(self._slots):
-                with self._message:
+                with self._blocks:
                     self._slots.append(st.empty())
                 self._shown.append("")
             cursor = not entry.done and index == len(entry.blocks) - 1 and isinstance(block, (TextBlock, ThinkingBlock))
