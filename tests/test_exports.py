@@ -70,6 +70,7 @@ EXPECTED = [
     "HFTransformerCasualLM",
     "HFTransformerCausalLM",
     "HFTransformerChat",
+    "Handoff",
     "Hook",
     "IPythonInteractive",
     "IPythonInterpreter",

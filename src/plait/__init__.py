@@ -103,6 +103,7 @@ __all__ = [
     "HFTransformerCasualLM",
     "HFTransformerCausalLM",
     "HFTransformerChat",
+    "Handoff",
     "Hook",
     "IPythonInteractive",
     "IPythonInterpreter",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FunctionCallingAgent,
         StreamingFunctionCallingAgent,
     )
+    from .handoff import Handoff
     from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
     from .react import AsyncReAct, ReAct
     from .remote_a2a import AsyncRemoteA2AAgent, RemoteA2AAgent
@@ -41,6 +42,7 @@ _PARADIGMS = {
         "FunctionCallingAgent",
         "StreamingFunctionCallingAgent",
     ),
+    ".handoff": ("Handoff",),
     ".internlm2_agent": ("AgentReturn", "Internlm2Agent", "Internlm2Protocol"),
     ".react": ("AsyncReAct", "ReAct"),
     ".remote_a2a": ("AsyncRemoteA2AAgent", "RemoteA2AAgent"),
@@ -71,6 +73,7 @@ __all__ = [
     "AutoGPT",
     "ConversationalAgent",
     "FunctionCallingAgent",
+    "Handoff",
     "IncompatibleKeys",
     "Internlm2Agent",
     "Internlm2Protocol",

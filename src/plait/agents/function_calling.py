@@ -15,18 +15,20 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
 from ..effects import Effect, Flow, ToolCall
 from ..llms.response import ModelResponse
 from ..llms.text_tool_calls import check_formats
-from ..schema import AgentMessage, AgentStatusCode, FunctionCall, Reasoning
+from ..memory.base_memory import Memory
+from ..schema import ActionStatusCode, AgentMessage, AgentStatusCode, FunctionCall, Reasoning
 from ..untrusted import decode_arguments
 from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
+from .handoff import Handoff, HandoffTool, as_handoffs, handoff_flow, own_view
 from .routing import ROUTED, ToolRouter
 from .run_state import PlannedCall, RunState
 from .tool_agent import ToolLoopCore
@@ -65,6 +67,10 @@ class FunctionCallingCore(ToolLoopCore):
             `plait.llms.text_tool_calls.FORMATS`; None (default) reads them all, ``()`` none.
             The markup is never shown nor answered: calls to offered tools run, anything
             else is told to the model (`plait.agents._text_calls`).
+        handoffs: Agents (or `plait.agents.handoff.Handoff`s) this agent may hand the
+            conversation to: the model sees a ``transfer_to_<name>`` tool for each, and the
+            target answers the turn (and, sticky, the later ones) with the history its handoff
+            declares (`plait.agents.handoff`). They become sub-agents (``to_<name>``).
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
     Example:
@@ -86,15 +92,37 @@ class FunctionCallingCore(ToolLoopCore):
         *,
         reset_tool_choice: Any = "auto",
         text_call_formats: Sequence[str] | None = None,
+        handoffs: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggregator", FunctionCallAggregator())
         super().__init__(llm=llm, template=template, **kwargs)
         self.executor = build_executor(actions, self._executor_cls)
+        self.handoffs: list[Handoff] = as_handoffs(handoffs)
+        for handoff in self.handoffs:
+            self.add_agent(handoff.tool_name.removeprefix("transfer_"), handoff.agent)
+            self.executor.add_action(HandoffTool(handoff))
         self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
         self.text_call_formats = None if text_call_formats is None else check_formats(text_call_formats)
+
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """The tool loop; with handoffs, the turn goes to the agent the session is with (`plait.agents.handoff`)."""
+        if not self.handoffs:
+            return (yield from super().forward_flow(inputs, session_id, kwargs))
+        run = partial(super().forward_flow, inputs, session_id, kwargs)
+        return (yield from handoff_flow(self, inputs, session_id, run))
+
+    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
+        """The messages the LLM would receive for this session now (handoff targets' replies as its own turns)."""
+        if not self.handoffs or self._memory is None:
+            return super().get_prompt(session_id)
+        view = Memory()
+        view.memory = own_view(self, self._memory.get_memory(session_id))
+        return self.aggregator.aggregate(view, self.name, self.output_format, self.template)
 
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
         """This agent's paradigm on the tool loop (for a new run on `inputs`, or a paused one to resume)."""
@@ -278,6 +306,16 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             )
         problems = state.scratch.pop(_PROBLEMS, None)
         self._observe(problems if isinstance(problems, list) else [], session_id)
+        return self._handoff(calls, results)
+
+    def _handoff(self, calls: Sequence[PlannedCall], results: Sequence[Any]) -> Decision:
+        """The run's end when a transfer tool ran: the agent's turn goes to the target (`plait.agents.handoff`)."""
+        names = {handoff.tool_name for handoff in self.agent.handoffs}
+        for call, result in zip(calls, results, strict=True):
+            content = result.content if isinstance(result, AgentMessage) else result
+            name = self.tool_name(call)
+            if name in names and getattr(content, "state", None) == ActionStatusCode.SUCCESS:
+                return Done(AgentMessage(sender=self.agent.name, content="", extra_info={"handoff": name}))
         return None
 
 
