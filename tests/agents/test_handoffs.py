@@ -181,3 +181,30 @@ def test_a_streaming_agent_streams_the_target_answer() -> None:
     chunks = list(triage("refund 7"))
     assert chunks[-1].content == "Refunded order 7." and chunks[-1].sender == "refunds"
     assert any(c.content and c.content != chunks[-1].content for c in chunks[:-1])  # pieces before the end
+
+
+def test_an_approval_inside_the_target_pauses_and_resumes_on_the_target(mode: str) -> None:
+    from plait.actions import tool_api
+    from plait.schema import AgentStatusCode
+
+    ran: list[str] = []
+
+    @tool_api(requires_approval=True)
+    def pay(order: str) -> str:
+        """Pay an order back.
+
+        Args:
+            order: The order number.
+        """
+        ran.append(order)
+        return f"paid {order}"
+
+    refunds = fc(mode)(
+        scripted_llm([calls(("p1", "pay", '{"order": "7"}')), "Paid back 7.", "Bye."], mode), [pay], name="refunds"
+    )
+    triage = fc(mode)(scripted_llm([transfer()], mode), [lookup], name="triage", handoffs=[refunds])
+    paused = resolve(triage("refund 7", session_id="s"))
+    assert paused.stream_state == AgentStatusCode.INTERRUPTED and ran == []
+    assert resolve(refunds.resume({"p1": True}, session_id="s")).content == "Paid back 7."
+    assert ran == ["7"]
+    assert resolve(triage("thanks", session_id="s")).content == "Bye."  # the session stays with refunds
