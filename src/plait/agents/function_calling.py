@@ -310,6 +310,8 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
 
     def _handoff(self, calls: Sequence[PlannedCall], results: Sequence[Any]) -> Decision:
         """The run's end when a transfer tool ran: the agent's turn goes to the target (`plait.agents.handoff`)."""
+        if not self.agent.handoffs:
+            return None
         names = {handoff.tool_name for handoff in self.agent.handoffs}
         for call, result in zip(calls, results, strict=True):
             content = result.content if isinstance(result, AgentMessage) else result
