@@ -27,7 +27,15 @@ from ..untrusted import as_text
 from .profiles import ReasoningReplay, ThinkTags
 from .think_tags import ThinkStream, split_think
 
-__all__ = ["REASONING_FIELDS", "ReasoningStream", "field_reasoning", "replay_messages", "reply_reasoning"]
+__all__ = [
+    "REASONING_FIELDS",
+    "EngineReply",
+    "ReasoningStream",
+    "answer_of",
+    "field_reasoning",
+    "replay_messages",
+    "reply_reasoning",
+]
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking")
 """The message fields servers carry reasoning in, in the order they are read."""
@@ -144,6 +152,61 @@ class ReasoningStream:
     def result(self) -> tuple[Reasoning | None, str]:
         """The complete reply's ``(reasoning, content)``, split as `reply_reasoning` splits a whole reply."""
         return reply_reasoning(self._field, self.raw, self._think)
+
+
+def answer_of(text: str, think: ThinkTags) -> str:
+    """An in-process engine's whole reply without its reasoning (split as `reply_reasoning` splits a server's)."""
+    return reply_reasoning(None, text, think)[1]
+
+
+class EngineReply:
+    """An in-process engine's reply text (vLLM, LMDeploy), split into answer and reasoning as it grows.
+
+    Such engines return only text, so a thinking model's reasoning is its inline ``<think>``
+    blocks; they are split exactly as in a server's reply (`ReasoningStream`).
+
+    Args:
+        think: How inline think tags are read (the model's profile's ``think_tags``).
+    """
+
+    __slots__ = ("_split", "_think")
+
+    def __init__(self, think: ThinkTags) -> None:
+        self._think = think
+        self._split = ReasoningStream(think)
+
+    def add(self, delta: str) -> bool:
+        """Take the next piece of text; True when the visible answer or the reasoning grew."""
+        return self._split.feed({}, delta)
+
+    def grow(self, text: str) -> bool:
+        """Take the whole text so far (an engine that streams cumulative outputs); True when anything grew.
+
+        A text that does not extend the previous one (the engine revised it) is split again from its start.
+        """
+        raw = self._split.raw
+        if text.startswith(raw):
+            return self.add(text[len(raw) :])
+        self._split = ReasoningStream(self._think)
+        self.add(text)
+        return True
+
+    @property
+    def content(self) -> str:
+        """The answer so far (think blocks held back and removed)."""
+        return self._split.content
+
+    @property
+    def reasoning(self) -> Reasoning | None:
+        """The reasoning so far (None: none yet): a stream item's extra."""
+        text = self._split.reasoning
+        return Reasoning(text) if text else None
+
+    def end(self) -> tuple[str, Reasoning | None]:
+        """The complete reply's ``(answer, reasoning)``, split as `answer_of` splits it (an empty block: None)."""
+        self._split.finish()
+        reasoning, content = self._split.result()
+        return content, reasoning if reasoning is not None and reasoning.text else None
 
 
 def _with_think(content: object, text: str) -> str:
