@@ -164,11 +164,15 @@ class Reasoning:
             ``signature``), sent back unchanged when the reasoning is replayed.
         redacted: An opaque, encrypted reasoning payload (Anthropic's ``redacted_thinking``
             ``data``), sent back unchanged.
+        details: The provider's own reasoning items as JSON text (OpenRouter's
+            ``reasoning_details`` array: ``reasoning.text``, ``reasoning.summary`` and
+            ``reasoning.encrypted`` items), kept opaque and sent back unchanged.
     """
 
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+    details: str | None = None
 
     def to_wire(self) -> dict[str, str]:
         """The JSON form carried in a chat message's ``reasoning`` key (None fields left out)."""
@@ -177,6 +181,8 @@ class Reasoning:
             out["signature"] = self.signature
         if self.redacted is not None:
             out["redacted"] = self.redacted
+        if self.details is not None:
+            out["details"] = self.details
         return out
 
     @classmethod
@@ -187,11 +193,13 @@ class Reasoning:
         if isinstance(value, str):
             return cls(value)
         if isinstance(value, Mapping):
-            text, signature, redacted = value.get("text", ""), value.get("signature"), value.get("redacted")
+            text = value.get("text", "")
+            signature, redacted, details = (value.get(key) for key in ("signature", "redacted", "details"))
             return cls(
                 text if isinstance(text, str) else "",
                 signature if isinstance(signature, str) else None,
                 redacted if isinstance(redacted, str) else None,
+                details if isinstance(details, str) else None,
             )
         return None
 
