@@ -220,6 +220,15 @@ def test_unknown_format_is_a_user_error() -> None:
         draw(blog_pipeline(), format="svg")  # type: ignore[call-overload]
 
 
+def test_direction_left_to_right() -> None:
+    tree = blog_pipeline()
+    assert draw(tree, direction="LR").splitlines()[0] == "flowchart LR"
+    assert "    rankdir=LR;" in draw(tree, format="dot", direction="LR").splitlines()
+    assert draw(tree, direction="LR").splitlines()[1:] == draw(tree).splitlines()[1:]
+    with pytest.raises(UserError, match="direction must be one of 'TB', 'LR', not 'BT'"):
+        draw(tree, direction="BT")  # type: ignore[arg-type]
+
+
 def test_png_without_a_renderer_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError) as caught:

@@ -47,7 +47,9 @@ from .module import AgentModule
 __all__ = ["draw"]
 
 Format = Literal["mermaid", "dot", "png"]
+Direction = Literal["TB", "LR"]
 _FORMATS: tuple[str, ...] = ("mermaid", "dot", "png")
+_DIRECTIONS: tuple[str, ...] = ("TB", "LR")
 _Kind = Literal["agent", "tool", "toolkit", "mcp", "approval"]
 _EdgeKind = Literal["child", "tool", "runs", "handoff"]
 _DESCRIPTION_LIMIT = 60
@@ -233,8 +235,8 @@ _MERMAID_SHAPES.update({"toolkit": ('[["', '"]]'), "mcp": ('[("', '")]')})
 _MERMAID_ARROWS = {"child": "-->", "tool": "-->", "runs": "==>", "handoff": "-.->"}
 
 
-def _mermaid(graph: _Graph) -> str:
-    lines = ["flowchart TD"]
+def _mermaid(graph: _Graph, direction: Direction) -> str:
+    lines = [f"flowchart {'TD' if direction == 'TB' else direction}"]
     for node in graph.nodes:
         opening, closing = _MERMAID_SHAPES[node.kind]
         label = "<br/>".join([f"<b>{_mermaid_text(node.title)}</b>", *map(_mermaid_text, node.details)])
@@ -264,10 +266,10 @@ _DOT_SHAPES = {"agent": "box", "tool": "ellipse", "approval": "hexagon", "toolki
 _DOT_EDGES = {"child": "", "tool": "", "runs": ", style=bold", "handoff": ", style=dashed"}
 
 
-def _dot(graph: _Graph) -> str:
+def _dot(graph: _Graph, direction: Direction) -> str:
     lines = [
         "digraph agents {",
-        "    rankdir=TB;",
+        f"    rankdir={direction};",
         '    node [fontname="Helvetica", fontsize=11, style="rounded,filled"];',
         '    edge [fontname="Helvetica", fontsize=10];',
     ]
@@ -294,7 +296,7 @@ _NO_RENDERER = (
 )
 
 
-def _png(graph: _Graph) -> bytes:
+def _png(graph: _Graph, direction: Direction) -> bytes:
     """The picture as PNG bytes, by Graphviz ``dot`` if installed, else the Mermaid CLI ``mmdc``.
 
     Raises:
@@ -302,13 +304,13 @@ def _png(graph: _Graph) -> bytes:
     """
     dot = shutil.which("dot")
     if dot is not None:
-        return _render([dot, "-Tpng"], _dot(graph).encode(), None)
+        return _render([dot, "-Tpng"], _dot(graph, direction).encode(), None)
     mmdc = shutil.which("mmdc")
     if mmdc is None:
         raise UserError(_NO_RENDERER)
     with tempfile.TemporaryDirectory(prefix="plait-draw-") as folder:
         source, target = Path(folder, "agent.mmd"), Path(folder, "agent.png")
-        source.write_text(_mermaid(graph), "utf-8")
+        source.write_text(_mermaid(graph, direction), "utf-8")
         return _render([mmdc, "-i", str(source), "-o", str(target)], None, target)
 
 
@@ -328,30 +330,34 @@ def _render(command: list[str], stdin: bytes | None, output: Path | None) -> byt
 
 
 @overload
-def draw(agent: Any, format: Literal["mermaid", "dot"] = "mermaid") -> str: ...
+def draw(agent: Any, format: Literal["mermaid", "dot"] = "mermaid", direction: Direction = "TB") -> str: ...
 @overload
-def draw(agent: Any, format: Literal["png"]) -> bytes: ...
-def draw(agent: Any, format: Format = "mermaid") -> str | bytes:
+def draw(agent: Any, format: Literal["png"], direction: Direction = "TB") -> bytes: ...
+def draw(agent: Any, format: Format = "mermaid", direction: Direction = "TB") -> str | bytes:
     """A picture of `agent`'s tree: sub-agents, tools, agents held as tools, handoffs, approval gates.
 
     Args:
         agent: Any plait agent (a paradigm, a container, a hand-written `Agent` subclass).
         format: ``"mermaid"`` (flowchart text), ``"dot"`` (Graphviz text) or ``"png"`` (image
             bytes, drawn by Graphviz ``dot`` or the Mermaid CLI ``mmdc``, whichever is installed).
+        direction: ``"TB"`` (top to bottom) or ``"LR"`` (left to right: taller, narrower
+            pictures of agents with many tools).
 
     Returns:
         The text, or the PNG bytes.
 
     Raises:
-        UserError: An unknown `format`, or ``"png"`` with no renderer installed (the message
-            says what to install).
+        UserError: An unknown `format` or `direction`, or ``"png"`` with no renderer installed
+            (the message says what to install).
     """
     if format not in _FORMATS:
         raise UserError(f"format must be one of {', '.join(map(repr, _FORMATS))}, not {format!r}")
+    if direction not in _DIRECTIONS:
+        raise UserError(f"direction must be one of {', '.join(map(repr, _DIRECTIONS))}, not {direction!r}")
     graph = _Graph()
     graph.add_agent(agent)
     if format == "mermaid":
-        return _mermaid(graph)
+        return _mermaid(graph, direction)
     if format == "dot":
-        return _dot(graph)
-    return _png(graph)
+        return _dot(graph, direction)
+    return _png(graph, direction)
