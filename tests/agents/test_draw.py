@@ -297,3 +297,12 @@ def test_mcp_toolkit_is_drawn_from_its_listed_tools_without_the_server() -> None
     assert [line for line in lines if line.startswith("    k0 --> ")] == ["    k0 --> t0", "    k0 --> t1"]
     assert '    t0(["<b>add</b><br/>Add two integers."])' in lines
     assert "    class k0 mcp" in lines
+
+
+def test_the_docs_picture_is_what_the_docs_example_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "agents.md").read_text("utf-8")
+    section = page[page.index("## Drawing an agent tree") :]
+    code = section[section.index("```python\n") + len("```python\n") : section.index("```\n\nIt prints")]
+    picture = section[section.index("```mermaid\n") + len("```mermaid\n") :]
+    exec(compile(code, "docs/agents.md", "exec"), {"__name__": "docs_example"})
+    assert capsys.readouterr().out == picture[: picture.index("```\n")] + "\n"  # print's newline after the text's
