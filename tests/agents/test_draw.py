@@ -7,6 +7,7 @@ regenerate with ``PLAIT_GOLDEN_UPDATE=1`` and review ``git diff tests/golden/dra
 from __future__ import annotations
 
 import difflib
+import inspect
 import os
 import re
 import stat
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 import plait
+import plait.agents
 from plait import Agent, AgentDict, FunctionCallingAgent, Sequential, draw
 from plait.actions import BaseAction, tool_api
 from plait.exceptions import UserError
@@ -166,6 +168,40 @@ def test_handoffs_are_dashed_edges_labelled_with_the_tool_name() -> None:
     assert f'    {ids["billing"]} -.->|"transfer_to_triage"| {ids["triage"]}' in text.splitlines()
     dot = draw(triage, format="dot")
     assert f'{ids["triage"]} -> {ids["billing"]} [label="transfer_to_billing", style=dashed];' in dot
+
+
+def _paradigms() -> list[str]:
+    return sorted(
+        name
+        for name in plait.agents.__all__
+        if isinstance(cls := getattr(plait.agents, name), type) and issubclass(cls, plait.agents.AgentModule)
+    )
+
+
+@pytest.mark.parametrize("name", _paradigms())
+def test_every_agent_class_is_drawn_with_its_tools(name: str) -> None:
+    cls = getattr(plait.agents, name)
+    parameters = inspect.signature(cls).parameters
+    if "url" in parameters:  # RemoteA2AAgent: a remote agent, no tools here
+        agent = cls(url="http://127.0.0.1:9/")
+    else:
+        kwargs: dict[str, Any] = {"llm": ScriptedLLM([])} if "llm" in parameters else {}
+        kwargs.update({key: [get_weather] for key in ("actions", "plugins") if key in parameters})
+        if "plugin_executor" in parameters:
+            kwargs["plugin_executor"] = plait.ActionExecutor([get_weather])
+        agent = cls(**kwargs)
+    text = draw(agent)
+    assert text.startswith('flowchart TD\n    a0["<b>')
+    if any(key in parameters for key in ("actions", "plugins", "plugin_executor")):
+        assert '(["<b>get_weather</b>' in text
+
+
+def test_something_that_is_not_an_agent_is_drawn_as_one_node() -> None:
+    holder = Agent(ScriptedLLM([]), name="holder")
+    holder.handoffs = [Handoff(object(), "transfer_to_nothing"), Handoff(None, "ignored")]
+    lines = draw(holder).splitlines()
+    assert '    a1["<b>object</b>"]' in lines and '    a0 -.->|"transfer_to_nothing"| a1' in lines
+    assert not any("ignored" in line for line in lines)
 
 
 def test_a_shared_sub_agent_is_one_node() -> None:

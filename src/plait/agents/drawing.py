@@ -180,7 +180,8 @@ class _Graph:
 
 def _executors(agent: Any) -> list[tuple[str, ActionExecutorCore]]:
     """The executors `agent` holds, by attribute name, in the order they were set."""
-    return [(name, value) for name, value in vars(agent).items() if isinstance(value, ActionExecutorCore)]
+    attributes = getattr(agent, "__dict__", {})
+    return [(name, value) for name, value in attributes.items() if isinstance(value, ActionExecutorCore)]
 
 
 def _handoffs(agent: Any) -> list[Any]:
