@@ -196,6 +196,15 @@ def test_every_agent_class_is_drawn_with_its_tools(name: str) -> None:
         assert '(["<b>get_weather</b>' in text
 
 
+def test_a_handoff_target_registered_as_a_sub_agent_gets_only_the_dashed_edge() -> None:
+    triage = Agent(ScriptedLLM([]), name="triage")
+    triage.billing = Agent(ScriptedLLM([]), name="billing")
+    triage.notes = Agent(ScriptedLLM([]), name="notes")
+    triage.handoffs = [Handoff(triage.billing, "transfer_to_billing")]
+    edges = [line for line in draw(triage).splitlines() if " a0 " in line or line.startswith("    a0 ")]
+    assert edges == ['    a0 -->|"notes"| a1', '    a0 -.->|"transfer_to_billing"| a2']  # sub-agents, then handoffs
+
+
 def test_something_that_is_not_an_agent_is_drawn_as_one_node() -> None:
     holder = Agent(ScriptedLLM([]), name="holder")
     holder.handoffs = [Handoff(object(), "transfer_to_nothing"), Handoff(None, "ignored")]

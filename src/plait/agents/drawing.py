@@ -9,7 +9,8 @@ The picture shows the agent and everything below it:
   tools it listed (nothing is asked of the server);
 * an agent held as a tool (`AgentModule.as_tool`): the tool node, with an arrow to the agent it runs;
 * handoffs: a dashed arrow labelled with the tool name to each agent in ``agent.handoffs``
-  (items with ``.agent`` and ``.tool_name``);
+  (items with ``.agent`` and ``.tool_name``), instead of the sub-agent arrow when the target is
+  also registered as a sub-agent;
 * tools that need a person's approval: marked "needs approval" (a fixed rule) or
   "approval by rule" (a function decides per call), and coloured.
 
@@ -114,13 +115,14 @@ class _Graph:
             label = "" if attribute == "executor" else attribute
             for action in list(executor.actions.values()):
                 self._edge_to(node_id, action, "tool", label)
+        handoffs = [(h.agent, str(getattr(h, "tool_name", "") or "")) for h in _handoffs(agent)]
+        targets = {id(target) for target, _ in handoffs}
         if isinstance(agent, AgentModule):
             for child_name, child in list(agent.named_children()):
-                self._edge_to(node_id, child, "child", child_name)
-        for handoff in _handoffs(agent):
-            target = getattr(handoff, "agent", None)
-            if target is not None:
-                self._edge_to(node_id, target, "handoff", str(getattr(handoff, "tool_name", "") or ""))
+                if id(child) not in targets:  # a handoff target registered as a sub-agent: its dashed arrow says more
+                    self._edge_to(node_id, child, "child", child_name)
+        for target, tool_name in handoffs:
+            self._edge_to(node_id, target, "handoff", tool_name)
         return node_id
 
     def _edge_to(self, source: str, target: Any, kind: _EdgeKind, label: str) -> None:
@@ -189,7 +191,7 @@ def _handoffs(agent: Any) -> list[Any]:
     handoffs = getattr(agent, "handoffs", None)
     if handoffs is None or isinstance(handoffs, (str, bytes, Mapping)) or not isinstance(handoffs, Iterable):
         return []
-    return list(handoffs)
+    return [handoff for handoff in handoffs if getattr(handoff, "agent", None) is not None]
 
 
 def _is_mcp(action: object) -> bool:
