@@ -221,7 +221,11 @@ def test_a_shared_sub_agent_is_one_node() -> None:
     assert len(re.findall(r"-->\|\"0\"\| a1$", text, re.M)) == 1  # the Sequential's member is the same node
 
 
-HOSTILE = 'x"] --> evil["pwned"]\n%% comment\nclick a0 call alert(1) ; `md` <script>&amp;</script> #35; |pipe| {b}'
+HOSTILE = (
+    'x"] --> evil["pwned"]\n%% comment\nclick a0 call alert(1) ; `md` <script>&amp;</script> #35; |pipe| {b}'
+    ' \\N\\" \x00\x1b[31m\u200dé中'
+)
+CONTROLS = "\x00\x1b"
 
 
 def _decode_mermaid(label: str) -> str:
@@ -244,17 +248,18 @@ def test_hostile_names_cannot_break_the_syntax() -> None:
     bad = [line for line in lines[1:] if not (node.match(line) or edge.match(line) or style.match(line))]
     assert bad == []
     labels = [_decode_mermaid(m[2]) for line in lines if (m := node.match(line))]
-    flat = " ".join(HOSTILE.split())
+    flat = " ".join(HOSTILE.translate({ord(c): None for c in CONTROLS}).split())
+    assert not any(c in text for c in CONTROLS)
     assert f'<b>{flat}</b><br/>Agent<br/>x"] --> evil["pwned"]' in labels  # the inner agent, text intact
     edge_labels = [_decode_mermaid(m[2]) for line in lines if (m := edge.match(line)) and m[2]]
-    assert f'|"k{" ".join(HOSTILE.replace(".", "").split())}"|' in edge_labels
+    assert f'|"k{flat.replace(".", "")}"|' in edge_labels
     dot = draw(outer, format="dot").splitlines()
     quoted = r'"(?:[^"\\\n]|\\.)*"'
     dot_node = re.compile(rf"^ {{4}}[akt]\d+ \[label={quoted}, shape=\w+, fillcolor={quoted}, color={quoted}\];$")
     dot_edge = re.compile(rf"^ {{4}}[akt]\d+ -> [akt]\d+( \[label={quoted}(, style=\w+)?\]| \[style=\w+\])?;$")
     body = dot[4:-1]
     assert [line for line in body if not (dot_node.match(line) or dot_edge.match(line))] == []
-    assert dot[-1] == "}"
+    assert dot[-1] == "}" and not any(c in "\n".join(dot) for c in CONTROLS)
     assert any(
         line.startswith('    a2 [label="' + flat.replace("\\", "\\\\").replace('"', '\\"') + "\\nAgent") for line in dot
     )

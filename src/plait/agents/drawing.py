@@ -34,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +223,8 @@ def _short(text: object) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """`text` on one line: whitespace runs as one space, control characters (NUL, ESC...) left out."""
+    return " ".join("".join(ch for ch in text if ch.isspace() or unicodedata.category(ch) != "Cc").split())
 
 
 # -- Mermaid ----------------------------------------------------------------------------------
