@@ -104,6 +104,7 @@ EXPECTED = [
     "VllmModel",
     "WebBrowser",
     "__version__",
+    "draw",
     "get_tool",
     "get_tool_cls",
     "list_tools",

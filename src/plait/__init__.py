@@ -137,6 +137,7 @@ __all__ = [
     "VllmModel",
     "WebBrowser",
     "__version__",
+    "draw",
     "get_tool",
     "get_tool_cls",
     "list_tools",

@@ -358,3 +358,18 @@ def test_mcp_servers_survive_agent_rebuilds_and_restart_on_clear(web_env: Path, 
     at = send(at.run(), "count")
     assert at.chat_message[-1].markdown[-1].value == "count 1"  # cleared: a fresh server
     session_of(at).clear()
+
+
+def test_sidebar_draws_the_agent_once_it_is_built(web_env: Path, fake_model: Any) -> None:
+    at = open_app(fake_model())
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    assert [c.value for c in tree.caption] == ["The agent is built, and drawn here, when you send your first message."]
+    send(at, "What is 37 * 91?")
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    (chart,) = tree.get("graphviz_chart")
+    dot = chart.proto.spec
+    assert dot.startswith("digraph agents {") and 'label="Calculator' in dot and "FunctionCallingAgent" in dot
+    assert tree.code[0].value.startswith("flowchart TD") and "<b>Calculator</b>" in tree.code[0].value
+    at.multiselect(key="plugins").set_value([]).run()  # not rebuilt until the next message
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    assert "Changed settings apply to the agent with your next message." in [c.value for c in tree.caption]

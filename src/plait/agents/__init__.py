@@ -19,6 +19,7 @@ from .module import AgentModule, IncompatibleKeys
 if TYPE_CHECKING:
     from .autogpt import AsyncAutoGPT, AutoGPT
     from .conversational import AsyncConversationalAgent, ConversationalAgent
+    from .drawing import draw
     from .function_calling import (
         AsyncFunctionCallingAgent,
         AsyncStreamingFunctionCallingAgent,
@@ -32,10 +33,11 @@ if TYPE_CHECKING:
     from .rewoo import AsyncReWOO, ReWOO
     from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
 
-# the paradigms are imported on first use, so ``from plait.agents import AsyncAgent`` stays light
+# the paradigms (and `draw`) are imported on first use, so ``from plait.agents import AsyncAgent`` stays light
 _PARADIGMS = {
     ".autogpt": ("AsyncAutoGPT", "AutoGPT"),
     ".conversational": ("AsyncConversationalAgent", "ConversationalAgent"),
+    ".drawing": ("draw",),
     ".function_calling": (
         "AsyncFunctionCallingAgent",
         "AsyncStreamingFunctionCallingAgent",
@@ -85,6 +87,7 @@ __all__ = [
     "StreamingAgent",
     "StreamingFunctionCallingAgent",
     "StreamingSequential",
+    "draw",
 ]
 
 __getattr__, __dir__ = lazy_module(
