@@ -111,6 +111,20 @@ def test_react_says_so_in_its_correction_turn(mode: str) -> None:
     _assert_cut(caught.value, 40)
 
 
+def test_internlm_agents_say_so_in_their_inner_agents_correction(mode: str) -> None:
+    from plait.agents import AgentForInternLM, AsyncAgentForInternLM
+
+    with FakeOpenAIServer(handler=_cut) as server:
+        llm = _llm(mode, server, max_new_tokens=56)
+        agent = (AsyncAgentForInternLM if mode == "async" else AgentForInternLM)(
+            llm, output_type=Sentiment, output_retries=1
+        )
+        assert agent.answer_llm() is agent.agent.llm  # the inner agent's model takes the corrections
+        with pytest.raises(OutputValidationError) as caught:
+            resolve(agent("How was the film?", session_id="s"))
+    _assert_cut(caught.value, 56)
+
+
 @pytest.mark.parametrize("streaming", [StreamingAgent, AsyncStreamingAgent])
 def test_a_streaming_agent_says_so_too(fake_server: Any, streaming: Any) -> None:
     server = fake_server(handler=_cut, chunk_size=16)

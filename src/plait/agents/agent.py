@@ -166,8 +166,10 @@ class AgentCore(AgentModule):
             final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, params, self._stream_chunk)
             return final
         llm = self._require_llm()
-        # a typed answer asks with ``complete`` where the model has it: the reply says why it ended (`reply_info`)
-        method = "complete" if self.output_type is not None and callable(getattr(llm, "complete", None)) else "chat"
+        # a typed answer (or its correction, maybe an inner agent's) asks with ``complete`` where the model
+        # has it: the reply then says why it ended (`reply_info`)
+        typed = self.output_type is not None or "response_format" in params
+        method = "complete" if typed and callable(getattr(llm, "complete", None)) else "chat"
         call: ModelCall[str | AgentMessage | ModelResponse] = ModelCall(
             llm, method, prompt, session_id, params, self._stream_chunk, True, *self._owner(session_id)
         )
