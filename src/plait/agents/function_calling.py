@@ -25,6 +25,7 @@ from ..llms.text_tool_calls import check_formats
 from ..memory.base_memory import Memory
 from ..schema import ActionStatusCode, AgentMessage, AgentStatusCode, FunctionCall, Reasoning
 from ..untrusted import decode_arguments
+from ._reply_info import reply_info
 from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
@@ -153,7 +154,7 @@ class FunctionCallingCore(ToolLoopCore):
     ) -> Flow[AgentMessage]:
         """A turn without tools on `prompt` (an output type's correction), as the tool turns are made."""
         response = _as_response((yield self._turn(session_id, params, prompt)))
-        return self.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+        return self.make_response(response.content, extra_info=reply_info(response), reasoning=response.reasoning)
 
     def _turn_chunk(self, item: Any, held: HeldMarkup | None = None) -> AgentMessage:
         status, text, extra = item
@@ -242,7 +243,9 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         response = read.response
         if state.forced or not (response.tool_calls or read.problems):
             return Done(
-                self.agent.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+                self.agent.make_response(
+                    response.content, extra_info=reply_info(response), reasoning=response.reasoning
+                )
             )
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         turn = AgentMessage(
@@ -352,19 +355,6 @@ def _as_response(result: Any) -> ModelResponse:
     if not isinstance(result, ModelResponse):
         raise TypeError(f"a function-calling turn must give a ModelResponse, not {type(result).__name__}")
     return result
-
-
-def _usage(response: ModelResponse) -> dict[str, object] | None:
-    if response.usage is None:
-        return None
-    usage = response.usage
-    return {
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-        }
-    }
 
 
 for _sibling in (AsyncFunctionCallingAgent, StreamingFunctionCallingAgent, AsyncStreamingFunctionCallingAgent):
