@@ -208,3 +208,13 @@ def test_an_approval_inside_the_target_pauses_and_resumes_on_the_target(mode: st
     assert resolve(refunds.resume({"p1": True}, session_id="s")).content == "Paid back 7."
     assert ran == ["7"]
     assert resolve(triage("thanks", session_id="s")).content == "Bye."  # the session stays with refunds
+
+
+def test_draw_shows_a_handoff_as_one_dashed_arrow() -> None:
+    from plait import draw
+
+    triage, _ = team("sync", [], [])
+    picture = draw(triage)
+    assert '-.->|"transfer_to_refunds"|' in picture
+    assert "<b>transfer_to_refunds</b>" not in picture  # not also drawn as a tool
+    assert "<b>lookup</b>" in picture and "<b>refund</b>" in picture  # each agent's own tools

@@ -44,6 +44,7 @@ from ..actions.action_executor import ActionExecutorCore
 from ..actions.base_action import ActionCore
 from ..exceptions import UserError
 from .agent_tool import AgentTool
+from .handoff import HandoffTool
 from .module import AgentModule
 
 __all__ = ["draw"]
@@ -115,7 +116,8 @@ class _Graph:
         for attribute, executor in _executors(agent):
             label = "" if attribute == "executor" else attribute
             for action in list(executor.actions.values()):
-                self._edge_to(node_id, action, "tool", label)
+                if not isinstance(action, HandoffTool):  # drawn as its dashed handoff arrow
+                    self._edge_to(node_id, action, "tool", label)
         handoffs = [(h.agent, str(getattr(h, "tool_name", "") or "")) for h in _handoffs(agent)]
         targets = {id(target) for target, _ in handoffs}
         if isinstance(agent, AgentModule):
