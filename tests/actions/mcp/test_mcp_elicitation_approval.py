@@ -1,0 +1,119 @@
+"""Issue 38 item 3: a server's elicitation pauses the agent's run; the person's answer, given through `resume`, goes on.
+
+`MCPToolkit(..., elicit="approval")` on asking_server.py (official SDK, stdio): its ``book`` tool
+elicits the number of guests and writes one line per call that really ran. A scripted OpenAI-compatible
+model calls ``book`` and then answers with the tool's result. Every behaviour runs in sync and async
+mode from one body.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _support import resolve
+from plait.actions._parked import GONE
+from plait.actions.mcp import MCPToolkit
+from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
+from plait.exceptions import ResumeError, UserError
+from plait.llms import GPTAPI, AsyncGPTAPI
+from plait.schema import AgentStatusCode, PendingCall
+from plait.testing.fake_openai import FakeOpenAIServer, Reply
+
+ASKING = str(Path(__file__).with_name("asking_server.py"))
+
+
+def model(body: dict[str, Any]) -> Reply:
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        return Reply("done: " + messages[-1]["content"])
+    return Reply("", tool_calls=[("asking_server.book", {"table": "7"})])
+
+
+@pytest.fixture
+def booking(make_toolkit: Callable[..., MCPToolkit], mode: str, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """A function-calling agent on a scripted model with the asking server's tools, and its bookings file."""
+    bookings = tmp_path / "bookings.txt"
+    toolkit = make_toolkit(args=[ASKING], env={"BOOKINGS": str(bookings)}, elicit="approval", timeout=20)
+    with FakeOpenAIServer(handler=model) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+        agent = (AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent)(llm, [toolkit])
+        yield agent, bookings
+
+
+def _paused(agent: Any) -> PendingCall:
+    paused = resolve(agent("book table 7", session_id="s"))
+    assert paused.stream_state == AgentStatusCode.INTERRUPTED
+    (pending,) = paused.content
+    assert isinstance(pending, PendingCall) and pending.name == "asking_server.book"
+    return pending
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome"),
+    [
+        ({"action": "accept", "content": {"guests": 4, "vegetarian": True}}, 'accept {"guests":4,"vegetarian":true}'),
+        ("decline", "decline"),
+        ("cancel", "cancel"),
+        (False, "decline"),
+    ],
+)
+def test_the_question_pauses_the_run_and_the_answer_reaches_the_call_once(
+    booking: tuple[Any, Path], answer: object, outcome: str
+) -> None:
+    agent, bookings = booking
+    pending = _paused(agent)
+    question = pending.question
+    assert question is not None and question["message"] == "How many guests at table 7?"
+    assert question["server"] == "asking-server" and "ticket" not in question
+    assert set(question["requested_schema"]["properties"]) == {"guests", "vegetarian"}
+    assert pending.arguments == {"table": "7"}
+    assert not bookings.exists()  # the call waits inside the server for the answer
+    assert "How many guests at table 7?" in json.dumps(agent.state_dict("s"))  # the paused run, saved with its question
+    reply = resolve(agent.resume({pending.id: answer}, session_id="s"))
+    assert reply.stream_state == AgentStatusCode.END
+    assert reply.content == f"done: {outcome}"
+    assert bookings.read_text().splitlines() == [f"7: {outcome}"]  # the call ran exactly once
+    with pytest.raises(ResumeError, match="no paused run"):
+        resolve(agent.resume({pending.id: answer}, session_id="s"))
+
+
+def test_an_answer_that_does_not_fit_is_refused_and_the_question_stays_open(booking: tuple[Any, Path]) -> None:
+    agent, bookings = booking
+    pending = _paused(agent)
+    for bad, why in [
+        ({"action": "accept", "content": {"guest": 4}}, "did you mean 'guests'"),
+        ({"action": "accept", "content": {"guests": "four"}}, "is a integer"),
+        ({"action": "accept", "content": {}}, "lacks the required field 'guests'"),
+        ("maybe", "action is one of accept, decline, cancel"),
+    ]:
+        with pytest.raises(ResumeError, match=why):
+            resolve(agent.resume({pending.id: bad}, session_id="s"))
+    assert not bookings.exists()
+    reply = resolve(agent.resume({pending.id: {"action": "accept", "content": {"guests": 2}}}, session_id="s"))
+    assert reply.content == 'done: accept {"guests":2,"vegetarian":false}'
+    assert bookings.read_text().splitlines() == ['7: accept {"guests":2,"vegetarian":false}']
+
+
+def test_an_answer_for_a_call_that_no_longer_runs_is_an_observation_not_a_hang(booking: tuple[Any, Path]) -> None:
+    agent, bookings = booking
+    pending = _paused(agent)
+    saved = json.dumps(agent.state_dict("s"))
+    (ticket,) = set(re.findall(r'"ticket": "([0-9a-f]+)"', saved))
+    agent.reset("s")
+    # as after a restart: the saved run names a call that no process holds any more
+    agent.load_state_dict(json.loads(saved.replace(ticket, "0" * len(ticket))), session_id="s")
+    reply = resolve(agent.resume({pending.id: "decline"}, session_id="s"))
+    assert reply.stream_state == AgentStatusCode.END and reply.content == f"done: {GONE}"
+    assert not bookings.exists()
+
+
+def test_elicit_is_approval_or_a_callable(mode: str) -> None:
+    with pytest.raises(UserError, match="elicit is 'approval' or a callable"):
+        MCPToolkit(sys.executable, [ASKING], elicit="approve")  # type: ignore[arg-type]
