@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,17 @@ def test_an_answer_for_a_call_that_no_longer_runs_is_an_observation_not_a_hang(b
 def test_elicit_is_approval_or_a_callable(mode: str) -> None:
     with pytest.raises(UserError, match="elicit is 'approval' or a callable"):
         MCPToolkit(sys.executable, [ASKING], elicit="approve")  # type: ignore[arg-type]
+
+
+def test_the_call_timeout_does_not_count_the_time_a_person_takes(
+    make_toolkit: Callable[..., MCPToolkit], mode: str, tmp_path: Path
+) -> None:
+    bookings = tmp_path / "bookings.txt"
+    toolkit = make_toolkit(args=[ASKING], env={"BOOKINGS": str(bookings)}, elicit="approval", timeout=4)
+    with FakeOpenAIServer(handler=model) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)(model_type="m", api_base=server.base_url, key="k", retry=0)
+        agent = (AsyncFunctionCallingAgent if mode == "async" else FunctionCallingAgent)(llm, [toolkit])
+        pending = _paused(agent)
+        time.sleep(6)  # longer than the call's timeout: the clock stood still while the question waited
+        reply = resolve(agent.resume({pending.id: "cancel"}, session_id="s"))
+    assert reply.content == "done: cancel" and bookings.read_text().splitlines() == ["7: cancel"]
