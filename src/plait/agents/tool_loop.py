@@ -22,6 +22,10 @@ per paradigm. What is the same lives here, once:
   ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
   run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
   goes on where it stopped. A call runs at most once: its result is kept in the state.
+* **questions**: a running call that asks a person something (an MCP server's elicitation:
+  its result is a parked question, `plait.actions._parked`) waits the same way, with the
+  question in its `PendingCall`; the decision is the answer, and the call goes on with it
+  (`go_on`) instead of running again.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).

@@ -18,10 +18,11 @@ from typing import Any
 
 import pytest
 
-from _support import resolve
+from _support import collect, resolve
 from plait.actions._parked import GONE
 from plait.actions.mcp import MCPToolkit
 from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
+from plait.events import ToolResult
 from plait.exceptions import ResumeError, UserError
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.schema import AgentStatusCode, PendingCall
@@ -132,3 +133,18 @@ def test_the_call_timeout_does_not_count_the_time_a_person_takes(
         time.sleep(6)  # longer than the call's timeout: the clock stood still while the question waited
         reply = resolve(agent.resume({pending.id: "cancel"}, session_id="s"))
     assert reply.content == "done: cancel" and bookings.read_text().splitlines() == ["7: cancel"]
+
+
+def test_the_events_show_the_question_and_the_call_ending_once_answered(booking: tuple[Any, Path]) -> None:
+    agent, bookings = booking
+    events = collect(agent.stream_events("book table 7", session_id="s"))
+    kinds = [type(event).__name__ for event in events]
+    assert kinds == ["ToolCallStarted", "ApprovalNeeded", "Final"]  # no result yet: the call still runs
+    (call,) = events[1].calls
+    assert events[1].to_dict()["calls"][0]["question"]["message"] == "How many guests at table 7?"
+    assert events[-1].paused
+    events = collect(agent.resume_events({call.id: {"action": "accept", "content": {"guests": 1}}}, session_id="s"))
+    results = [event for event in events if isinstance(event, ToolResult)]
+    assert [(r.id, r.status) for r in results] == [(call.id, "ok")]
+    assert results[0].output == 'accept {"guests":1,"vegetarian":false}'
+    assert not events[-1].paused and bookings.read_text().count("\n") == 1

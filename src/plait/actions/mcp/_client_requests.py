@@ -5,7 +5,8 @@ A server may send requests of its own while a ``tools/call`` runs (spec 2025-11-
 * ``elicitation/create`` (form mode): a question for a person, with a ``requestedSchema``
   of flat primitive properties. `MCPToolkit(..., elicit=...)` names who answers: a callable
   given an `Elicitation` that returns ``"accept"`` with content, ``"decline"`` or
-  ``"cancel"``. Accepted content is checked against the schema before it is sent.
+  ``"cancel"``, or ``"approval"``: the agent's person, through a paused run and ``resume``
+  (`plait.actions.mcp._asking`). Accepted content is checked against the schema before it is sent.
 * ``sampling/createMessage``: the server asks the client's model for a completion.
   Refused unless `MCPToolkit(..., sampling=Sampling(llm, ...))` enables it; then answered by
   that model within a per-connection budget of requests and tokens (a request's

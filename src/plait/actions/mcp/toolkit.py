@@ -31,7 +31,8 @@ trouble. A server that died is restarted on the next call. ``close()`` (or ``wit
 ends it; it is also ended when the toolkit is garbage-collected or the interpreter exits.
 
 A server may ask back while a tool runs: ``elicit=`` answers its elicitation requests
-(a person's answer to a form), ``sampling=Sampling(llm, max_requests, max_tokens)``
+(a person's answer to a form: ``"approval"`` pauses the agent's run until ``resume`` brings
+the answer, a callable answers directly), ``sampling=Sampling(llm, max_requests, max_tokens)``
 lets it use a model within a budget; both are refused unless given.
 
 One connection serves every ``session_id``: MCP servers that keep per-client state see
