@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from _support import collect, resolve
 from plait.actions._parked import GONE
 from plait.actions.mcp import MCPToolkit
 from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
+from plait.distributed import AgentAPIServer
 from plait.events import ToolResult
 from plait.exceptions import ResumeError, UserError
 from plait.llms import GPTAPI, AsyncGPTAPI
@@ -148,3 +150,26 @@ def test_the_events_show_the_question_and_the_call_ending_once_answered(booking:
     assert [(r.id, r.status) for r in results] == [(call.id, "ok")]
     assert results[0].output == 'accept {"guests":1,"vegetarian":false}'
     assert not events[-1].paused and bookings.read_text().count("\n") == 1
+
+
+def test_a_served_agent_gives_the_question_and_takes_the_answer_over_http(booking: tuple[Any, Path]) -> None:
+    agent, bookings = booking
+    server = AgentAPIServer(agent, port=0).start()
+
+    def post(route: str, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{server.port}{route}"
+        request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            reply: dict[str, Any] = json.loads(response.read())
+        return reply
+
+    try:
+        paused = post("/chat_completion", {"message": ["book table 7"], "session_id": "h"})
+        (call,) = paused["content"]
+        assert call["question"]["message"] == "How many guests at table 7?" and "ticket" not in call["question"]
+        answer = {"action": "accept", "content": {"guests": 5}}
+        reply = post("/resume", {"decisions": {call["id"]: answer}, "session_id": "h"})
+    finally:
+        server.stop()
+    assert reply["content"] == 'done: accept {"guests":5,"vegetarian":false}'
+    assert bookings.read_text().splitlines() == ['7: accept {"guests":5,"vegetarian":false}']
