@@ -84,6 +84,8 @@ class Questions:
         self.calls += 1
 
         def ended(_: object) -> None:
+            if not call.cancelled():
+                call.exception()  # seen: a parked call nobody answered fails when the session closes
             self.calls -= 1
             if not self.calls:
                 leftovers, self.unclaimed = self.unclaimed, []
