@@ -97,11 +97,16 @@ class PendingCall:
         id: The call's id: what `resume` decisions are keyed by.
         name: The tool (``Toolkit.api`` for a toolkit's API).
         arguments: The arguments the model wrote (a dict; text under ``'input'``).
+        question: For a call that is running and asks a person something (an MCP server's
+            elicitation): ``message``, ``requested_schema`` (a JSON Schema of flat fields) and
+            ``server``. The decision is then the answer: ``{'action': 'accept', 'content':
+            {...}}``, ``'decline'`` or ``'cancel'``. None for a call waiting for approval.
     """
 
     id: str
     name: str
     arguments: dict[str, Any]
+    question: dict[str, Any] | None = None
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -373,3 +374,27 @@ def test_sidebar_draws_the_agent_once_it_is_built(web_env: Path, fake_model: Any
     at.multiselect(key="plugins").set_value([]).run()  # not rebuilt until the next message
     (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
     assert "Changed settings apply to the agent with your next message." in [c.value for c in tree.caption]
+
+
+def test_an_mcp_servers_question_is_a_form_and_the_answer_resumes_the_call(
+    web_env: Path, fake_model: Any, tmp_path: Path
+) -> None:
+    """Issue 38 item 3: the server's elicitation pauses the answer; the form's answer goes on with the call, once."""
+    bookings = tmp_path / "bookings.txt"
+    asking = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "asking_server.py"
+    mcp_demo_command()  # skips without the SDK
+    server = fake_model(handler=one_tool_round("asking_server__book", {"table": "7"}, "The server says {}."))
+    at = open_app(server)
+    at.text_area(key="mcp_servers").set_value(f"env BOOKINGS={bookings} {sys.executable} {asking}").run()
+    at = send(at, "book table 7")
+    assert any("How many guests at table 7?" in m.value for m in at.markdown)
+    assert not bookings.exists()
+    (guests,) = [n for n in at.number_input if n.key.endswith("_guests")]
+    guests.set_value(3)
+    (vegetarian,) = [c for c in at.checkbox if c.key.endswith("_vegetarian")]
+    vegetarian.check()
+    next(b for b in at.button if b.label == "Send answer").click().run()
+    assert not at.exception, at.exception
+    assert at.chat_message[-1].markdown[-1].value == 'The server says accept {"guests":3,"vegetarian":true}.'
+    assert bookings.read_text().splitlines() == ['7: accept {"guests":3,"vegetarian":true}']
+    session_of(at).clear()

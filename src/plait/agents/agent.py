@@ -52,8 +52,12 @@ def flow_forward(method: F) -> F:
 Guardrail = Callable[[str], Any]
 """``fn(text) -> str | None`` (or a coroutine function): a string is the reason to refuse."""
 
-Decision = Union[bool, str]
-"""A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model."""
+Decision = Union[bool, str, Mapping[str, Any]]
+"""A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model.
+
+For a call that asks a question (`PendingCall.question`), the answer: ``{'action': 'accept', 'content': {...}}``,
+``'decline'`` or ``'cancel'``.
+"""
 
 _DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": DefaultAggregator})

@@ -22,6 +22,10 @@ per paradigm. What is the same lives here, once:
   ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
   run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
   goes on where it stopped. A call runs at most once: its result is kept in the state.
+* **questions**: a running call that asks a person something (an MCP server's elicitation:
+  its result is a parked question, `plait.actions._parked`) waits the same way, with the
+  question in its `PendingCall`; the decision is the answer, and the call goes on with it
+  (`go_on`) instead of running again.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -34,6 +38,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
+from ..actions._parked import checked_answer, continued, go_on, question_of
 from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
@@ -304,19 +309,28 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
             session_id,
             state.waiting,
         )
+    decided: dict[int, dict[str, Any] | None] = {}  # checked first: a decision that does not fit changes nothing
     for index, call in enumerate(state.pending):
         key = call_id(call, index)
         if key not in decisions:
             continue
         decision = decisions[key]
-        if decision is True:
+        outcome = state.outcomes[index] if index < len(state.outcomes) else None
+        if outcome is not None and "question" in outcome:  # a call that asked: the decision is the answer
+            try:
+                decided[index] = {**outcome, "answer": checked_answer(decision, outcome["question"])}
+            except UserError as exc:
+                raise ResumeError(f"the answer to {key!r} does not fit: {exc}", session_id, state.waiting) from None
+        elif decision is True:
             pass  # it runs when the run goes on
         elif decision is False or isinstance(decision, str):
-            state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
+            decided[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
         else:
             raise ResumeError(
                 f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
             )
+    for index, outcome in decided.items():
+        state.outcomes[index] = outcome
     state.waiting = [key for key in state.waiting if key not in decisions]
 
 
@@ -369,33 +383,49 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
-    settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
+    settled = [i for i, outcome in enumerate(state.outcomes) if outcome and not {"result", "question"} & set(outcome)]
     for i in settled:  # refused, or lost to a restart: decided now, reported now
         status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
         yield Report(_ended, (protocol, calls[i], i, results[i], status))
+    asked = {i: state.outcomes[i] or {} for i in ready if "answer" in (state.outcomes[i] or {})}  # calls going on
     mode = getattr(protocol.agent, "repeat_calls", "run")
-    keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
+    fresh = [i for i in ready if i not in asked]
+    keys, repeats = _repeats(state, fresh) if mode != "run" else ({}, [])
+    keys.update({i: call_key(calls[i]) for i in asked} if mode != "run" else {})
     ready = [i for i in ready if i not in repeats] if repeats else ready
+    effects = tuple(
+        Call(go_on, (asked[i]["question"]["ticket"], asked[i]["answer"]))
+        if i in asked
+        else protocol.tool_effect(state, calls[i], session_id)
+        for i in ready
+    )
     if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
         for i in ready:
             state.outcomes[i] = {"started": True}
         yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
     if ready:
-        for i in ready:
-            yield Report(_started, (protocol, calls[i], i))
-        ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
+        for i in fresh:
+            if i not in repeats:
+                yield Report(_started, (protocol, calls[i], i))
+        ran = yield Gather(effects)
         for i, result in zip(ready, ran, strict=True):
-            results[i] = result
+            results[i] = continued(decode_result(asked[i]["asked"]), result) if i in asked else result
+            question = question_of(results[i])
+            if question is not None:  # the call asks a person something: it waits, still running
+                state.outcomes[i] = {"question": question, "asked": encode_result(results[i])}
+                state.waiting.append(call_id(calls[i], i))
+                continue
             if keys:
-                state.ran[keys[i]] = result
-            yield Report(_ended, (protocol, calls[i], i, result))
+                state.ran[keys[i]] = results[i]
+            yield Report(_ended, (protocol, calls[i], i, results[i]))
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
         yield Report(_ended, (protocol, calls[i], i, results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
-            state.outcomes[i] = {"result": encode_result(results[i])}
+            if "question" not in (state.outcomes[i] or {}):
+                state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
 
 
@@ -428,6 +458,9 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
         elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
+        elif "question" in outcome:  # it asked: it goes on once answered, else it waits
+            if "answer" in outcome:
+                ready.append(i)
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
     return results, ready
@@ -471,11 +504,13 @@ def _repeated(result: Any) -> Any:
 def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
     """The paused run's answer: the calls that wait for a decision."""
     waiting = []
-    for i, call in enumerate(state.pending):
+    for i, (call, outcome) in enumerate(zip(state.pending, state.outcomes, strict=True)):
         if call_id(call, i) in state.waiting:
             arguments = decode_arguments(call.get("arguments"))
             args = arguments if isinstance(arguments, dict) else {"input": arguments}
-            waiting.append(PendingCall(call_id(call, i), call["name"], args))
+            asked = (outcome or {}).get("question")
+            question = {k: v for k, v in asked.items() if k != "ticket"} if isinstance(asked, dict) else None
+            waiting.append(PendingCall(call_id(call, i), call["name"], args, question))
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 

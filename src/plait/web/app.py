@@ -17,7 +17,7 @@ from streamlit.delta_generator import DeltaGenerator
 from plait.agents.drawing import draw
 from plait.llms.catalogue import DEFAULT_MODEL
 from plait.web.events import ChatEntry
-from plait.web.render import LiveEntry, render_entry
+from plait.web.render import LiveEntry, question_form, render_entry
 from plait.web.session import ChatSession
 from plait.web.settings import (
     AGENT_KINDS,
@@ -212,6 +212,12 @@ def _approvals(session: ChatSession) -> None:
     if block is None:
         return
     for call in block.waiting:
+        if call.question is not None:  # a running call asks something (an MCP server's elicitation)
+            answer = question_form(call)
+            if answer is not None:
+                session.decide(call.id, answer)
+                st.rerun()
+            continue
         approve, reject = st.columns(2)
         decision = None
         if approve.button(f"Approve {call.name}", key=f"approve_{call.id}", type="primary"):
