@@ -22,6 +22,9 @@ per paradigm. What is the same lives here, once:
   ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
   run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
   goes on where it stopped. A call runs at most once: its result is kept in the state.
+* **external tools**: calls to tools the caller runs (``external_tools=``, planned with
+  ``kind`` `EXTERNAL`) always wait, like approval-gated ones, and are answered with a
+  `ToolOutput` decision: its text is the call's result.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -38,11 +41,12 @@ from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ..untrusted import decode_arguments
 from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
+    "EXTERNAL",
     "FINAL",
     "LOST",
     "REFUSED",
@@ -80,6 +84,9 @@ REUSED = "(This call was already made in this run with the same arguments: it di
 
 REPEATED = "This call was already made in this run with the same arguments: it did not run again."
 """What the model is told instead of a repeated call's result (``repeat_calls='error'``)."""
+
+EXTERNAL: Final = "external"
+"""The ``kind`` of a planned call to an external tool: the caller runs it (it always waits)."""
 
 RepeatCalls = Literal["reuse", "run", "error"]
 REPEAT_CALLS: Final = ("reuse", "run", "error")
@@ -202,6 +209,13 @@ class LoopProtocol(ABC, Generic[A]):
         refused = ActionReturn(args=args, type=call["name"], errmsg=text, state=ActionStatusCode.API_ERROR)
         return AgentMessage(sender="ActionExecutor", content=refused)
 
+    def supplied(self, state: RunState, call: PlannedCall, text: str) -> Any:
+        """What stands for a call answered with a `ToolOutput`: the executor's kind of answer, `text` its result."""
+        arguments = decode_arguments(call.get("arguments"))
+        args = arguments if isinstance(arguments, dict) else {"input": arguments}
+        given = ActionReturn(args=args, type=call["name"], result=[{"type": "text", "content": text}])
+        return AgentMessage(sender="ActionExecutor", content=given)
+
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
         return self.ask(state, session_id, kwargs)
@@ -290,12 +304,14 @@ def call_id(call: PlannedCall, index: int) -> str:
 def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable) -> None:
     """Record a person's decisions on a paused run's waiting calls.
 
-    Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
-    string (refused: the model is told `REFUSED` and this reason, `refused_because`). Calls
-    left undecided go on waiting.
+    Each decision is True (run the call), False (refused: the model is told `REFUSED`), a
+    string (refused: the model is told `REFUSED` and this reason, `refused_because`) or a
+    `ToolOutput` (the call does not run: its text is the result). A call to an external tool
+    takes only a `ToolOutput` (or a refusal): the agent cannot run it. Calls left undecided go
+    on waiting.
 
     Raises:
-        ResumeError: A decision names a call that is not waiting, or is not True, False or a string.
+        ResumeError: A decision names a call that is not waiting, or does not fit it.
     """
     unknown = [key for key in decisions if key not in state.waiting]
     if unknown:
@@ -309,13 +325,24 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
         if key not in decisions:
             continue
         decision = decisions[key]
+        if decision is True and call.get("kind") == EXTERNAL:
+            raise ResumeError(
+                f"{key!r} calls the external tool {call['name']!r}, which the agent cannot run: "
+                "answer it with ToolOutput(text)",
+                session_id,
+                state.waiting,
+            )
         if decision is True:
             pass  # it runs when the run goes on
+        elif isinstance(decision, ToolOutput) and isinstance(decision.text, str):
+            state.outcomes[index] = {"output": decision.text}
         elif decision is False or isinstance(decision, str):
             state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
         else:
             raise ResumeError(
-                f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
+                f"decide {key!r} with True, False, a reason (str) or ToolOutput(text), not {decision!r}",
+                session_id,
+                state.waiting,
             )
     state.waiting = [key for key in state.waiting if key not in decisions]
 
@@ -370,8 +397,9 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     calls = state.pending
     results, ready = _settled(protocol, state)
     settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
-    for i in settled:  # refused, or lost to a restart: decided now, reported now
-        status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
+    for i in settled:  # refused, answered by the caller, or lost to a restart: decided now, reported now
+        outcome = state.outcomes[i] or {}
+        status = "refused" if "refused" in outcome else None if "output" in outcome else "error"
         yield Report(_ended, (protocol, calls[i], i, results[i], status))
     mode = getattr(protocol.agent, "repeat_calls", "run")
     keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
@@ -417,7 +445,7 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
     calls = state.pending
     if len(state.outcomes) != len(calls):
         state.outcomes = [None] * len(calls)
-        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if protocol.needs_approval(state, call)]
+        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if _waits(protocol, state, call)]
     results: list[Any] = [None] * len(calls)
     ready: list[int] = []
     for i, (call, outcome) in enumerate(zip(calls, state.outcomes, strict=True)):
@@ -426,11 +454,18 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
                 ready.append(i)
         elif "refused" in outcome:
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
+        elif "output" in outcome:
+            results[i] = protocol.supplied(state, call, str(outcome["output"]))
         elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
     return results, ready
+
+
+def _waits(protocol: LoopProtocol[Any], state: RunState, call: PlannedCall) -> bool:
+    """Whether a call waits for a decision: a call to an external tool always does."""
+    return call.get("kind") == EXTERNAL or protocol.needs_approval(state, call)
 
 
 def _only_repeats(protocol: LoopProtocol[Any], state: RunState) -> bool:
@@ -475,7 +510,7 @@ def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
         if call_id(call, i) in state.waiting:
             arguments = decode_arguments(call.get("arguments"))
             args = arguments if isinstance(arguments, dict) else {"input": arguments}
-            waiting.append(PendingCall(call_id(call, i), call["name"], args))
+            waiting.append(PendingCall(call_id(call, i), call["name"], args, call.get("kind") == EXTERNAL))
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 
