@@ -50,15 +50,17 @@ from typing import Any
 
 from aiohttp import web
 
+from ...agents.external_tools import EXTERNAL_TOOLS_KEY, ExternalToolError, check_external_tools
+from ...agents.tool_loop import EXTERNAL, call_id
 from ...exceptions import PlaitError, ResumeError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import Metered, UsageMeter
 from ...memory.base_memory import MessageLike
-from ...schema import AgentMessage, AgentStatusCode, PendingCall
+from ...schema import AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ...types import JSONValue, SessionId
 from ...untrusted import loads
 from ._calls import agent_chunks, http_status
-from .openai_request import OpenAIRequestError, Turn, check_openai_request
+from .openai_request import OpenAIRequest, OpenAIRequestError, Turn, check_openai_request
 from .requests import ServerLimits, session_of
 
 __all__ = ["DEFAULT_MODEL_NAME", "openai_routes"]
@@ -180,14 +182,37 @@ def _answers(turns: Sequence[Turn]) -> int:
     return count
 
 
-def _decisions(turns: Sequence[Turn]) -> dict[str, bool | str]:
-    """The client's answers to waiting calls: the ``tool`` messages that end the request."""
-    decisions: dict[str, bool | str] = {}
+def _decisions(turns: Sequence[Turn], external: set[str]) -> dict[str, bool | str | ToolOutput]:
+    """The client's answers to waiting calls: the ``tool`` messages that end the request.
+
+    A call to one of the client's tools gets the message as its output (`ToolOutput`); a call
+    waiting for approval gets the client's word on it.
+    """
+    decisions: dict[str, bool | str | ToolOutput] = {}
     for turn in turns[len(turns) - _answers(turns) :]:
+        if turn.tool_call_id in external:
+            decisions[str(turn.tool_call_id)] = ToolOutput(turn.text)
+            continue
         text = turn.text.strip()
         word = text.lower().rstrip(".!")
         decisions[str(turn.tool_call_id)] = True if word in _APPROVE else False if word in _REFUSE else text
     return decisions
+
+
+def _check_answers(turns: Sequence[Turn]) -> None:
+    """A self-contained request: every ``tool`` message answers a call of an earlier assistant message.
+
+    Raises:
+        OpenAIRequestError: One answers a call no earlier message made (naming its ``tool_call_id``).
+    """
+    made: set[str] = set()
+    for i, turn in enumerate(turns):
+        made.update(call["id"] for call in turn.tool_calls)
+        if turn.role == "tool" and turn.tool_call_id not in made:
+            raise OpenAIRequestError(
+                f"'messages[{i}]' answers tool call {turn.tool_call_id!r}, which no earlier assistant message made",
+                f"messages[{i}].tool_call_id",
+            )
 
 
 def _target(
@@ -202,6 +227,8 @@ def _target(
     paused = agent.run_state(session) if not ephemeral and callable(getattr(agent, "run_state", None)) else None
     waiting = set(paused.waiting) if paused is not None else set()
     answers = _answers(turns)
+    if answers and ephemeral:  # a self-contained conversation that goes on from the client's tool results
+        return agent, inputs
     for i in range(len(turns) - answers, len(turns)):
         if turns[i].tool_call_id not in waiting:
             raise OpenAIRequestError(
@@ -209,8 +236,9 @@ def _target(
                 "session waits on",
                 f"messages[{i}].tool_call_id",
             )
-    if answers:
-        return agent.resume, [_decisions(turns)]
+    if answers and paused is not None:
+        external = {call_id(call, i) for i, call in enumerate(paused.pending) if call.get("kind") == EXTERNAL}
+        return agent.resume, [_decisions(turns, external)]
     if turns[-1].role != "user":
         last = len(turns) - 1
         raise OpenAIRequestError(
@@ -222,8 +250,11 @@ def _target(
 
 
 def _check_pause(reply: object, ephemeral: bool, session: SessionId) -> None:
-    """A pause without a session cannot be answered: say so (the session is dropped with the request)."""
-    if ephemeral and _waiting(reply):
+    """A pause for approval without a session cannot be answered: say so (the session is dropped with the request).
+
+    Calls to the client's own tools can: the client sends the conversation back with their results.
+    """
+    if ephemeral and any(not call.external for call in _waiting(reply)):
         raise ResumeError(
             "the agent paused for approval of a tool call: send an X-Session-Id header so the pause "
             "can be answered with tool messages",
@@ -243,14 +274,73 @@ def _usage(metered: Metered) -> dict[str, JSONValue] | None:
 
 
 def _history(turns: Sequence[Turn], agent_name: str) -> list[AgentMessage]:
-    """Earlier user, assistant and system turns as memory messages (tool messages are the agent's own business)."""
+    """A self-contained request's turns as memory messages: the assistant's tool calls and their results too."""
     history = []
+    names: dict[str, str] = {}
     for turn in turns:
         if turn.role in ("user", "system"):
             history.append(AgentMessage(sender=turn.role, content=turn.text))
+        elif turn.role == "assistant" and turn.tool_calls:
+            names.update((call["id"], call["name"]) for call in turn.tool_calls)
+            calls = [dict(call) for call in turn.tool_calls]
+            history.append(AgentMessage(sender=agent_name, content=turn.text, formatted={"tool_calls": calls}))
         elif turn.role == "assistant" and turn.text:
             history.append(AgentMessage(sender=agent_name, content=turn.text))
+        elif turn.role == "tool":
+            extra = {"tool_call_id": turn.tool_call_id, "name": names.get(str(turn.tool_call_id), "")}
+            history.append(AgentMessage(sender="ActionExecutor", content=turn.text, extra_info=extra))
     return history
+
+
+def _opening(agent: Any, turns: Sequence[Turn], session: SessionId | None) -> tuple[SessionId, list[MessageLike]]:
+    """The session a request is answered in, and the agent's inputs.
+
+    With a session: the last message, after the client's system messages. Without one (a
+    self-contained request) the earlier messages are loaded into a new session; one that ends
+    with the client's tool results is loaded whole and goes on from them (no new input).
+
+    Raises:
+        OpenAIRequestError: A self-contained request's ``tool`` message answers no earlier call.
+    """
+    if session is not None:  # the client's system messages go with the question
+        inputs: list[MessageLike] = [
+            AgentMessage(sender="system", content=t.text) for t in turns[:-1] if t.role == "system"
+        ]
+        return session, [*inputs, turns[-1].text]
+    _check_answers(turns)
+    session = f"openai-{uuid.uuid4().hex}"
+    rebuilt = _answers(turns) > 0
+    if getattr(agent, "memory", None) is not None:
+        name = str(getattr(agent, "name", None) or type(agent).__name__)
+        agent.memory.create_instance(session).load(_history(turns if rebuilt else turns[:-1], name))
+    return session, [] if rebuilt else [turns[-1].text]
+
+
+def _client_tools(agent: Any, body: OpenAIRequest) -> dict[str, object]:
+    """The keywords that offer the client's tools to the agent (``external_tools``, ``tool_choice``).
+
+    Raises:
+        OpenAIRequestError: The request has tools and the served agent takes none, or one is
+            named as one of the agent's own.
+    """
+    if body.tools is None:
+        return {}
+    if not getattr(agent, "takes_external_tools", False):
+        raise OpenAIRequestError(
+            f"'tools' is not supported: the served agent ({type(agent).__name__}) does not take client tools "
+            "(a function-calling agent does)",
+            "tools",
+            "unsupported_parameter",
+        )
+    own = [str(tool["function"]["name"]) for tool in agent.executor.openai_tools()]
+    try:
+        check_external_tools(body.tools, own, field="tools")
+    except ExternalToolError as exc:
+        raise OpenAIRequestError(str(exc), exc.where) from None
+    kwargs: dict[str, object] = {EXTERNAL_TOOLS_KEY: body.tools}
+    if body.tool_choice is not None:
+        kwargs["tool_choice"] = body.tool_choice
+    return kwargs
 
 
 def openai_routes(
@@ -299,20 +389,16 @@ def openai_routes(
             return _error(
                 400, str(exc), "invalid_request_error", getattr(exc, "param", None), getattr(exc, "code", None)
             )
-        name = str(getattr(agent, "name", None) or type(agent).__name__)
         completion = _Completion(model_name)
         turns = body.turns
-        inputs: list[MessageLike] = []
-        if session is not None:  # the client's system messages go with the question
-            inputs += [AgentMessage(sender="system", content=t.text) for t in turns[:-1] if t.role == "system"]
-        inputs.append(turns[-1].text)
         if session is not None and scope is not None:
             session = scope(request, session)
         ephemeral = session is None
-        if session is None:
-            session = f"openai-{uuid.uuid4().hex}"
-            if getattr(agent, "memory", None) is not None:
-                agent.memory.create_instance(session).load(_history(turns[:-1], name))
+        try:
+            offered = _client_tools(agent, body)
+            session, inputs = _opening(agent, turns, session)
+        except OpenAIRequestError as exc:
+            return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
@@ -320,7 +406,7 @@ def openai_routes(
         try:
             with use:
                 call, inputs = _target(agent, session, ephemeral, turns, inputs)
-                kwargs = {"session_id": session, **body.overrides}
+                kwargs = {"session_id": session, **body.overrides, **(offered if call is agent else {})}
                 if body.stream:
                     observers = (usage, tools)
                     return await _stream(
