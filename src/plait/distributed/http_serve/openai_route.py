@@ -33,9 +33,18 @@ Approval: when the agent pauses before tools that need a person's approval, the 
 assistant message with ``tool_calls`` (the waiting calls) and ``finish_reason`` ``'tool_calls'``,
 as a model's would be; the client answers each with a ``tool`` message in the same session:
 ``approve`` (or yes / y / ok / true) runs the call, ``reject`` (or no / n / false / empty)
-refuses it, any other text refuses it and is told to the model as the reason. A pause needs a session
-(``X-Session-Id``): without one the request is answered 409. ``tool`` messages that answer no
-waiting call are refused (400, naming the message's ``tool_call_id``).
+refuses it, any other text refuses it and is told to the model as the reason. A pause for approval
+needs a session (``X-Session-Id``): without one the request is answered 409. ``tool`` messages that
+answer no waiting call are refused (400, naming the message's ``tool_call_id``).
+
+Client tools: a request's ``tools`` are the agent's external tools (`plait.agents.external_tools`),
+offered to its model beside its own, with the client's ``tool_choice``. A call to one pauses the run
+and the reply hands it to the client the same way (``tool_calls``, ``finish_reason`` ``'tool_calls'``);
+the client's ``tool`` message for it is its result (`ToolOutput`). With a session the run waits
+there and is resumed; without one (LangChain, litellm) the client sends the whole conversation
+back, and a request that ends with ``tool`` messages is answered from that history, loaded with
+its ``tool_calls`` and results into a fresh session (no paused run is kept for it: any worker can
+answer, and a restart loses nothing).
 """
 
 from __future__ import annotations
