@@ -124,6 +124,8 @@ class OpenAIRequest:
             (``max_new_tokens``, ``stop_words``) and OpenAI's (``seed``, the penalties).
         tools: The client's function tools (checked), or None.
         tool_choice: The client's ``tool_choice`` with its tools, or None.
+        rename: A chat field (``messages[3].tool_call_id``) as the client's API names it, for a
+            request read from another API (`responses_route`); None: as it is.
     """
 
     turns: list[Turn]
@@ -134,6 +136,11 @@ class OpenAIRequest:
     overrides: dict[str, object]
     tools: list[dict[str, object]] | None = None
     tool_choice: object = None
+    rename: Callable[[str | None], str | None] | None = None
+
+    def param(self, field: str | None) -> str | None:
+        """A chat field as the client named it."""
+        return field if self.rename is None else self.rename(field)
 
 
 def check_openai_request(body: object, limits: ServerLimits) -> OpenAIRequest:

@@ -55,7 +55,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -72,7 +72,7 @@ from ._calls import agent_chunks, http_status
 from .openai_request import OpenAIRequest, OpenAIRequestError, Turn, check_openai_request
 from .requests import ServerLimits, session_of
 
-__all__ = ["DEFAULT_MODEL_NAME", "openai_routes"]
+__all__ = ["DEFAULT_MODEL_NAME", "Answer", "openai_routes"]
 
 DEFAULT_MODEL_NAME = "plait-agent"
 """The name ``/v1/models`` lists a served agent under unless the operator sets one."""
@@ -96,10 +96,35 @@ def _reasoning_text(message: object) -> str:
     return text if isinstance(text, str) else ""
 
 
+Parse = Callable[[object, ServerLimits], OpenAIRequest]
+"""Reads a request body of the route's API into the checked chat request the agent is asked with."""
+
+
 def _error(status: int, message: str, kind: str, param: str | None = None, code: str | None = None) -> web.Response:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     error = {"message": message, "type": kind, "param": param, "code": code}
     return web.json_response({"error": error}, status=status)
+
+
+class Answer(Protocol):
+    """One request's answer in its API's shapes (a chat completion; a Responses API response)."""
+
+    def whole(self, reply: object, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
+        """The answer to a request that is not streamed: the agent's last reply, its usage and tool calls."""
+        ...
+
+    async def stream(
+        self,
+        request: web.Request,
+        call: Any,
+        inputs: Sequence[MessageLike],
+        kwargs: Mapping[str, object],
+        observers: tuple[UsageMeter, ToolLog],
+        with_usage: bool,
+        ephemeral: bool,
+    ) -> web.StreamResponse:
+        """The answer streamed as the agent's chunks arrive."""
+        ...
 
 
 class _Completion:
@@ -129,6 +154,19 @@ class _Completion:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": _usage(metered),
         }
+
+    async def stream(
+        self,
+        request: web.Request,
+        call: Any,
+        inputs: Sequence[MessageLike],
+        kwargs: Mapping[str, object],
+        observers: tuple[UsageMeter, ToolLog],
+        with_usage: bool,
+        ephemeral: bool,
+    ) -> web.StreamResponse:
+        """``chat.completion.chunk`` events (`_stream`)."""
+        return await _stream(request, call, inputs, kwargs, self, observers, with_usage, ephemeral)
 
     def usage_chunk(self, metered: Metered) -> bytes:
         body = {
@@ -361,7 +399,10 @@ def openai_routes(
     using: Callable[[web.Request, SessionId], contextlib.AbstractContextManager[None]] | None = None,
     model_name: str = DEFAULT_MODEL_NAME,
 ) -> list[web.RouteDef]:
-    """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
+    """The routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` (the agent as a model).
+
+    Both POST routes answer the same way (this module); `responses_route` reads and writes the
+    Responses API's shapes.
 
     Args:
         get_agent: The served agent.
@@ -381,24 +422,29 @@ def openai_routes(
         model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plait"}
         return web.json_response({"object": "list", "data": [model]})
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        started = time.perf_counter()
-        response = await answer(request)
-        elapsed = (time.perf_counter() - started) * 1000
-        logger.info("POST /v1/chat/completions %s -> %d (%.0f ms)", request.get(_LOGGED, "-"), response.status, elapsed)
-        return response
+    from .responses_route import ResponseAnswer, check_responses_request  # it builds on this module
 
-    async def answer(request: web.Request) -> web.StreamResponse:
+    def route(path: str, parse: Parse, make: Callable[[str], Answer]) -> web.RouteDef:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            started = time.perf_counter()
+            response = await answer(request, parse, make)
+            elapsed = (time.perf_counter() - started) * 1000
+            logger.info("POST %s %s -> %d (%.0f ms)", path, request.get(_LOGGED, "-"), response.status, elapsed)
+            return response
+
+        return web.post(path, handle)
+
+    async def answer(request: web.Request, parse: Parse, make: Callable[[str], Answer]) -> web.StreamResponse:
         agent = get_agent()
         try:
-            body = check_openai_request(loads(await request.read()), caps)
+            body = parse(loads(await request.read()), caps)
             header = request.headers.get("X-Session-Id")
             session = body.session if header is None else session_of(header)
         except (ValueError, UserError) as exc:  # ParseError is a ValueError
             return _error(
                 400, str(exc), "invalid_request_error", getattr(exc, "param", None), getattr(exc, "code", None)
             )
-        completion = _Completion(model_name)
+        completion = make(model_name)
         turns = body.turns
         if session is not None and scope is not None:
             session = scope(request, session)
@@ -407,7 +453,7 @@ def openai_routes(
             offered = _client_tools(agent, body)
             session, inputs = _opening(agent, turns, session)
         except OpenAIRequestError as exc:
-            return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
+            return _error(400, str(exc), "invalid_request_error", body.param(exc.param), exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
@@ -418,8 +464,8 @@ def openai_routes(
                 kwargs = {"session_id": session, **body.overrides, **(offered if call is agent else {})}
                 if body.stream:
                     observers = (usage, tools)
-                    return await _stream(
-                        request, call, inputs, kwargs, completion, observers, body.include_usage, ephemeral
+                    return await completion.stream(
+                        request, call, inputs, kwargs, observers, body.include_usage, ephemeral
                     )
                 last = None
                 async for chunk in agent_chunks(call, inputs, kwargs):
@@ -427,7 +473,7 @@ def openai_routes(
                 _check_pause(last, ephemeral, session)
                 return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
         except OpenAIRequestError as exc:
-            return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
+            return _error(400, str(exc), "invalid_request_error", body.param(exc.param), exc.code)
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
@@ -436,7 +482,11 @@ def openai_routes(
                 usage.take(session)
                 tools.take(session)
 
-    return [web.post("/v1/chat/completions", completions), web.get("/v1/models", models)]
+    return [
+        route("/v1/chat/completions", check_openai_request, _Completion),
+        route("/v1/responses", check_responses_request, ResponseAnswer),
+        web.get("/v1/models", models),
+    ]
 
 
 async def _stream(
