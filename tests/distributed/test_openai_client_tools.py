@@ -226,6 +226,61 @@ def test_the_agents_own_tool_and_a_client_tool_in_one_conversation(kind: str, mo
         server.stop()
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_stateless_client_resumes_the_parked_run_and_the_agents_own_call_is_not_made_again(
+    stream: bool, model: FakeOpenAIServer
+) -> None:
+    """Without a session the paused run is parked under the conversation: the history the client sends back
+    (no session, as LangChain sends it) takes it up, the Calculator's result of the first request included."""
+    calculator = CountingCalculator()
+    server = serve(model, "sync", calculator)
+    try:
+        question = [{"role": "user", "content": "What is 6*7, and the weather in Oslo?"}]
+        first = create(server, stream, messages=question, tools=[WEATHER])
+        (call,) = first["choices"][0]["message"]["tool_calls"]
+        history = [
+            *question,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+        ]
+        final = create(server, stream, messages=history, tools=[WEATHER])
+        assert final["choices"][0]["message"]["content"] == "Answer: Calculator=42; get_weather=sunny"
+        assert calculator.runs == 1  # answered from the history alone, the model would have asked for it again
+        # another worker (no parked run) answers the same history from the history itself
+        other = serve(model, "async")
+        try:
+            again = create(other, stream, messages=history, tools=[WEATHER])
+        finally:
+            other.stop()
+        assert again["choices"][0]["message"]["content"] == "Answer: Calculator=42; get_weather=sunny"
+    finally:
+        server.stop()
+
+
+def test_parked_runs_expire_and_are_capped() -> None:
+    from plait.distributed.http_serve.openai_request import Turn
+    from plait.distributed.http_serve.parked_runs import ParkedRuns
+
+    dropped: list[object] = []
+    now = [0.0]
+    parked = ParkedRuns(dropped.append, limit=2, ttl=10, clock=lambda: now[0])
+    asked = [Turn("user", "q")]
+    answer = [
+        *asked,
+        Turn("assistant", "", None, ({"id": "c1", "name": "f", "arguments": "{}"},)),
+        Turn("tool", "r", "c1"),
+    ]
+    parked.park("t", asked, ["c1"], "s1")
+    assert parked.take("other-tenant", answer) is None and parked.take("t", answer[:-1]) is None
+    assert parked.take("t", answer) == "s1" and parked.take("t", answer) is None  # taken once
+    for session in ("a", "b", "c"):
+        parked.park("t", [Turn("user", session)], ["c1"], session)
+    assert dropped == ["a"] and len(parked) == 2  # the oldest beyond the cap
+    now[0] = 11.0
+    parked.park("t", asked, ["c1"], "s2")
+    assert dropped == ["a", "b", "c"] and len(parked) == 1  # the expired
+
+
 def test_tool_choice_reaches_the_model(served: AgentAPIServer, model: FakeOpenAIServer) -> None:
     question = [{"role": "user", "content": "What is the weather in Oslo?"}]
     forced = {"type": "function", "function": {"name": "get_weather"}}

@@ -41,10 +41,10 @@ Client tools: a request's ``tools`` are the agent's external tools (`plait.agent
 offered to its model beside its own, with the client's ``tool_choice``. A call to one pauses the run
 and the reply hands it to the client the same way (``tool_calls``, ``finish_reason`` ``'tool_calls'``);
 the client's ``tool`` message for it is its result (`ToolOutput`). With a session the run waits
-there and is resumed; without one (LangChain, litellm) the client sends the whole conversation
-back, and a request that ends with ``tool`` messages is answered from that history, loaded with
-its ``tool_calls`` and results into a fresh session (no paused run is kept for it: any worker can
-answer, and a restart loses nothing).
+there and is resumed. Without one (LangChain, litellm) the client sends the whole conversation
+back: the run is parked under that conversation (`ParkedRuns`) and the request that extends it with
+the tool results takes it up; a request that matches no parked run (another worker, a restart) is
+answered from its history, loaded with its ``tool_calls`` and results into a fresh session.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -70,6 +71,7 @@ from ...types import JSONValue, SessionId
 from ...untrusted import loads
 from ._calls import agent_chunks, http_status
 from .openai_request import OpenAIRequest, OpenAIRequestError, Turn, check_openai_request
+from .parked_runs import ParkedRuns
 from .requests import ServerLimits, session_of
 
 __all__ = ["DEFAULT_MODEL_NAME", "Answer", "openai_routes"]
@@ -363,6 +365,15 @@ def _opening(agent: Any, turns: Sequence[Turn], session: SessionId | None) -> tu
     return session, [] if rebuilt else [turns[-1].text]
 
 
+def _client_calls(agent: Any, session: SessionId) -> list[str]:
+    """The calls the session's run waits on when they are all calls to the client's tools, else none."""
+    run = agent.run_state(session) if callable(getattr(agent, "run_state", None)) else None
+    if run is None or not run.waiting:
+        return []
+    external = {call_id(call, i) for i, call in enumerate(run.pending) if call.get("kind") == EXTERNAL}
+    return list(run.waiting) if set(run.waiting) <= external else []
+
+
 def _client_tools(agent: Any, body: OpenAIRequest) -> dict[str, object]:
     """The keywords that offer the client's tools to the agent (``external_tools``, ``tool_choice``).
 
@@ -417,6 +428,7 @@ def openai_routes(
     caps = limits or ServerLimits()
     usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
     tools = tool_log or ToolLog()
+    parked = ParkedRuns(lambda session: get_agent().reset(session, recursive=True), ttl=caps.session_ttl or math.inf)
 
     async def models(request: web.Request) -> web.Response:
         model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plait"}
@@ -449,9 +461,11 @@ def openai_routes(
         if session is not None and scope is not None:
             session = scope(request, session)
         ephemeral = session is None
+        tenant = str(scope(request, "openai")) if scope is not None else ""
+        resumed = parked.take(tenant, turns) if ephemeral else None  # a stateless client's tool results
         try:
             offered = _client_tools(agent, body)
-            session, inputs = _opening(agent, turns, session)
+            session, inputs = (resumed, []) if resumed is not None else _opening(agent, turns, session)
         except OpenAIRequestError as exc:
             return _error(400, str(exc), "invalid_request_error", body.param(exc.param), exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
@@ -460,7 +474,7 @@ def openai_routes(
         use = contextlib.nullcontext() if ephemeral or using is None else using(request, session)
         try:
             with use:
-                call, inputs = _target(agent, session, ephemeral, turns, inputs)
+                call, inputs = _target(agent, session, ephemeral and resumed is None, turns, inputs)
                 kwargs = {"session_id": session, **body.overrides, **(offered if call is agent else {})}
                 if body.stream:
                     observers = (usage, tools)
@@ -478,7 +492,11 @@ def openai_routes(
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
             if ephemeral:
-                agent.reset(session, recursive=True)
+                waiting = _client_calls(agent, session)
+                if waiting:  # paused on the client's tools: kept for the conversation that answers them
+                    parked.park(tenant, turns, waiting, session)
+                else:
+                    agent.reset(session, recursive=True)
                 usage.take(session)
                 tools.take(session)
 
