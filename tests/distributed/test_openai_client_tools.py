@@ -190,18 +190,24 @@ def test_litellm_tools_get_the_call_and_the_answer_uses_the_result(
         litellm = pytest.importorskip("litellm")
     where = {"model": "openai/helper-1", "api_base": served.url + "/v1", "api_key": "unused"}
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
-    with warnings.catch_warnings():  # its pydantic models warn as they are built
-        warnings.simplefilter("ignore", UserWarning)
-        asked = litellm.completion(messages=messages, tools=[WEATHER], **where)
-        assert asked.choices[0].finish_reason == "tool_calls"
-        call = asked.choices[0].message.tool_calls[0]
-        assert call.function.name == "get_weather"
-        messages += [
-            asked.choices[0].message.model_dump(),
-            {"role": "tool", "tool_call_id": call.id, "content": "rain"},
-        ]
-        answer = litellm.completion(messages=messages, tools=[WEATHER], **where)
-    assert answer.choices[0].message.content == "Answer: get_weather=rain"
+    try:
+        with warnings.catch_warnings():  # its pydantic models warn as they are built
+            warnings.simplefilter("ignore", UserWarning)
+            asked = litellm.completion(messages=messages, tools=[WEATHER], **where)
+            assert asked.choices[0].finish_reason == "tool_calls"
+            call = asked.choices[0].message.tool_calls[0]
+            assert call.function.name == "get_weather"
+            messages += [
+                asked.choices[0].message.model_dump(),
+                {"role": "tool", "tool_call_id": call.id, "content": "rain"},
+            ]
+            answer = litellm.completion(messages=messages, tools=[WEATHER], **where)
+        assert answer.choices[0].message.content == "Answer: get_weather=rain"
+    finally:  # litellm's sync completion leaves an open event loop set as the thread's: close it here, not at GC
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            asyncio.get_event_loop().close()
+        asyncio.set_event_loop(None)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

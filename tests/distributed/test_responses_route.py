@@ -54,7 +54,8 @@ def sdk(server: AgentAPIServer) -> Any:
 def test_text_and_a_client_tool_whole(served: tuple[AgentAPIServer, FakeOpenAIServer]) -> None:
     server, model = served
     with sdk(server) as client:
-        reply = client.responses.create(model="helper-1", input="hello", instructions="Be brief.")
+        reply = client.responses.create(model="helper-1", input="hello", instructions="Be brief.", max_output_tokens=50)
+        assert model.requests[-1]["max_tokens"] == 50
         assert reply.object == "response" and reply.status == "completed" and reply.model == "helper-1"
         assert "hello" in reply.output_text and "Be brief." in reply.output_text  # instructions reach the model
         assert reply.usage is not None and reply.usage.input_tokens == 9
@@ -100,9 +101,12 @@ def test_mistakes_are_400s_naming_the_responses_field(served: tuple[AgentAPIServ
         ({"input": "hi", "tools": [{**WEATHER, "name": "bad name"}]}, "tools[0].name"),
         ({"input": "hi", "max_output_tokens": 0}, "max_output_tokens"),
         ({"input": [{"role": "wizard", "content": "hi"}]}, "input[0].role"),
+        ({"input": "hi", "tools": [WEATHER], "tool_choice": {"type": "function", "name": "zz"}}, "tool_choice.name"),
     ]
     with sdk(server) as client:
         for request, param in cases:
             with pytest.raises(openai.BadRequestError) as bad:
                 client.responses.create(model="helper-1", **request)
             assert bad.value.param == param, request
+            assert "messages[" not in bad.value.message and ".function" not in bad.value.message
+            assert "max_completion_tokens" not in bad.value.message

@@ -29,6 +29,7 @@ only: an image, audio or file part is refused).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -76,6 +77,10 @@ _WHY = {
     "store": "the served agent does not store completions",
 }
 _INT64 = 2**63
+_FIELDS = re.compile(
+    r"messages\[\d+\](?:\.tool_call_id)?|tools\[\d+\]\.function(?:\.\w+)?|tool_choice\.function\.name"
+    r"|max_completion_tokens|response_format"
+)  # the chat fields an error message may name
 
 
 class OpenAIRequestError(UserError):
@@ -141,6 +146,13 @@ class OpenAIRequest:
     def param(self, field: str | None) -> str | None:
         """A chat field as the client named it."""
         return field if self.rename is None else self.rename(field)
+
+    def said(self, message: str) -> str:
+        """An error message with the chat fields it names (``messages[3]``) as the client named them."""
+        rename = self.rename
+        if rename is None:
+            return message
+        return _FIELDS.sub(lambda found: rename(found.group(0)) or found.group(0), message)
 
 
 def check_openai_request(body: object, limits: ServerLimits) -> OpenAIRequest:

@@ -467,7 +467,7 @@ def openai_routes(
             offered = _client_tools(agent, body)
             session, inputs = (resumed, []) if resumed is not None else _opening(agent, turns, session)
         except OpenAIRequestError as exc:
-            return _error(400, str(exc), "invalid_request_error", body.param(exc.param), exc.code)
+            return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
@@ -487,7 +487,7 @@ def openai_routes(
                 _check_pause(last, ephemeral, session)
                 return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
         except OpenAIRequestError as exc:
-            return _error(400, str(exc), "invalid_request_error", body.param(exc.param), exc.code)
+            return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:

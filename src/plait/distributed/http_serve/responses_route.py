@@ -56,6 +56,7 @@ _REFUSED = {
     "top_logprobs": "the served agent does not report log probabilities",
     "prompt": "the served agent has its own prompt",
 }
+_READ = ("input", "instructions", "tools", "tool_choice", "text", "max_output_tokens")
 _PARTS = {"input_text": "text", "output_text": "text"}
 
 
@@ -71,7 +72,7 @@ def check_responses_request(body: object, limits: ServerLimits) -> OpenAIRequest
     for field, value in body.items():
         if field in _REFUSED and value not in (None, [], False):
             raise OpenAIRequestError(f"'{field}' is not supported: {_REFUSED[field]}", field, "unsupported_parameter")
-        if field not in (*_COPIED, *_IGNORED, *_REFUSED, "input", "instructions", "tools", "tool_choice", "text"):
+        if field not in (*_COPIED, *_IGNORED, *_REFUSED, *_READ):
             raise OpenAIRequestError(f"Unrecognized request argument supplied: {field}", field, "unknown_parameter")
     if body.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = body["max_output_tokens"]
@@ -90,7 +91,9 @@ def check_responses_request(body: object, limits: ServerLimits) -> OpenAIRequest
     try:
         request = check_openai_request(chat, limits)
     except OpenAIRequestError as exc:
-        raise OpenAIRequestError(str(exc), _responses_param(exc.param, where), exc.code) from None
+        rename = partial(_responses_param, where=where)
+        said = OpenAIRequest([], False, False, "", None, {}, rename=rename).said(str(exc))
+        raise OpenAIRequestError(said, rename(exc.param), exc.code) from None
     return dataclasses.replace(request, rename=partial(_responses_param, where=where))
 
 
@@ -179,9 +182,13 @@ def _format(text: object) -> object:
 def _responses_param(param: str | None, where: Sequence[str]) -> str | None:
     """A chat field (``messages[3].tool_call_id``) as the Responses field it came from (``input[4].call_id``)."""
     if param is None or not param.startswith("messages["):
-        names = {"max_completion_tokens": "max_output_tokens", "response_format": "text.format"}
-        if param is not None and param.startswith("tools[") and ".function." in param:
-            return param.replace(".function.", ".")
+        names = {
+            "max_completion_tokens": "max_output_tokens",
+            "response_format": "text.format",
+            "tool_choice.function.name": "tool_choice.name",
+        }
+        if param is not None and param.startswith("tools[") and ".function" in param:
+            return param.replace(".function.", ".") if ".function." in param else param.replace(".function", "")
         return names.get(param or "", param) if param is not None else None
     index, _, rest = param[len("messages[") :].partition("]")
     field = where[int(index)] if index.isdigit() and int(index) < len(where) else "input"
