@@ -26,6 +26,7 @@ __all__ = [
     "ModelStatusCode",
     "PendingCall",
     "Reasoning",
+    "ToolOutput",
     "dataclass2dict",
 ]
 
@@ -101,12 +102,30 @@ class PendingCall:
             elicitation): ``message``, ``requested_schema`` (a JSON Schema of flat fields) and
             ``server``. The decision is then the answer: ``{'action': 'accept', 'content':
             {...}}``, ``'decline'`` or ``'cancel'``. None for a call waiting for approval.
+        external: Whether the call is to an external tool (``external_tools=``): the agent
+            cannot run it, so its caller runs it and resumes with a `ToolOutput`.
     """
 
     id: str
     name: str
     arguments: dict[str, Any]
     question: dict[str, Any] | None = None
+    external: bool = False
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A `resume` decision that answers a waiting call with its result: the call is not run.
+
+    ``agent.resume({call_id: ToolOutput('22 C, sunny')})`` tells the model `text` as the call's
+    result. It is how the caller answers a call to an external tool (see `PendingCall.external`),
+    and it may also stand in for an approval-gated tool's run.
+
+    Attributes:
+        text: The call's result, as the model is told it.
+    """
+
+    text: str
 
 
 @dataclass

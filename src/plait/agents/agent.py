@@ -29,7 +29,7 @@ from ..llms.response import ModelResponse
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
-from ..schema import AgentMessage, AgentStatusCode, Reasoning
+from ..schema import AgentMessage, AgentStatusCode, Reasoning, ToolOutput
 from ..types import Aggregator
 from ..untrusted import as_text, clean_text
 from ..utils.config import create_object
@@ -52,8 +52,9 @@ def flow_forward(method: F) -> F:
 Guardrail = Callable[[str], Any]
 """``fn(text) -> str | None`` (or a coroutine function): a string is the reason to refuse."""
 
-Decision = Union[bool, str, Mapping[str, Any]]
-"""A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model.
+Decision = Union[bool, str, Mapping[str, Any], ToolOutput]
+"""A person's decision on a paused tool call: True (run it), False (refuse), the reason to tell the model, or a
+`ToolOutput` (the call's result, given instead of running it: how an external tool's call is answered).
 
 For a call that asks a question (`PendingCall.question`), the answer: ``{'action': 'accept', 'content': {...}}``,
 ``'decline'`` or ``'cancel'``.
@@ -436,7 +437,7 @@ class Agent(_Events):
         return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
     def resume(self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
-        """Go on with a run paused for approval: `decisions` maps call ids to True, False or a reason.
+        """Go on with a paused run: `decisions` maps call ids to True, False, a reason or a `ToolOutput`.
 
         Returns the reply (or, while calls still wait, another ``INTERRUPTED`` message).
 

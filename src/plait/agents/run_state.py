@@ -59,8 +59,9 @@ class RunState:
         steps: The step records of this run, in the paradigm's layout.
         pending: Tool calls decided but not answered yet (run first on resume).
         outcomes: For each pending call, what became of it: None (not run yet),
-            ``{'result': ...}`` (it ran: its result as JSON, `encode_result`) or
-            ``{'refused': text}`` (a person refused it; `text` is what the model is told).
+            ``{'result': ...}`` (it ran: its result as JSON, `encode_result`),
+            ``{'refused': text}`` (a person refused it; `text` is what the model is told) or
+            ``{'output': text}`` (the caller answered it with a `ToolOutput`: `text` is its result).
         waiting: The ids of the pending calls that wait for a person's decision: while
             there are any, the run is paused (``AgentStatusCode.INTERRUPTED``).
         turn_start: The session's memory length when the paused call began (what a failed

@@ -26,6 +26,9 @@ per paradigm. What is the same lives here, once:
   its result is a parked question, `plait.actions._parked`) waits the same way, with the
   question in its `PendingCall`; the decision is the answer, and the call goes on with it
   (`go_on`) instead of running again.
+* **external tools**: calls to tools the caller runs (``external_tools=``, planned with
+  ``kind`` `EXTERNAL`) always wait, like approval-gated ones, and are answered with a
+  `ToolOutput` decision: its text is the call's result.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -43,11 +46,12 @@ from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ..untrusted import decode_arguments
 from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
+    "EXTERNAL",
     "FINAL",
     "LOST",
     "REFUSED",
@@ -85,6 +89,9 @@ REUSED = "(This call was already made in this run with the same arguments: it di
 
 REPEATED = "This call was already made in this run with the same arguments: it did not run again."
 """What the model is told instead of a repeated call's result (``repeat_calls='error'``)."""
+
+EXTERNAL: Final = "external"
+"""The ``kind`` of a planned call to an external tool: the caller runs it (it always waits)."""
 
 RepeatCalls = Literal["reuse", "run", "error"]
 REPEAT_CALLS: Final = ("reuse", "run", "error")
@@ -207,6 +214,13 @@ class LoopProtocol(ABC, Generic[A]):
         refused = ActionReturn(args=args, type=call["name"], errmsg=text, state=ActionStatusCode.API_ERROR)
         return AgentMessage(sender="ActionExecutor", content=refused)
 
+    def supplied(self, state: RunState, call: PlannedCall, text: str) -> Any:
+        """What stands for a call answered with a `ToolOutput`: the executor's kind of answer, `text` its result."""
+        arguments = decode_arguments(call.get("arguments"))
+        args = arguments if isinstance(arguments, dict) else {"input": arguments}
+        given = ActionReturn(args=args, type=call["name"], result=[{"type": "text", "content": text}])
+        return AgentMessage(sender="ActionExecutor", content=given)
+
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
         return self.ask(state, session_id, kwargs)
@@ -295,12 +309,14 @@ def call_id(call: PlannedCall, index: int) -> str:
 def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable) -> None:
     """Record a person's decisions on a paused run's waiting calls.
 
-    Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
-    string (refused: the model is told `REFUSED` and this reason, `refused_because`). Calls
-    left undecided go on waiting.
+    Each decision is True (run the call), False (refused: the model is told `REFUSED`), a
+    string (refused: the model is told `REFUSED` and this reason, `refused_because`) or a
+    `ToolOutput` (the call does not run: its text is the result). A call to an external tool
+    takes only a `ToolOutput` (or a refusal): the agent cannot run it. Calls left undecided go
+    on waiting.
 
     Raises:
-        ResumeError: A decision names a call that is not waiting, or is not True, False or a string.
+        ResumeError: A decision names a call that is not waiting, or does not fit it.
     """
     unknown = [key for key in decisions if key not in state.waiting]
     if unknown:
@@ -321,13 +337,24 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
                 decided[index] = {**outcome, "answer": checked_answer(decision, outcome["question"])}
             except UserError as exc:
                 raise ResumeError(f"the answer to {key!r} does not fit: {exc}", session_id, state.waiting) from None
+        elif decision is True and call.get("kind") == EXTERNAL:
+            raise ResumeError(
+                f"{key!r} calls the external tool {call['name']!r}, which the agent cannot run: "
+                "answer it with ToolOutput(text)",
+                session_id,
+                state.waiting,
+            )
         elif decision is True:
             pass  # it runs when the run goes on
+        elif isinstance(decision, ToolOutput) and isinstance(decision.text, str):
+            decided[index] = {"output": decision.text}
         elif decision is False or isinstance(decision, str):
             decided[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
         else:
             raise ResumeError(
-                f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
+                f"decide {key!r} with True, False, a reason (str) or ToolOutput(text), not {decision!r}",
+                session_id,
+                state.waiting,
             )
     for index, outcome in decided.items():
         state.outcomes[index] = outcome
@@ -384,8 +411,9 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     calls = state.pending
     results, ready = _settled(protocol, state)
     settled = [i for i, outcome in enumerate(state.outcomes) if outcome and not {"result", "question"} & set(outcome)]
-    for i in settled:  # refused, or lost to a restart: decided now, reported now
-        status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
+    for i in settled:  # refused, answered by the caller, or lost to a restart: decided now, reported now
+        outcome = state.outcomes[i] or {}
+        status = "refused" if "refused" in outcome else None if "output" in outcome else "error"
         yield Report(_ended, (protocol, calls[i], i, results[i], status))
     asked = {i: state.outcomes[i] or {} for i in ready if "answer" in (state.outcomes[i] or {})}  # calls going on
     mode = getattr(protocol.agent, "repeat_calls", "run")
@@ -447,7 +475,7 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
     calls = state.pending
     if len(state.outcomes) != len(calls):
         state.outcomes = [None] * len(calls)
-        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if protocol.needs_approval(state, call)]
+        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if _waits(protocol, state, call)]
     results: list[Any] = [None] * len(calls)
     ready: list[int] = []
     for i, (call, outcome) in enumerate(zip(calls, state.outcomes, strict=True)):
@@ -456,6 +484,8 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
                 ready.append(i)
         elif "refused" in outcome:
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
+        elif "output" in outcome:
+            results[i] = protocol.supplied(state, call, str(outcome["output"]))
         elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
         elif "question" in outcome:  # it asked: it goes on once answered, else it waits
@@ -464,6 +494,11 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
     return results, ready
+
+
+def _waits(protocol: LoopProtocol[Any], state: RunState, call: PlannedCall) -> bool:
+    """Whether a call waits for a decision: a call to an external tool always does."""
+    return call.get("kind") == EXTERNAL or protocol.needs_approval(state, call)
 
 
 def _only_repeats(protocol: LoopProtocol[Any], state: RunState) -> bool:
@@ -510,7 +545,8 @@ def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
             args = arguments if isinstance(arguments, dict) else {"input": arguments}
             asked = (outcome or {}).get("question")
             question = {k: v for k, v in asked.items() if k != "ticket"} if isinstance(asked, dict) else None
-            waiting.append(PendingCall(call_id(call, i), call["name"], args, question))
+            external = call.get("kind") == EXTERNAL
+            waiting.append(PendingCall(call_id(call, i), call["name"], args, question=question, external=external))
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 
