@@ -206,7 +206,12 @@ def test_litellm_tools_get_the_call_and_the_answer_uses_the_result(
     finally:  # litellm's sync completion leaves an open event loop set as the thread's: close it here, not at GC
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            asyncio.get_event_loop().close()
+            try:  # none set (an earlier test of this worker cleared it, and litellm reused its own): nothing to close
+                loop: asyncio.AbstractEventLoop | None = asyncio.get_event_loop_policy().get_event_loop()
+            except RuntimeError:
+                loop = None
+        if loop is not None and not loop.is_running():
+            loop.close()
         asyncio.set_event_loop(None)
 
 
