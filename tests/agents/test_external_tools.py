@@ -97,9 +97,13 @@ def test_tool_output_answers_an_approval_gated_call_without_running_it(mode: str
 
 def test_external_tools_only_and_mistakes(mode: str) -> None:
     with FakeOpenAIServer(handler=model) as server:
-        agent = _agent(mode, server, Lookup())
-        resolve(agent("x", session_id="only", external_tools=[WEATHER], external_tools_only=True))
+        lookup = Lookup()
+        agent = _agent(mode, server, lookup)
+        (waiting,) = resolve(agent("x", session_id="only", external_tools=[WEATHER], external_tools_only=True)).content
         assert [t["function"]["name"] for t in server.requests[-1]["tools"]] == ["get_weather"]
+        assert lookup.calls == 0  # the model called the agent's own tool, which was not offered: it did not run
+        reply = resolve(agent.resume({waiting.id: ToolOutput("rain")}, session_id="only"))
+        assert "'Lookup' is not one of the tools offered to you" in reply.content and reply.content.endswith("rain")
         own = {"type": "function", "function": {"name": "Lookup"}}
         with pytest.raises(UserError, match=r"external_tools\[0\].function.name.*agent's own tools"):
             resolve(agent("x", session_id="a", external_tools=[own]))

@@ -23,7 +23,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
-from ..effects import Effect, Flow, ToolCall
+from ..effects import Call, Effect, Flow, ToolCall
 from ..exceptions import UserError
 from ..llms.response import ModelResponse
 from ..llms.text_tool_calls import check_formats
@@ -321,9 +321,16 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         """The executor's name of the tool a call names (the model's wire name may differ)."""
         return str(self.agent.executor.resolve_name(call["name"]))
 
-    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> ToolCall:
-        """The call through the executor, its argument JSON decoded."""
+    def tool_effect(self, state: RunState, call: PlannedCall, session_id: Hashable) -> Effect[Any]:
+        """The call through the executor, its argument JSON decoded.
+
+        Under ``external_tools_only`` the agent's own tools were not offered: a call to one does
+        not run, and the model is told so.
+        """
         executor = self.agent.executor
+        if state.scratch.get(EXTERNAL_ONLY_KEY):
+            text = f"{call['name']!r} is not one of the tools offered to you; call only those."
+            return Call(self.refusal, (state, call, text))
         name = self.tool_name(call)
         request = AgentMessage(sender=self.agent.name, content=FunctionCall(name, decode_arguments(call["arguments"])))
         return ToolCall(executor, request, session_id)
