@@ -25,6 +25,7 @@ from ..effects import Flow, ModelCall, runs_in_place
 from ..events import StreamEvent, aevents_of, events_of
 from ..exceptions import OutputValidationError, ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
+from ..llms.response import ToolCallsSoFar, reasoning_so_far
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
@@ -242,8 +243,8 @@ class AgentCore(AgentModule):
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
-        if isinstance(extra, Reasoning):  # the reasoning so far of a streaming reply
-            return self.make_response(text, AgentStatusCode(status), reasoning=extra)
+        if isinstance(extra, (Reasoning, ToolCallsSoFar)):  # the reasoning (and tool calls) so far of a streaming reply
+            return self.make_response(text, AgentStatusCode(status), reasoning=reasoning_so_far(extra))
         response = extra.get("response") if isinstance(extra, dict) else extra
         reasoning = getattr(response, "reasoning", None)  # the END item's reply carries the model's reasoning
         return self.make_response(
