@@ -340,6 +340,8 @@ class StreamAccumulator:
         A retried stream compares its progress with the shown one part by part (ids are left
         out: a server gives each attempt's calls new ones).
         """
+        if not self._calls:
+            return (self.text,)
         parts = [self.text]
         for index in sorted(self._calls):
             entry = self._calls[index]
