@@ -6,6 +6,8 @@ r"""Typed stream events: one vocabulary for every agent and every consumer.
         match event:
             case TextDelta(delta=delta):
                 print(delta, end='')
+            case ToolCallDelta(delta=delta):
+                print(delta, end='')  # the arguments' JSON as the model writes it
             case ToolCallStarted(name=name, arguments=arguments):
                 print(f'\n-> {name}({arguments})')
             case ToolResult(name=name, output=output):
@@ -17,6 +19,7 @@ r"""Typed stream events: one vocabulary for every agent and every consumer.
 |---|---|
 | `TextDelta` | the model wrote more of its reply (``delta``; ``text`` is the reply so far) |
 | `ReasoningDelta` | the model's reasoning grew (kept apart from the answer) |
+| `ToolCallDelta` | the model is writing a native tool call (its place, id, name, the arguments text so far) |
 | `ToolCallStarted` | a tool call is about to run (id, tool name, decoded arguments) |
 | `ToolResult` | a tool call ended: ``"ok"``, ``"error"``, ``"refused"`` or ``"repeated"``, with its output |
 | `ApprovalNeeded` | the run paused: these calls wait for a person's decision (`resume_events` goes on) |
@@ -54,6 +57,7 @@ from typing import Any, ClassVar
 from .driver import run_astream, run_stream
 from .effects import AgentCall, Effect, Emit, Flow, ModelCall, Report
 from .interceptors import Interceptor
+from .llms.response import ModelResponse, ToolCall, ToolCallsSoFar
 from .schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 
 __all__ = [
@@ -64,6 +68,7 @@ __all__ = [
     "SubAgentEnded",
     "SubAgentStarted",
     "TextDelta",
+    "ToolCallDelta",
     "ToolCallStarted",
     "ToolResult",
     "aevents_of",
@@ -129,6 +134,31 @@ class ReasoningDelta(StreamEvent):
     delta: str = ""
     text: str = ""
     type: ClassVar[str] = "reasoning_delta"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta(StreamEvent):
+    """The model wrote more of a native tool call (streamed by the model, before the call's `ToolCallStarted`).
+
+    The deltas of one call, joined, are its arguments text (`ToolCallStarted.arguments` is
+    that text decoded). The first delta of a call may be empty: it says the call began.
+    A call the run does not make (the model called a tool on the last turn, which must
+    answer) has deltas but no `ToolCallStarted`.
+
+    Attributes:
+        index: The call's place in the model's turn (0 for the first).
+        id: The call's id, once the model gave it (``''`` before).
+        name: The tool, once known (``''`` before).
+        delta: The new arguments text (JSON being written: not for showing as the answer).
+        arguments: The arguments text so far.
+    """
+
+    index: int = 0
+    id: str = ""
+    name: str = ""
+    delta: str = ""
+    arguments: str = ""
+    type: ClassVar[str] = "tool_call_delta"
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,12 +334,37 @@ def _streamed(effect: ModelCall[Any]) -> ModelCall[Any]:
     (`ModelCall.each`) and the model streams tool calls (``stream_tools``).
     """
     if effect.method == "stream_chat" or not callable(getattr(effect.llm, "stream_chat", None)):
-        return effect
+        return _with_calls(effect)
     if effect.method == "chat":
         return effect.replace(method="stream_chat", follow=False, each=effect.each or _chat_item)
     if effect.method == "complete" and effect.each is not None and getattr(effect.llm, "stream_tools", False):
-        return effect.replace(method="stream_chat", follow=False)
+        return _with_calls(effect.replace(method="stream_chat", follow=False))
     return effect
+
+
+def _with_calls(effect: ModelCall[Any]) -> ModelCall[Any]:
+    """A streamed call with tools whose chunks also carry the tool calls being written (`_CallsSoFar`)."""
+    each = effect.each
+    if not effect.stream or each is None or not effect.params.get("tools"):
+        return effect
+
+    def each_with_calls(item: Any) -> object:
+        chunk = each(item)
+        extra = item[2] if isinstance(item, tuple) and len(item) == 3 else None
+        if isinstance(extra, ToolCallsSoFar) and item[0] != AgentStatusCode.END:
+            return _CallsSoFar(chunk, extra.tool_calls)
+        return chunk
+
+    return effect.replace(each=each_with_calls)
+
+
+@dataclass(frozen=True, slots=True)
+class _CallsSoFar:
+    """A chunk of a streamed model call (None: the agent showed nothing new) and the tool calls written so far."""
+
+    chunk: object
+    calls: tuple[ToolCall, ...]
+    stream_state: ClassVar[AgentStatusCode] = AgentStatusCode.STREAM_ING  # a chunk on the way, for the driver
 
 
 def _chat_item(item: Any) -> object:
@@ -330,48 +385,89 @@ def _reply_text(result: object) -> tuple[str, str]:
     return text, str(getattr(reasoning, "text", "") or "") if reasoning is not None else ""
 
 
+class _Reply:
+    """A model reply being streamed: whose, its text, reasoning and tool calls (name, arguments) so far."""
+
+    __slots__ = ("agent", "calls", "reasoning", "text")
+
+    def __init__(self, agent: str) -> None:
+        self.agent = agent
+        self.text = self.reasoning = ""
+        self.calls: list[tuple[str, str, str]] = []  # (id, name, arguments) per call index
+
+
+def _reply_calls(result: object) -> list[ToolCall]:
+    """A finished model call's native tool calls, whatever the method returned."""
+    if isinstance(result, AgentMessage) and isinstance(result.extra_info, Mapping):
+        result = result.extra_info.get("response")  # a stream's last chunk
+    return result.tool_calls if isinstance(result, ModelResponse) else []
+
+
 class _Translator:
     """Reads a streaming run's items (chunks, then the result) and gives the events they mean."""
 
     def __init__(self, top: str) -> None:
         self.top = top
-        self.replies: list[list[str]] = []  # per open model call: [agent, text so far, reasoning so far]
+        self.replies: list[_Reply] = []  # the open model calls
 
     def feed(self, item: object) -> list[StreamEvent]:
         if isinstance(item, StreamEvent):
             return [item]
         if isinstance(item, _ReplyStarted):
-            self.replies.append([item.agent, "", ""])
+            self.replies.append(_Reply(item.agent))
             return []
         if isinstance(item, _ReplyEnded):
             if not self.replies:
                 return []
             text, reasoning = _reply_text(item.result)
             reply = self.replies[-1]
-            events = self._grow(reply, text if not reply[1] else reply[1], reasoning or reply[2])
+            events = self._grow(reply, text if not reply.text else reply.text, reasoning or reply.reasoning)
+            if reply.calls:  # the last of the arguments (a call streamed without any ends as "{}")
+                events += self._calls(reply, _reply_calls(item.result)[: len(reply.calls)])
             self.replies.pop()
             return events
+        if isinstance(item, _CallsSoFar):
+            events = self.feed(item.chunk) if item.chunk is not None else []
+            return events + self._calls(self.replies[-1], item.calls) if self.replies else events
         if self.replies and isinstance(item, AgentMessage):
             reply = self.replies[-1]
-            content = item.content if isinstance(item.content, str) else reply[1]
-            reasoning = item.reasoning.text if item.reasoning is not None else reply[2]
+            content = item.content if isinstance(item.content, str) else reply.text
+            reasoning = item.reasoning.text if item.reasoning is not None else reply.reasoning
             return self._grow(reply, content, reasoning)
         return []  # a protocol's own chunk (Lagent's stream states): the events already say it
 
     @staticmethod
-    def _grow(reply: list[str], text: str, reasoning: str) -> list[StreamEvent]:
+    def _grow(reply: _Reply, text: str, reasoning: str) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        name = reply[0]
-        if reasoning != reply[2]:
-            delta = reasoning[len(reply[2]) :] if reasoning.startswith(reply[2]) else reasoning
-            reply[2] = reasoning
+        name = reply.agent
+        if reasoning != reply.reasoning:
+            delta = reasoning[len(reply.reasoning) :] if reasoning.startswith(reply.reasoning) else reasoning
+            reply.reasoning = reasoning
             if delta:
                 events.append(ReasoningDelta(name, delta, reasoning))
-        if text != reply[1]:
-            delta = text[len(reply[1]) :] if text.startswith(reply[1]) else text
-            reply[1] = text
+        if text != reply.text:
+            delta = text[len(reply.text) :] if text.startswith(reply.text) else text
+            reply.text = text
             if delta:
                 events.append(TextDelta(name, delta, text))
+        return events
+
+    @staticmethod
+    def _calls(reply: _Reply, calls: Sequence[ToolCall]) -> list[StreamEvent]:
+        """A `ToolCallDelta` for each call that is new or grew (the model's stream never takes text back)."""
+        events: list[StreamEvent] = []
+        for index, call in enumerate(calls):
+            now = (call.id, call.name, call.arguments)
+            before = reply.calls[index] if index < len(reply.calls) else None
+            if now == before:
+                continue
+            seen = before[2] if before is not None and call.arguments.startswith(before[2]) else ""
+            if before is None:
+                reply.calls.append(now)
+            else:
+                reply.calls[index] = now
+            delta = call.arguments[len(seen) :]
+            events.append(ToolCallDelta(reply.agent, index, call.id, call.name, delta, call.arguments))
         return events
 
     def final(self, result: object) -> Final:

@@ -41,7 +41,7 @@ from .actions.builtin_actions import FinishAction, InvalidAction, NoAction
 from .effects import ActionCall, Effect, Flow, ModelCall
 from .exceptions import ReplayMismatchError, UserError
 from .interceptors import Interceptor, intercept
-from .llms.response import ModelResponse, ToolCall, Usage
+from .llms.response import ModelResponse, ToolCall, ToolCallsSoFar, Usage
 from .schema import ActionReturn, AgentStatusCode, ModelStatusCode, Reasoning
 from .utils._aio import closing_stream
 from .utils._json import json_default
@@ -90,6 +90,9 @@ def _encode_reply(value: object) -> object:
         return {"__model_response__": json.loads(_canonical(value))}
     if isinstance(value, Reasoning):  # a stream item's reasoning so far
         return {"__reasoning__": value.to_wire()}
+    if isinstance(value, ToolCallsSoFar):  # a stream item's tool calls (and reasoning) so far
+        calls = [[call.id, call.name, call.arguments] for call in value.tool_calls]
+        return {"__tool_calls_so_far__": calls, "reasoning": _encode_reply(value.reasoning)}
     if isinstance(value, Mapping):
         return {str(k): _encode_reply(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -109,6 +112,10 @@ def _decode_reply(value: object) -> object:
             )
         if "__reasoning__" in value:
             return Reasoning.from_wire(value["__reasoning__"])
+        if "__tool_calls_so_far__" in value:
+            so_far = tuple(ToolCall(*call) for call in value["__tool_calls_so_far__"])
+            thinking = _decode_reply(value.get("reasoning"))
+            return ToolCallsSoFar(so_far, thinking if isinstance(thinking, Reasoning) else None)
         return {k: _decode_reply(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_decode_reply(v) for v in value]

@@ -70,6 +70,9 @@ def test_events_over_sse_with_an_approval_pause_and_resume(kind: str, fake: Fake
     server = AgentAPIServer(cls[kind](llm, [tool], name="bank"), port=0).start()
     try:
         paused = post(server, "/chat_completion", {"message": ["pay bob"], "session_id": "s", "stream": "events"})
+        written = [data for name, data in paused if name == "tool_call_delta"]  # the call as the model wrote it
+        assert "".join(data["delta"] for data in written) == json.dumps({"to": "bob", "amount": 5})
+        paused = paused[len(written) :]
         assert [name for name, _ in paused] == ["approval_needed", "final"]
         (call,) = paused[0][1]["calls"]
         assert (call["name"], call["arguments"], paused[0][1]["agent"]) == (

@@ -23,7 +23,7 @@ from plait.exceptions import (
 )
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.llms._http import LeanClient
-from plait.llms.response import ModelResponse, ToolCall, Usage
+from plait.llms.response import ModelResponse, ToolCall, ToolCallsSoFar, Usage
 from plait.schema import ModelStatusCode
 from plait.testing.fake_openai import Hang, HTTPFault, InvalidJSON, RawSSE, Reply, Truncated
 from plait.utils._aio import PerLoop
@@ -182,8 +182,10 @@ def test_recorded_parallel_tool_call_stream_replays_exactly(mode: str, fake_serv
     transcript = (FIXTURES / "openai_chat_stream_parallel_tool_calls_sse.txt").read_text(encoding="utf-8")
     server = fake_server([RawSSE(transcript)])
     items = collect(make_llm(server).stream_chat(HI, tools=[WEATHER]))
-    assert len(items) == 1  # no text: only the END item
-    final = items[0][2]
+    *writing, (status, _, final) = items
+    assert status == ModelStatusCode.END
+    assert writing and all(text == "" and isinstance(extra, ToolCallsSoFar) for _, text, extra in writing)
+    assert writing[-1][2].tool_calls == tuple(final.tool_calls)  # the calls as written are the calls
     assert [(c.id, c.name, c.parsed_arguments()) for c in final.tool_calls] == [
         ("call_JMW1whyEaYG438VE1OIflxA2", "GetWeatherArgs", {"city": "Edinburgh", "country": "GB", "units": "c"}),
         ("call_DNYTawLBoN8fj3KN6qU9N1Ou", "get_stock_price", {"ticker": "AAPL", "exchange": "NASDAQ"}),

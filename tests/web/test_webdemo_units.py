@@ -13,11 +13,11 @@ import pytest
 
 from _support import wait_for_http
 from plait.agents.internlm2_agent import AgentReturn
-from plait.events import Final, ReasoningDelta, TextDelta, ToolCallStarted, ToolResult
+from plait.events import ApprovalNeeded, Final, ReasoningDelta, TextDelta, ToolCallDelta, ToolCallStarted, ToolResult
 from plait.exceptions import LLMAPIError, MissingDependencyError
 from plait.llms import GPTAPI
 from plait.llms.response import ModelResponse, ToolCall as LLMToolCall
-from plait.schema import ActionReturn, AgentMessage, AgentStatusCode
+from plait.schema import ActionReturn, AgentMessage, AgentStatusCode, PendingCall
 from plait.testing import ScriptedLLM
 from plait.testing.fake_openai import Reply
 from plait.web import launcher
@@ -122,6 +122,33 @@ def test_reasoning_streams_into_a_thinking_block_apart_from_the_answer() -> None
         ReasoningDelta("bot", "six", "six"), ReasoningDelta("bot", " sevens", "six sevens"), text("42"), final("42")
     )
     assert entry.blocks == [ThinkingBlock("six sevens"), TextBlock("42")]
+
+
+def delta(index: int, name: str, so_far: str, piece: str, call_id: str = "") -> ToolCallDelta:
+    return ToolCallDelta("bot", index, call_id, name, piece, so_far)
+
+
+def test_tool_call_arguments_grow_inside_the_running_block() -> None:
+    entry = ChatEntry("assistant")
+    for event in (text("Checking."), delta(0, "A", "", "", "a1"), delta(0, "A", '{"x": ', '{"x": ', "a1")):
+        apply_event(entry, event)
+    assert entry.blocks == [TextBlock("Checking."), ToolBlock("A", '{"x": ', id="a1", writing=True)]
+    for event in (delta(0, "A", '{"x": 1}', "1}", "a1"), delta(1, "B", "{}", "{}", "b1")):
+        apply_event(entry, event)
+    assert entry.blocks[1:] == [
+        ToolBlock("A", '{"x": 1}', id="a1", writing=True),
+        ToolBlock("B", "{}", id="b1", writing=True),
+    ]
+    for event in (call("A", {"x": 1}, "a1"), call("B", {}, "b1"), result("A", "2", call_id="a1")):
+        apply_event(entry, event)
+    assert entry.blocks[1:] == [  # the same blocks, the decoded arguments in them
+        ToolBlock("A", {"x": 1}, id="a1", items=[{"type": "text", "content": "2"}]),
+        ToolBlock("B", {}, id="b1"),
+    ]
+    # a call written but never started (it waits for approval, or the run ended) leaves no running block
+    paused = fold(delta(0, "A", "{}", "{}", "a1"), ApprovalNeeded("bot", (PendingCall("a1", "A", {}),)))
+    assert not any(isinstance(block, ToolBlock) for block in paused.blocks)
+    assert fold(delta(0, "A", "{", "{"), final("no call")).blocks == [TextBlock("no call")]
 
 
 def test_tool_results_keep_images_and_errors() -> None:

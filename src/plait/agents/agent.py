@@ -25,7 +25,7 @@ from ..effects import Flow, ModelCall, runs_in_place
 from ..events import StreamEvent, aevents_of, events_of
 from ..exceptions import OutputValidationError, ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
-from ..llms.response import ModelResponse
+from ..llms.response import ModelResponse, ToolCallsSoFar, reasoning_so_far
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
@@ -270,8 +270,8 @@ class AgentCore(AgentModule):
 
     def _stream_chunk(self, item: Any) -> AgentMessage:
         status, text, extra = item
-        if isinstance(extra, Reasoning):  # the reasoning so far of a streaming reply
-            return self.make_response(text, AgentStatusCode(status), reasoning=extra)
+        if isinstance(extra, (Reasoning, ToolCallsSoFar)):  # the reasoning (and tool calls) so far of a streaming reply
+            return self.make_response(text, AgentStatusCode(status), reasoning=reasoning_so_far(extra))
         response = extra.get("response") if isinstance(extra, dict) else extra
         reasoning = getattr(response, "reasoning", None)  # the END item's reply carries the model's reasoning
         return self.make_response(

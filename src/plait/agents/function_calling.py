@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from ..effects import Call, Effect, Flow, ToolCall
 from ..exceptions import UserError
-from ..llms.response import ModelResponse
+from ..llms.response import ModelResponse, ToolCallsSoFar, reasoning_so_far
 from ..llms.text_tool_calls import check_formats
 from ..memory.base_memory import Memory
 from ..schema import ActionStatusCode, AgentMessage, AgentStatusCode, FunctionCall, Reasoning
@@ -160,7 +160,8 @@ class FunctionCallingCore(ToolLoopCore):
         offered = offered_tools(params.get("tools"))
         formats = self.text_call_formats
         held = HeldMarkup(offered, formats) if offered and (formats is None or formats) else None
-        each = partial(self._turn_chunk, held=held)  # also for `complete`: stream events may stream it (plait.events)
+        # also for `complete`: stream events may stream it (plait.events)
+        each = partial(self._turn_chunk, held=held, last=[None])
         return self.model_call("stream_chat" if self._stream_forward else "complete", prompt, session_id, params, each)
 
     def _chat_flow(
@@ -170,11 +171,23 @@ class FunctionCallingCore(ToolLoopCore):
         response = _as_response((yield self._turn(session_id, params, prompt)))
         return self.make_response(response.content, extra_info=reply_info(response), reasoning=response.reasoning)
 
-    def _turn_chunk(self, item: Any, held: HeldMarkup | None = None) -> AgentMessage:
+    def _turn_chunk(
+        self, item: Any, held: HeldMarkup | None = None, last: list[object] | None = None
+    ) -> AgentMessage | None:
+        """A turn's stream item as this agent's chunk (None: nothing new to show); the END item's carries the reply.
+
+        An item that only says more of a tool call being written (`ToolCallsSoFar`) gives no
+        chunk: a Lagent stream shows text, and stream events read the calls from the item
+        (`plait.events.ToolCallDelta`). `last` holds the turn's last chunk's text and reasoning.
+        """
         status, text, extra = item
         if status != AgentStatusCode.END:
             shown = held.visible(text) if held is not None and isinstance(text, str) else text
-            reasoning = extra if isinstance(extra, Reasoning) else None  # the reasoning so far
+            reasoning = reasoning_so_far(extra)  # the reasoning so far
+            if last is not None:
+                if isinstance(extra, ToolCallsSoFar) and last[0] == (shown, reasoning):
+                    return None
+                last[0] = (shown, reasoning)
             return self.make_response(shown, AgentStatusCode.STREAM_ING, reasoning=reasoning)
         if isinstance(extra, Reasoning):  # a plain stream's end: its text and the reasoning
             extra = ModelResponse(content=text, reasoning=extra)

@@ -91,18 +91,28 @@ def stream_deadline(timeout: float | None, stream_timeout: float | None) -> floa
     return None if math.isinf(stream_timeout) else stream_timeout
 
 
-def _held_back(shown: str, text: str) -> bool | None:
-    """How a retried stream's `text` relates to the text the caller was `shown` already.
+def _held_back(shown: Sequence[str], progress: Sequence[str]) -> bool | None:
+    """How a retried stream's `progress` relates to what the caller was `shown` already.
+
+    Both are `StreamAccumulator.progress` tuples (the text, then each tool call's name and
+    arguments so far), compared part by part; a missing part counts as ``''``.
 
     Returns:
-        True while `text` repeats part of what was shown (pass nothing on), False once it
-        repeats all of it and goes on (pass it on), None when it differs (the retry diverged).
+        True while `progress` repeats part of what was shown (pass nothing on), False once
+        it holds all of it and goes on (pass it on), None when a part differs (the retry
+        diverged).
     """
-    if shown.startswith(text):
-        return True
-    if text.startswith(shown):
-        return False
-    return None
+    ahead = behind = False
+    for old, new in itertools.zip_longest(shown, progress, fillvalue=""):
+        if old == new:
+            continue
+        if old.startswith(new):
+            behind = True
+        elif new.startswith(old):
+            ahead = True
+        else:
+            return None
+    return behind or not ahead
 
 
 class KeyRing:
@@ -369,16 +379,18 @@ class ChatTransport:
     ) -> AsyncIterator[tuple[StreamAccumulator, bool]]:
         """Stream one chat completion, retried per the policy.
 
-        Yields ``(accumulator, False)`` each time the text or the reasoning grows, then ``(accumulator, True)``
+        Yields ``(accumulator, False)`` each time the text, the reasoning or a tool call grows, then
+        ``(accumulator, True)``
         once the stream is complete. Each attempt has its own `stream_deadline`.
 
         A retry before any text was yielded is invisible. Once text was yielded, the caller
         only ever sees it grow: a retried attempt's accumulator is held back while its text
         repeats part of what was yielded, and passed on once it goes beyond it. A retried
         attempt whose text differs from what was yielded (a sampled answer that came out
-        differently) ends the call with `LLMConnectionError`. Tool calls reach the caller
-        only in the final accumulator, so they never need retracting. `think` says how
-        inline think tags are read (the text the caller sees never holds a think block).
+        differently) ends the call with `LLMConnectionError`. Tool calls being written count
+        as text does (`StreamAccumulator.progress`: each call's name and arguments so far), so
+        a retry never takes back part of a call either. `think` says how inline think tags are
+        read (the text the caller sees never holds a think block).
 
         Raises:
             LLMConnectionError: Also when a retry after a cut stream diverged from the text
@@ -386,34 +398,35 @@ class ChatTransport:
         """
         body, seconds, tries = await self._begin(payload, timeout)
         deadline = stream_deadline(seconds, self.stream_timeout)
-        shown = ""  # the text the caller has been given
+        shown: tuple[str, ...] = ("",)  # what the caller has been given (`StreamAccumulator.progress`)
         while True:
             key, org = self._next_try(tries)
             acc = StreamAccumulator(think)
             diverged = False
-            catching_up = bool(shown)  # a retry after text was yielded: its text is checked against it
+            catching_up = shown != ("",)  # a retry after something was yielded: it is checked against that
             try:
                 async with contextlib.aclosing(self._stream_once(body, key, org, seconds, deadline, acc)) as chunks:
                     async for _ in chunks:
                         if not catching_up:
-                            shown = acc.text
+                            shown = acc.progress()
                             yield acc, False
                             continue
-                        held = _held_back(shown, acc.text)
+                        held = _held_back(shown, acc.progress())
                         if held is None:
                             diverged = True
                             break
-                        if not held:  # caught up: from here on this attempt's text only grows
+                        if not held:  # caught up: from here on this attempt only grows
                             catching_up = False
-                            shown = acc.text
+                            shown = acc.progress()
                             yield acc, False
             except Exception as exc:  # classified in _after_failure
                 await self._after_failure(exc, tries, key)
                 continue
-            if diverged or not acc.text.startswith(shown):
+            final = acc.progress()
+            if diverged or (final != shown and _held_back(shown, final) is not False):
                 raise LLMConnectionError(
-                    f"the stream was cut after {len(shown)} characters and the retried answer differs "
-                    "from the text already streamed",
+                    f"the stream was cut after {sum(map(len, shown))} characters and the retried answer differs "
+                    "from the text (or tool calls) already streamed",
                     attempts=tries.sent,
                 )
             self._record(acc.usage)

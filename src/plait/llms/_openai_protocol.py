@@ -306,13 +306,14 @@ class StreamAccumulator:
         done: True once ``[DONE]`` arrived.
     """
 
-    __slots__ = ("_calls", "_reasoning", "done", "finish_reason", "usage")
+    __slots__ = ("_calls", "_reasoning", "_so_far", "done", "finish_reason", "usage")
 
     def __init__(self, think: ThinkTags = "closed") -> None:
         self.finish_reason: str | None = None
         self.usage: Usage | None = None
         self.done = False
         self._calls: dict[int, list[str]] = {}  # index -> [id, name, arguments]
+        self._so_far: dict[int, ToolCall] = {}  # index -> the call as last given out (`tool_calls`)
         self._reasoning = ReasoningStream(think)
 
     @property
@@ -326,12 +327,36 @@ class StreamAccumulator:
         return self._reasoning.reasoning
 
     @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The native tool calls so far, in index order: id (``''`` until given), name, the arguments text so far."""
+        so_far = self._so_far
+        for index, (call_id, name, arguments) in self._calls.items():
+            known = so_far.get(index)
+            if known is None or known.arguments is not arguments or known.name is not name or known.id is not call_id:
+                so_far[index] = ToolCall(call_id, name, arguments)
+        return tuple(so_far[index] for index in sorted(so_far))
+
+    def progress(self) -> tuple[str, ...]:
+        """What a caller has been given of this reply: the text, then each call's name and arguments so far.
+
+        A retried stream compares its progress with the shown one part by part (ids are left
+        out: a server gives each attempt's calls new ones).
+        """
+        if not self._calls:
+            return (self.text,)
+        parts = [self.text]
+        for index in sorted(self._calls):
+            entry = self._calls[index]
+            parts += entry[1], entry[2]
+        return tuple(parts)
+
+    @property
     def complete(self) -> bool:
         """Whether the stream ended properly (``[DONE]`` or a finish reason), not cut off."""
         return self.done or self.finish_reason is not None
 
     def feed_data(self, data: str) -> bool:
-        """Consume one SSE ``data`` payload; True when the text or the reasoning grew."""
+        """Consume one SSE ``data`` payload; True when the text, the reasoning or a tool call grew."""
         if data == "[DONE]":
             self.done = True
             return False
@@ -342,7 +367,7 @@ class StreamAccumulator:
         return self.feed(chunk)
 
     def feed(self, chunk: object) -> bool:
-        """Consume one decoded chunk; True when the text or the reasoning grew."""
+        """Consume one decoded chunk; True when the text, the reasoning or a tool call grew."""
         if not isinstance(chunk, Mapping):
             raise LLMResponseError(f"the stream carried a chunk that is not an object: {_snippet(chunk)}")
         if "error" in chunk and not chunk.get("choices"):
@@ -364,19 +389,22 @@ class StreamAccumulator:
             if self._reasoning.feed(delta, _text(delta.get("content"))):
                 grew = True
             for call in json_array(delta.get("tool_calls")):
-                self._feed_call(json_object(call))
+                if self._feed_call(json_object(call)):
+                    grew = True
             reason = choice.get("finish_reason")
             if reason:
                 self.finish_reason = str(reason)
         return grew
 
-    def _feed_call(self, call: Mapping[str, object]) -> None:
+    def _feed_call(self, call: Mapping[str, object]) -> bool:
+        """Fold one ``tool_calls`` delta into its call; True when the call changed."""
         index = call.get("index")
         if index is None:  # servers that send whole calls without an index
             call_id = call.get("id")
             known = [i for i, entry in self._calls.items() if entry[0] == call_id]
             index = known[0] if known else (len(self._calls) if call_id or not self._calls else max(self._calls))
         entry = self._calls.setdefault(count(index), ["", "", ""])
+        before = tuple(entry)
         if call.get("id"):
             entry[0] = str(call["id"])
         function = json_object(call.get("function") or {})
@@ -388,6 +416,7 @@ class StreamAccumulator:
             entry[2] += arguments
         elif arguments is not None:
             entry[2] = _arguments(arguments)
+        return tuple(entry) != before
 
     def response(self) -> ModelResponse:
         """Everything received, as one `ModelResponse`."""

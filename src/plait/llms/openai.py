@@ -12,6 +12,7 @@ Example:
     llm.chat([{'role': 'user', 'content': 'hi'}])            # -> str
     reply = llm.complete(messages, tools=[weather_schema])   # -> ModelResponse with .tool_calls
     for status, text, extra in llm.stream_chat(messages): ...  # extra: reasoning so far, END: ModelResponse
+    # with tools=: while the model writes a call, extra is ToolCallsSoFar (the calls and the reasoning so far)
     llm.fetch_context_window()                               # -> 32768 on a vLLM server, else None
     ```
 """
@@ -54,7 +55,7 @@ from .base_llm import (
     pop_base_gen_params,
 )
 from .profiles import ModelProfile, ReasoningReplay, check_replay, profile_for
-from .response import ModelResponse, Usage
+from .response import ModelResponse, ToolCallsSoFar, Usage
 from .templates import APITemplateParser, MetaTemplate, RoleSpec, api_meta
 
 __all__ = ["GPTAPI", "OPENAI_META", "AsyncGPTAPI"]
@@ -365,8 +366,11 @@ class _GPTAPICore(LLMCore):
         if final:  # the whole reply, split as a non-streamed one is (its text may settle differently)
             response = self._finish_response(acc.response(), params)
             return ModelStatusCode.END, response.content, response
-        reasoning = acc.reasoning  # the reasoning so far rides on each item, so it streams before the answer
-        return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), Reasoning(reasoning) if reasoning else None
+        # the reasoning so far rides on each item, so it streams before the answer; so do the calls being written
+        reasoning = Reasoning(acc.reasoning) if acc.reasoning else None
+        calls = acc.tool_calls
+        extra = ToolCallsSoFar(calls, reasoning) if calls else reasoning
+        return ModelStatusCode.STREAM_ING, self._finish(acc.text, params), extra
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_type={self.model_type!r}, api_base={redact_url(self.api_base)!r})"

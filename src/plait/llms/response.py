@@ -10,7 +10,15 @@ from ..schema import Reasoning
 from ..types import JSONValue, ToolCallRecord
 from ..untrusted import as_text
 
-__all__ = ["ModelResponse", "ToolCall", "TurnTokenIds", "Usage", "unique_call_ids"]
+__all__ = [
+    "ModelResponse",
+    "ToolCall",
+    "ToolCallsSoFar",
+    "TurnTokenIds",
+    "Usage",
+    "reasoning_so_far",
+    "unique_call_ids",
+]
 
 
 def unique_call_ids(ids: Sequence[str | None], blank: str = "call_{}") -> list[str]:
@@ -78,6 +86,32 @@ class ToolCall:
     def to_openai(self) -> ToolCallRecord:
         """The OpenAI wire form (an item of an assistant message's ``tool_calls``)."""
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsSoFar:
+    """The extra of a streamed item (``stream_chat(..., tools=...)``) while the model writes native tool calls.
+
+    A streaming item's extra is otherwise the reasoning so far (a `Reasoning`, or None);
+    once the model has begun a tool call it is this, with the reasoning inside. The `END`
+    item's extra is the `ModelResponse`, whose calls are the ones to run.
+
+    Attributes:
+        tool_calls: The calls so far, in the turn's order: each one's ``id`` (``''`` until
+            the model gave it), ``name`` and the ``arguments`` text so far (JSON still being
+            written, never shown as text).
+        reasoning: The reasoning so far (None: none).
+    """
+
+    tool_calls: tuple[ToolCall, ...]
+    reasoning: Reasoning | None = None
+
+
+def reasoning_so_far(extra: object) -> Reasoning | None:
+    """The reasoning a streamed item's extra carries (a `Reasoning`, or inside `ToolCallsSoFar`)."""
+    if isinstance(extra, ToolCallsSoFar):
+        return extra.reasoning
+    return extra if isinstance(extra, Reasoning) else None
 
 
 @dataclass

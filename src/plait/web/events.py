@@ -1,7 +1,7 @@
 """The chat pane's model: the events an answer produces, and the transcript entries they build.
 
 An answer is the agent's typed stream events (`plait.events`: `TextDelta`, `ReasoningDelta`,
-`ToolCallStarted`, `ToolResult`, `ApprovalNeeded`, `Final`), plus two of the page's own:
+`ToolCallDelta`, `ToolCallStarted`, `ToolResult`, `ApprovalNeeded`, `Final`), plus two of the page's own:
 `Notice` (a warning worth showing) and `Failed` (the answer stopped on an error).
 `apply_event` folds them into a `ChatEntry`, a list of blocks (`TextBlock`, `ThinkingBlock`,
 `ToolBlock`, `NoticeBlock`, `ApprovalBlock`) that the page renders. `InternLM2Reader` turns
@@ -21,6 +21,7 @@ from ..events import (
     ReasoningDelta,
     StreamEvent,
     TextDelta,
+    ToolCallDelta,
     ToolCallStarted,
     ToolResult,
     tool_result_event,
@@ -83,7 +84,10 @@ class ThinkingBlock:
 
 @dataclass
 class ToolBlock:
-    """One tool call and, once it is back, its result."""
+    """One tool call and, once it is back, its result.
+
+    While the model is still writing the call (`writing`), `arguments` is the JSON text so far.
+    """
 
     name: str
     arguments: object
@@ -91,6 +95,7 @@ class ToolBlock:
     items: list[Mapping[str, object]] | None = None
     error: str | None = None
     id: str = ""
+    writing: bool = False
 
     @property
     def done(self) -> bool:
@@ -172,11 +177,38 @@ def _set_thought(entry: ChatEntry, block: ToolBlock, thought: str) -> None:
         entry.blocks.insert(index, TextBlock(thought))
 
 
+def _writing(entry: ChatEntry) -> list[ToolBlock]:
+    """The tool blocks of calls the model is still writing (or wrote, and that did not start yet)."""
+    return [b for b in entry.blocks if isinstance(b, ToolBlock) and b.writing]
+
+
+def _delta(entry: ChatEntry, event: ToolCallDelta) -> None:
+    """The call's block (its place among the calls being written) shows the arguments so far."""
+    writing = _writing(entry)
+    if event.index < len(writing):
+        block = writing[event.index]
+        block.name, block.id, block.arguments = event.name or block.name, event.id, event.arguments
+    else:
+        entry.blocks.append(ToolBlock(event.name, event.arguments, tool_kind(event.name), id=event.id, writing=True))
+
+
+def _started(entry: ChatEntry, event: ToolCallStarted) -> None:
+    """The block the call's deltas built (by id, else by name) gets the decoded arguments; else a new block."""
+    writing = _writing(entry)
+    block = next((b for b in writing if event.id and b.id == event.id), None)
+    block = block or next((b for b in writing if b.name == event.name), None)
+    if block is None:
+        entry.blocks.append(ToolBlock(event.name, event.arguments, tool_kind(event.name), id=event.id))
+    else:
+        block.name, block.id, block.arguments, block.writing = event.name, event.id, event.arguments, False
+
+
 def _result(entry: ChatEntry, event: ToolResult) -> None:
     block = _pending_tool(entry, event)
     if block is None:
         block = ToolBlock(event.name, None, tool_kind(event.name), id=event.id)
         entry.blocks.append(block)
+    block.writing = False  # a call answered without starting (refused, repeated)
     action = event.result
     if event.status == "ok":
         items: list[Mapping[str, object]] = [dict(item) for item in action.result or ()] if action else []
@@ -185,6 +217,23 @@ def _result(entry: ChatEntry, event: ToolResult) -> None:
         block.items, block.error = [], event.output
     if action is not None and action.thought:
         _set_thought(entry, block, action.thought)
+
+
+def _drop_unstarted(entry: ChatEntry) -> None:
+    """Take away the blocks of calls that were written but never started."""
+    entry.blocks[:] = [b for b in entry.blocks if not (isinstance(b, ToolBlock) and b.writing)]
+
+
+def _final(entry: ChatEntry, event: Final) -> None:
+    _drop_unstarted(entry)  # a call the run never made (the last turn must answer)
+    last = entry.blocks[-1] if entry.blocks else None
+    answer = "" if event.paused else content_to_text(event.message.content)
+    texts = [block for block in entry.blocks if isinstance(block, TextBlock)]
+    if answer and texts and texts[-1] is last:
+        texts[-1].text = answer  # the parsed answer (a ReAct reply streamed with its Thought: lines)
+    elif answer and not (texts and texts[-1].text == answer):
+        entry.blocks.append(TextBlock(answer))
+    entry.done = True
 
 
 def apply_event(entry: ChatEntry, event: Event) -> None:
@@ -200,23 +249,20 @@ def apply_event(entry: ChatEntry, event: Event) -> None:
             last.text = event.text
         elif event.text:
             entry.blocks.append(ThinkingBlock(event.text))
+    elif isinstance(event, ToolCallDelta):
+        _delta(entry, event)
     elif isinstance(event, ToolCallStarted):
-        entry.blocks.append(ToolBlock(event.name, event.arguments, tool_kind(event.name), id=event.id))
+        _started(entry, event)
     elif isinstance(event, ToolResult):
         _result(entry, event)
     elif isinstance(event, (Notice, Failed)):
         entry.blocks.append(NoticeBlock(event.message, level=event.level))
         entry.done = entry.done or isinstance(event, Failed)
     elif isinstance(event, ApprovalNeeded):
+        _drop_unstarted(entry)  # the calls being written wait in the approval block instead
         entry.blocks.append(ApprovalBlock(list(event.calls)))
     elif isinstance(event, Final):
-        answer = "" if event.paused else content_to_text(event.message.content)
-        texts = [block for block in entry.blocks if isinstance(block, TextBlock)]
-        if answer and texts and texts[-1] is last:
-            last.text = answer  # the parsed answer (a ReAct reply streamed with its Thought: lines)
-        elif answer and not (texts and texts[-1].text == answer):
-            entry.blocks.append(TextBlock(answer))
-        entry.done = True
+        _final(entry, event)
     entry.version += 1
 
 

@@ -26,6 +26,8 @@ _CURSOR = " ▌"
 def tool_label(block: ToolBlock) -> str:
     """The heading of a tool block: what was called and how it went."""
     what = "Code interpreter" if block.kind == "interpreter" else f"Tool call: {block.name}"
+    if block.writing:
+        return f"{what} (writing…)"
     if not block.done:
         return f"{what} (running…)"
     return f"{what} (failed)" if block.error else what
@@ -33,7 +35,10 @@ def tool_label(block: ToolBlock) -> str:
 
 def _arguments(block: ToolBlock) -> None:
     args = block.arguments
-    if block.kind == "interpreter":
+    if block.writing:  # the JSON the model is writing, as it grows
+        st.caption("Arguments")
+        st.code(str(args) or " ", language="json")
+    elif block.kind == "interpreter":
         code = args.get("command", "") if isinstance(args, Mapping) else args
         st.code(str(code), language="python")
     elif isinstance(args, (Mapping, list)):
