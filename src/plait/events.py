@@ -263,6 +263,8 @@ class _Tap(Interceptor):
 
     def around(self, effect: Effect[Any]) -> Flow[Any]:
         if isinstance(effect, Report):
+            if effect.make is ApprovalNeeded and self.relayed[-1]:
+                return None  # a sub-agent run as a tool paused: its caller reports the pause, with ids it can resume
             yield Emit(effect.event)
             return None
         if isinstance(effect, ModelCall):
@@ -276,19 +278,23 @@ class _Tap(Interceptor):
         if name == parent:  # an agent's own inner agent (AgentForInternLM's): the same agent to a reader
             return (yield effect)
         self.stack.append(name)
+        self.relayed.append(effect.tool_call is not None)
         yield Emit(SubAgentStarted(name, parent))
         try:
             result = yield effect
         except Exception as exc:
             self.stack.pop()
+            self.relayed.pop()
             yield Emit(SubAgentEnded(name, parent, f"{type(exc).__name__}: {exc}"))
             raise
         self.stack.pop()
+        self.relayed.pop()
         yield Emit(SubAgentEnded(name, parent))
         return result
 
     def __init__(self, top: str) -> None:
         self.stack = [top]
+        self.relayed = [False]  # per level: whether the agent's caller reports its pause (`AgentCall.tool_call`)
 
     @property
     def parent(self) -> str:

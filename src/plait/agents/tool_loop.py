@@ -22,6 +22,10 @@ per paradigm. What is the same lives here, once:
   ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
   run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
   goes on where it stopped. A call runs at most once: its result is kept in the state.
+* **sub-agents**: a tool call that runs an agent (`AgentTool`) learns its call id through its
+  `ToolCall` effect; when that agent pauses for approval, this run pauses too, and its
+  waiting calls are listed here as ``'<call id>/<their id>'``. `decide` hands decisions on
+  them to the sub-agent's paused run; then the call runs again and the sub-agent goes on.
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -34,13 +38,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..effects import Call, Effect, Emit, Flow, Gather, Report
+from ..effects import Call, Effect, Emit, Flow, Gather, Report, ToolCall
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..untrusted import decode_arguments
-from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
+from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result, sub_pause
 
 __all__ = [
     "FINAL",
@@ -287,15 +291,18 @@ def call_id(call: PlannedCall, index: int) -> str:
     return call.get("id") or f"call-{index}"
 
 
-def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable) -> None:
+def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable, agent: object = None) -> None:
     """Record a person's decisions on a paused run's waiting calls.
 
     Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
     string (refused: the model is told `REFUSED` and this reason, `refused_because`). Calls
-    left undecided go on waiting.
+    left undecided go on waiting. A decision on a call of a paused sub-agent
+    (``'<call id>/<its id>'``) goes to that sub-agent's paused run (found through `agent`'s
+    executor), which keeps it.
 
     Raises:
-        ResumeError: A decision names a call that is not waiting, or is not True, False or a string.
+        ResumeError: A decision names a call that is not waiting, is not True, False or a
+            string, or names a sub-agent's call whose paused run is gone.
     """
     unknown = [key for key in decisions if key not in state.waiting]
     if unknown:
@@ -304,20 +311,52 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
             session_id,
             state.waiting,
         )
-    for index, call in enumerate(state.pending):
-        key = call_id(call, index)
-        if key not in decisions:
-            continue
-        decision = decisions[key]
-        if decision is True:
-            pass  # it runs when the run goes on
-        elif decision is False or isinstance(decision, str):
-            state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
-        else:
+    for key, decision in decisions.items():
+        if decision is not True and decision is not False and not isinstance(decision, str):
             raise ResumeError(
                 f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
             )
+    for index, call in enumerate(state.pending):
+        key = call_id(call, index)
+        outcome = state.outcomes[index] if index < len(state.outcomes) else None
+        if outcome is not None and "paused" in outcome:
+            prefix = f"{key}/"
+            nested = {k[len(prefix) :]: v for k, v in decisions.items() if k.startswith(prefix)}
+            if nested:
+                _decide_sub(agent, call, outcome["paused"], nested, session_id, state.waiting)
+            continue
+        if key not in decisions:
+            continue
+        decision = decisions[key]
+        if decision is False or isinstance(decision, str):
+            state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
     state.waiting = [key for key in state.waiting if key not in decisions]
+
+
+def _decide_sub(
+    agent: object,
+    call: PlannedCall,
+    paused: Mapping[str, Any],
+    decisions: Mapping[str, object],
+    session_id: Hashable,
+    waiting: list[str],
+) -> None:
+    """Hand decisions to the paused run of the sub-agent `call` runs (an `AgentTool` of `agent`'s executor)."""
+    executor = getattr(agent, "executor", None)
+    resolve = getattr(executor, "resolve_name", None)
+    actions = getattr(executor, "actions", None)
+    tool = actions.get(resolve(call["name"])) if callable(resolve) and isinstance(actions, Mapping) else None
+    sub = getattr(tool, "agent", None)
+    session = paused.get("session")
+    run = sub.run_state(session) if sub is not None and session is not None else None
+    if run is None:
+        raise ResumeError(
+            f"the paused run of {call['name']!r} (session {session!r}) is gone: its calls cannot be decided",
+            session_id,
+            waiting,
+        )
+    decide(run, decisions, session, sub)
+    sub.keep_paused_run(run, session)
 
 
 def _loop(
@@ -369,7 +408,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
-    settled = [i for i, outcome in enumerate(state.outcomes) if outcome is not None and "result" not in outcome]
+    settled = [i for i, outcome in enumerate(state.outcomes) if outcome and not {"result", "paused"} & outcome.keys()]
     for i in settled:  # refused, or lost to a restart: decided now, reported now
         status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
         yield Report(_ended, (protocol, calls[i], i, results[i], status))
@@ -380,11 +419,19 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
         for i in ready:
             state.outcomes[i] = {"started": True}
         yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
+    paused: list[int] = []
     if ready:
         for i in ready:
             yield Report(_started, (protocol, calls[i], i))
-        ran = yield Gather(tuple(protocol.tool_effect(state, calls[i], session_id) for i in ready))
+        ran = yield Gather(tuple(_tool_effect(protocol, state, calls[i], i, session_id) for i in ready))
         for i, result in zip(ready, ran, strict=True):
+            sub = sub_pause(result)
+            if sub is not None:  # a sub-agent paused: this call waits for the decisions on its calls
+                paused.append(i)
+                state.outcomes[i] = {"paused": sub}
+                key = call_id(calls[i], i)
+                state.waiting.extend(f"{key}/{pending['id']}" for pending in sub["calls"])
+                continue
             results[i] = result
             if keys:
                 state.ran[keys[i]] = result
@@ -395,8 +442,19 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
         yield Report(_ended, (protocol, calls[i], i, results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
-            state.outcomes[i] = {"result": encode_result(results[i])}
+            if i not in paused:
+                state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
+
+
+def _tool_effect(
+    protocol: LoopProtocol[Any], state: RunState, call: PlannedCall, index: int, session_id: Hashable
+) -> Effect[Any]:
+    """The effect that runs `call`; an executor call learns the call's id (an agent run as a tool needs it)."""
+    effect = protocol.tool_effect(state, call, session_id)
+    if isinstance(effect, ToolCall) and effect.call_id is None:
+        return dataclasses.replace(effect, call_id=call_id(call, index))
+    return effect
 
 
 def _started(protocol: LoopProtocol[Any], call: PlannedCall, index: int) -> ToolCallStarted:
@@ -423,6 +481,10 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
     for i, (call, outcome) in enumerate(zip(calls, state.outcomes, strict=True)):
         if outcome is None:
             if call_id(call, i) not in state.waiting:
+                ready.append(i)
+        elif "paused" in outcome:  # its sub-agent goes on once none of its calls waits
+            prefix = f"{call_id(call, i)}/"
+            if not any(key.startswith(prefix) for key in state.waiting):
                 ready.append(i)
         elif "refused" in outcome:
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
@@ -471,11 +533,17 @@ def _repeated(result: Any) -> Any:
 def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
     """The paused run's answer: the calls that wait for a decision."""
     waiting = []
-    for i, call in enumerate(state.pending):
-        if call_id(call, i) in state.waiting:
+    for i, (call, outcome) in enumerate(zip(state.pending, state.outcomes, strict=True)):
+        key = call_id(call, i)
+        if key in state.waiting:
             arguments = decode_arguments(call.get("arguments"))
             args = arguments if isinstance(arguments, dict) else {"input": arguments}
-            waiting.append(PendingCall(call_id(call, i), call["name"], args))
+            waiting.append(PendingCall(key, call["name"], args))
+        elif outcome is not None and "paused" in outcome:  # a sub-agent's calls, under this call's id
+            for sub in outcome["paused"]["calls"]:
+                nested = f"{key}/{sub['id']}"
+                if nested in state.waiting:
+                    waiting.append(PendingCall(nested, str(sub["name"]), dict(sub.get("arguments") or {})))
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 
