@@ -123,7 +123,7 @@ def test_the_paused_tree_survives_a_json_round_trip(mode: str) -> None:
 
 
 def test_stream_events_report_one_pause_with_the_nested_id(mode: str) -> None:
-    agent, sub, refund = tree(mode)
+    agent, _, refund = tree(mode)
     events = collect(agent.stream_events("Refund me", session_id="s"))
     asked = [e for e in events if isinstance(e, ApprovalNeeded)]
     assert [(e.agent, [c.id for c in e.calls]) for e in asked] == [("blogger", ["c1/r1"])]

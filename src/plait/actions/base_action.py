@@ -432,8 +432,7 @@ class ActionCore(metaclass=abc.ABCMeta):
     ) -> Flow[ActionReturn]:
         """The one implementation of a tool call, as a flow (see `plait.effects`) yielding the API call.
 
-        Run it as an `ActionCall` effect, so interceptors see the tool call. `call_id` (the
-        model's id for the call, from a tool loop) is not needed here; an agent run as a tool uses it.
+        Run it as an `ActionCall` effect, so interceptors see the tool call (`call_id`: see `AgentTool`).
         """
         if "_parser" not in self.__dict__:
             raise UserError(f"{type(self).__name__}.__init__ must call super().__init__()")
@@ -580,16 +579,12 @@ def action_flow(
 ) -> Flow[ActionReturn]:
     """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
 
-    Tools with plait's own ``__call__`` run `BaseAction.call_flow` (told the model's `call_id`
-    when there is one: an agent run as a tool needs it); a tool that overrides
-    ``__call__`` is called as ``action(inputs, api[, session_id=...])`` and what it returns
-    is wrapped the same way (an exception becomes an ``API_ERROR`` return).
+    Tools with plait's own ``__call__`` run `BaseAction.call_flow` (given `call_id`); one that overrides ``__call__``
+    is called as ``action(inputs, api[, session_id=...])``, its result wrapped alike (an exception: ``API_ERROR``).
     """
     call = _own_call(type(action))
     if call is None or call in _STANDARD_CALLS:
-        if call_id is None:
-            return (yield from action.call_flow(inputs, api, session_id))
-        return (yield from action.call_flow(inputs, api, session_id, call_id=call_id))
+        return (yield from action.call_flow(inputs, api, session_id, call_id))
     fn: Callable[..., object] = call.__get__(action, type(action))  # bound, as ``action.__call__``
     accepts = session_id is not None and _accepts_session(call)
     kwargs = {"session_id": session_id} if accepts else {}

@@ -349,7 +349,7 @@ def _decide_sub(
     sub = getattr(tool, "agent", None)
     session = paused.get("session")
     run = sub.run_state(session) if sub is not None and session is not None else None
-    if run is None:
+    if sub is None or run is None:
         raise ResumeError(
             f"the paused run of {call['name']!r} (session {session!r}) is gone: its calls cannot be decided",
             session_id,
