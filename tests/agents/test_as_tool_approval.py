@@ -180,3 +180,67 @@ def test_outside_a_tool_loop_the_paused_run_is_dropped(mode: str) -> None:
     assert "billing paused for a person's approval" in result.errmsg
     assert refund.runs == 0
     assert billing.state_dict("s/billing/1") == {"memory": []}  # the paused run is gone, nothing half-kept
+
+
+_PROCESS = """
+import json, sys
+from approval_tools import Transfer
+from plait.agents import FunctionCallingAgent
+from plait.llms import GPTAPI
+from plait.memory import SessionStore
+
+base_url, folder, step = sys.argv[1:4]
+llm = GPTAPI(model_type="m", api_base=base_url, key="k", retry=0)
+top_store, sub_store = SessionStore(folder + "/top.db"), SessionStore(folder + "/billing.db")
+billing = sub_store.attach(FunctionCallingAgent(llm, [Transfer()], name="billing"))
+top = top_store.attach(FunctionCallingAgent(llm, [billing.as_tool()], name="top"))
+if step == "pause":
+    reply = top("pay bob", session_id="u")
+    print(json.dumps({"ids": [c.id for c in reply.content]}))
+else:
+    print(json.dumps({"content": top.resume(json.loads(step), session_id="u").content}))
+top_store.close()
+sub_store.close()
+"""
+
+
+def _model(body: dict[str, Any]) -> Any:
+    from plait.testing.fake_openai import Reply
+
+    messages = body["messages"]
+    offered = [tool["function"]["name"] for tool in body.get("tools") or []]
+    if messages[-1]["role"] == "tool":
+        return Reply(f"{'top' if 'billing' in offered else 'billing'} says: {messages[-1]['content']}")
+    if "billing" in offered:
+        return Reply("", tool_calls=[("billing", {"message": "pay bob 5"})])
+    return Reply("", tool_calls=[("Transfer", {"to": "bob", "amount": 5})])
+
+
+def test_a_paused_tree_in_session_stores_survives_a_restart(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from plait.testing.fake_openai import FakeOpenAIServer
+
+    tests = str(Path(__file__).resolve().parents[1])  # where approval_tools lives
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]),
+        "APPROVAL_COUNT_FILE": str(tmp_path / "count"),
+    }
+
+    def process(server: FakeOpenAIServer, step: str) -> dict[str, Any]:
+        argv = [sys.executable, "-c", _PROCESS, server.base_url, str(tmp_path), step]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    with FakeOpenAIServer(handler=_model) as server:
+        (call,) = process(server, "pause")["ids"]
+        assert call.count("/") == 1  # '<the top's call id>/<billing's call id>'
+        assert process(server, json.dumps({call: True})) == {"content": "top says: billing says: sent 5 to bob"}
+        asked = len(server.requests)
+    assert (tmp_path / "count").read_text().count("ran") == 1
+    assert asked == 4  # top, billing (pause); billing, top (resume): nothing asked again
