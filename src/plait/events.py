@@ -36,6 +36,9 @@ The Lagent-style stream (``for chunk in agent(...)`` on a streaming agent: `Agen
 chunks with cumulative ``content`` and a ``stream_state``) is unchanged: events are an
 opt-in view, never mixed into it.
 
+A sub-agent run as a tool (``agent.as_tool()``) that pauses for approval pauses its caller: only
+the top-level `ApprovalNeeded` is reported, its calls named ``'<call id>/<the sub-agent's call id>'``.
+
 Why this shape: like the OpenAI Agents SDK and pydantic-ai, events are small typed objects
 matched by type (``match``/``isinstance``), with text as deltas, and the run's result as
 the last event rather than a separate object; unlike them, one call gives both sync and
