@@ -10,12 +10,22 @@ reply that does not validate counts as a failure instead of being retried:
   parameter gets), the reply validated afterwards.
 
     PYTHONPATH=src .venv/bin/python bench/typed_outputs.py
+
+``--retries``: the case of issue 36 (a ``Sentiment`` with ``keywords: list[str]``; four
+reviews where the 135M model writes one word over and over until the repetition guard stops
+it), ``output_retries=2``, 256 new tokens: attempts, valid answers and seconds when a retry
+asks again with the same parameters (*before*) and with `LlamaCppModel.retry_params`
+(*after*: resampled, lists bounded after a cut reply).
+
+    PYTHONPATH=src .venv/bin/python bench/typed_outputs.py --retries
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -66,8 +76,60 @@ def run(llm: LlamaCppModel, label: str) -> None:
     )
 
 
+class Sentiment(BaseModel):
+    """A review's sentiment (the type of issue 36)."""
+
+    label: str
+    score: float
+    keywords: list[str]
+
+
+REVIEWS = [
+    "Analyse the sentiment of: 'What a delightful, delightful day at the beach.'",
+    "Sentiment of this review: The hotel was delightful. Delightful staff, delightful rooms.",
+    "Classify: 'This book is absolutely delightful.'",
+    "Review: 'Delightful! Simply delightful, I would go again.' Sentiment?",
+]
+
+
+def retries(llm: Any, label: str) -> None:
+    """Every review once, with two retries; print attempts, validity and seconds."""
+    agent = Agent(llm, "You analyse sentiment.", output_type=Sentiment, output_retries=2)
+    attempts: list[int] = []
+    calls = [0]
+    complete = llm.complete
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return complete(*args, **kwargs)
+
+    llm.complete = counted
+    valid, start = 0, time.perf_counter()
+    for session, review in enumerate(REVIEWS):
+        calls[0] = 0
+        try:
+            shown = repr(agent(review, session_id=session).formatted)
+            valid += 1
+        except OutputValidationError as exc:
+            shown = f"invalid: {str(exc)[:100]}"
+        attempts.append(calls[0])
+        print(f"  {calls[0]} attempts  {review[:40]:40}  {shown[:100]}", flush=True)
+    del llm.complete
+    seconds = time.perf_counter() - start
+    print(f"| {label} | {valid} / {len(REVIEWS)} | {sum(attempts)} | {seconds:.1f} |", flush=True)
+
+
 def main() -> None:
     """Both variants on one loaded model."""
+    if "--retries" in sys.argv:
+        llm = LlamaCppModel(temperature=0, max_new_tokens=256)
+        print("| retry | valid | attempts | seconds |")
+        print("|---|---|---|---|")
+        llm.retry_params = None  # before: the same parameters again (output_flow finds no retry_params)
+        retries(llm, "the same request again (before)")
+        del llm.retry_params
+        retries(llm, "retry_params: resampled, lists bounded (after)")
+        return
     llm = LlamaCppModel(temperature=0, max_new_tokens=128)
     print("| variant | valid without retry | median s per answer | max s |")
     print("|---|---|---|---|")

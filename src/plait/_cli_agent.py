@@ -117,7 +117,7 @@ def build_agent(
     from .agents.function_calling import StreamingFunctionCallingAgent
 
     chosen = [_tool(tool) if isinstance(tool, str) else tool for tool in tools]
-    actions = [*chosen, *(MCPToolkit.from_spec(server) for server in mcp)]
+    actions = [*chosen, *(MCPToolkit.from_spec(server, elicit="approval") for server in mcp)]
     return StreamingFunctionCallingAgent(
         llm, actions, system, max_turn=max_turn, tool_choice=tool_choice, context_policy=context_policy
     )

@@ -95,7 +95,8 @@ def _jsonable(value: object) -> object:
     if isinstance(value, AgentMessage):
         return value.model_dump(mode="json")
     if isinstance(value, PendingCall):
-        return {"id": value.id, "name": value.name, "arguments": value.arguments}
+        asked = {"question": value.question} if value.question is not None else {}
+        return {"id": value.id, "name": value.name, "arguments": value.arguments, **asked}
     if isinstance(value, (list, tuple)):
         return [_jsonable(item) for item in value]
     if isinstance(value, Mapping):

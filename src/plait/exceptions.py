@@ -161,14 +161,18 @@ class OutputValidationError(PlaitError):
         raw: The model's last reply, as it came.
         errors: What was wrong with it, one ``'path: message'`` line each.
         attempts: How many answers were asked for (1 + ``output_retries``).
+        finish_reason: Why the last reply's generation was stopped, when it was cut short
+            (``'length'``: the token limit; ``'repetition'``: the embedded engine's repetition
+            guard); the first of `errors` then says so. None: it ended on its own.
     """
 
-    def __init__(self, raw: str, errors: Sequence[str], attempts: int) -> None:
+    def __init__(self, raw: str, errors: Sequence[str], attempts: int, finish_reason: str | None = None) -> None:
         listed = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
         super().__init__(f"the answer did not match the output type after {attempts} attempts: {listed}")
         self.raw = raw
         self.errors = list(errors)
         self.attempts = attempts
+        self.finish_reason = finish_reason
 
 
 class ModeError(UserError):

@@ -199,37 +199,89 @@ class ToolEcho:
         self.printer.line(f"{self._tag('tool result', session_id)} {content_to_text(message.content)}")
 
 
-Approve = Callable[[PendingCall], "bool | str"]
-"""Asks a person about a tool call that needs approval: True, False or the reason to refuse."""
+Approve = Callable[[PendingCall], "bool | str | dict[str, Any]"]
 
 
 def approval_prompt(stdin: TextIO, printer: Printer) -> Approve:
     """What ``plait chat`` / ``plait run`` ask: ``Run Transfer(to='bob', amount=5)? [y/N/reason]``.
 
     ``y``/``yes`` runs the call; an empty answer, ``n``/``no`` or the end of input refuses it;
-    any other text refuses it and is told to the model as the reason.
+    any other text refuses it and is told to the model as the reason. A running call whose
+    tool asks a question (an MCP server's elicitation, `PendingCall.question`) is answered
+    field by field (`answer_question`).
     """
 
-    def approve(call: PendingCall) -> bool | str:
-        arguments = ", ".join(f"{name}={value!r}" for name, value in call.arguments.items())
-        question = f"Run {call.name}({arguments})? [y/N/reason] "
+    def read(prompt: str) -> str | None:
         printer.prompt()
         try:
             if stdin.isatty() and printer.out.isatty():
-                answer = input(question)
-            else:
-                printer.out.write(question)
-                printer.out.flush()
-                answer = stdin.readline()
-        except (EOFError, KeyboardInterrupt):  # no answer, or Ctrl-C: refused
+                return input(prompt)
+            printer.out.write(prompt)
+            printer.out.flush()
+            line = stdin.readline()
+            return line if line else None
+        except (EOFError, KeyboardInterrupt):  # no answer, or Ctrl-C
             printer.out.write("\n")
-            answer = ""
-        answer = answer.strip()
+            return None
+
+    def approve(call: PendingCall) -> bool | str | dict[str, Any]:
+        arguments = ", ".join(f"{name}={value!r}" for name, value in call.arguments.items())
+        if call.question is not None:
+            return answer_question(call.question, f"{call.name}({arguments})", read)
+        answer = (read(f"Run {call.name}({arguments})? [y/N/reason] ") or "").strip()
         if answer.lower() in ("y", "yes"):
             return True
         return False if answer.lower() in ("", "n", "no") else answer
 
     return approve
+
+
+def answer_question(question: dict[str, Any], call: str, read: Callable[[str], str | None]) -> str | dict[str, Any]:
+    """A person's answer to a tool's question, asked with `read`: ``'decline'``, ``'cancel'`` or the accepted fields.
+
+    ``y`` answers the fields one by one (an optional one left empty is left out, a value that
+    does not fit is asked again); an empty answer or ``n`` declines; ``c`` or the end of input cancels.
+    """
+    server = question.get("server") or "the tool"
+    choice = read(f"{server} asks, while {call} runs: {question.get('message', '')}\nAnswer? [y/N/c(ancel)] ")
+    if choice is None or choice.strip().lower() in ("c", "cancel"):
+        return "cancel"
+    if choice.strip().lower() not in ("y", "yes"):
+        return "decline"
+    schema = question.get("requested_schema") or {}
+    required = set(schema.get("required") or [])
+    content: dict[str, Any] = {}
+    for name, spec in (schema.get("properties") or {}).items():
+        kind = str(spec.get("type", "string"))
+        options = spec.get("enum") or (spec.get("items") or {}).get("enum")
+        hint = f"one of {', '.join(map(str, options))}" if options else kind
+        label = f"  {spec.get('title') or name} ({hint}{'' if name in required else ', optional'}): "
+        while True:
+            text = read(label)
+            if text is None:
+                return "cancel"
+            text = text.strip()
+            if not text and name not in required:
+                break
+            value = _field_value(text, kind)
+            if value is not None and (not options or kind == "array" or value in options):
+                content[name] = value
+                break
+    return {"action": "accept", "content": content}
+
+
+def _field_value(text: str, kind: str) -> object:
+    """`text` as a value of JSON type `kind` (None: it is not one)."""
+    if kind == "boolean":
+        return {"y": True, "yes": True, "true": True, "n": False, "no": False, "false": False}.get(text.lower())
+    if kind in ("integer", "number"):
+        try:
+            return int(text) if kind == "integer" else float(text)
+        except ValueError:
+            return None
+    if kind == "array":
+        return [part.strip() for part in text.split(",") if part.strip()]
+    return text if text else None
 
 
 def ask(

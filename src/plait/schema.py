@@ -26,6 +26,7 @@ __all__ = [
     "ModelStatusCode",
     "PendingCall",
     "Reasoning",
+    "ToolOutput",
     "dataclass2dict",
 ]
 
@@ -97,11 +98,34 @@ class PendingCall:
         id: The call's id: what `resume` decisions are keyed by.
         name: The tool (``Toolkit.api`` for a toolkit's API).
         arguments: The arguments the model wrote (a dict; text under ``'input'``).
+        question: For a call that is running and asks a person something (an MCP server's
+            elicitation): ``message``, ``requested_schema`` (a JSON Schema of flat fields) and
+            ``server``. The decision is then the answer: ``{'action': 'accept', 'content':
+            {...}}``, ``'decline'`` or ``'cancel'``. None for a call waiting for approval.
+        external: Whether the call is to an external tool (``external_tools=``): the agent
+            cannot run it, so its caller runs it and resumes with a `ToolOutput`.
     """
 
     id: str
     name: str
     arguments: dict[str, Any]
+    question: dict[str, Any] | None = None
+    external: bool = False
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A `resume` decision that answers a waiting call with its result: the call is not run.
+
+    ``agent.resume({call_id: ToolOutput('22 C, sunny')})`` tells the model `text` as the call's
+    result. It is how the caller answers a call to an external tool (see `PendingCall.external`),
+    and it may also stand in for an approval-gated tool's run.
+
+    Attributes:
+        text: The call's result, as the model is told it.
+    """
+
+    text: str
 
 
 @dataclass
@@ -164,11 +188,15 @@ class Reasoning:
             ``signature``), sent back unchanged when the reasoning is replayed.
         redacted: An opaque, encrypted reasoning payload (Anthropic's ``redacted_thinking``
             ``data``), sent back unchanged.
+        details: The provider's own reasoning items as JSON text (OpenRouter's
+            ``reasoning_details`` array: ``reasoning.text``, ``reasoning.summary`` and
+            ``reasoning.encrypted`` items), kept opaque and sent back unchanged.
     """
 
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+    details: str | None = None
 
     def to_wire(self) -> dict[str, str]:
         """The JSON form carried in a chat message's ``reasoning`` key (None fields left out)."""
@@ -177,6 +205,8 @@ class Reasoning:
             out["signature"] = self.signature
         if self.redacted is not None:
             out["redacted"] = self.redacted
+        if self.details is not None:
+            out["details"] = self.details
         return out
 
     @classmethod
@@ -187,11 +217,13 @@ class Reasoning:
         if isinstance(value, str):
             return cls(value)
         if isinstance(value, Mapping):
-            text, signature, redacted = value.get("text", ""), value.get("signature"), value.get("redacted")
+            text = value.get("text", "")
+            signature, redacted, details = (value.get(key) for key in ("signature", "redacted", "details"))
             return cls(
                 text if isinstance(text, str) else "",
                 signature if isinstance(signature, str) else None,
                 redacted if isinstance(redacted, str) else None,
+                details if isinstance(details, str) else None,
             )
         return None
 

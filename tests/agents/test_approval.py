@@ -399,6 +399,7 @@ def test_the_http_server_answers_the_interrupt_and_takes_decisions_on_its_resume
         ({"decisions": {}}, "1 to 64 call ids"),
         ({"decisions": {"a": 1}}, "true, false or a reason"),
         ({"decisions": {"a": "x" * 5000}}, "at most 4000"),
+        ({"decisions": {"a": {"action": "accept", "content": {"note": "x" * 5000}}}}, "over 4000 characters of JSON"),
         ({"decisions": {str(i): True for i in range(65)}}, "1 to 64 call ids"),
         ({"decisions": {"a": True}, "extra_body": {}}, "unknown field"),
         ({"decisions": {"a": True}, "session_id": [1]}, "session_id must be"),
@@ -410,6 +411,13 @@ def test_a_resume_body_is_checked(body: object, says: str) -> None:
 
     with pytest.raises(UserError, match=says):
         parse_resume_request(body)
+
+
+def test_a_resume_body_may_answer_a_question() -> None:
+    from plait.distributed.http_serve.requests import parse_resume_request
+
+    answer = {"action": "accept", "content": {"guests": 4}}
+    assert parse_resume_request({"decisions": {"a": answer, "b": "decline"}}).decisions == {"a": answer, "b": "decline"}
 
 
 def _post(url: str, body: dict[str, Any], session: str | None) -> tuple[int, dict[str, Any]]:

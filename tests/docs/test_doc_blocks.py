@@ -40,7 +40,7 @@ NO_RUN = {
 MIN_RUN_BLOCKS = 40  # the issue 23 floor for README.md and docs/ together
 RUN_TAGS = {"python", "python continued"}
 PYTHON_TAGS = {*RUN_TAGS, "python no-run"}
-OTHER_TAGS = {"", "bash", "text", "json", "yaml", "toml", "console", "jsonl"}
+OTHER_TAGS = {"", "bash", "text", "json", "yaml", "toml", "console", "jsonl", "mermaid"}
 TIMEOUT_S = 180
 _FENCE = re.compile(r"^(\s*)```(.*)$")
 

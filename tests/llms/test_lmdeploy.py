@@ -37,7 +37,7 @@ from plait.llms.lmdeploy_wrapper import (
     gen_config_kwargs,
     serve_command,
 )
-from plait.schema import ModelStatusCode
+from plait.schema import ModelStatusCode, Reasoning
 from plait.testing.fake_openai import FakeOpenAIServer, Reply
 
 HELLO = [{"role": "user", "content": "hi"}]
@@ -403,3 +403,31 @@ def test_a_response_format_reaches_the_generation_config_as_guided_decoding(mode
     _, prompts, config, _ = Pipeline.instances[0].calls[-1]
     assert config.response_format == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
     assert "JSON Schema" not in str(prompts)  # constrained, not told in words
+
+
+# -- a thinking model (issue 37) ----------------------------------------------------------------
+
+THINKING = ["<think>", "\nThe user", " greets me.", "\n</th", "ink>\n\n", "Hello", " there.", "<|im_end|>"]
+"""A Qwen3 reply in thinking mode, as ``stream_infer``'s ``Response.text`` deltas: LMDeploy's pipeline runs
+no reasoning parser (that is its api_server's ``--reasoning-parser``), so the think block is in the text."""
+THOUGHT = "The user greets me."
+
+
+def test_a_thinking_models_think_block_is_split_off_as_reasoning(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the pipeline seam: the fake pipeline returns LMDeploy's documented ``Response`` shape (``text``,
+    ``generate_token_len``, ``input_token_len``, ``finish_reason``, ``index``); LMDeploy itself needs a GPU.
+    The reply is split as `GPTAPI` splits a server's (one splitter): `chat` is the answer alone, each
+    stream item's extra is the reasoning so far, before the answer, and the END item carries all of it."""
+    monkeypatch.setitem(globals(), "PIECES", THINKING)
+    cls = AsyncLMDeployPipeline if mode == "async" else LMDeployPipeline
+    llm = cls("Qwen/Qwen3-8B", meta_template=INTERNLM2_META, stop_words=["<|im_end|>"])
+    assert llm.think_tags == "closed"
+    assert resolve(llm.chat(HELLO)) == "Hello there."
+    assert resolve(llm.chat([HELLO, HELLO])) == ["Hello there.", "Hello there."]
+    items = collect(llm.stream_chat(HELLO))
+    assert all("think>" not in text and "greets" not in text and "<" not in text for _, text, _ in items)
+    assert items[-1] == (ModelStatusCode.END, "Hello there.", Reasoning(THOUGHT))
+    first_text = next(index for index, (_, text, _) in enumerate(items) if text)
+    assert [extra for _, _, extra in items[:first_text]] == [Reasoning("The user"), Reasoning(THOUGHT)]
+    llm.think_tags = "off"  # assignable: the text is kept as the engine made it
+    assert resolve(llm.chat(HELLO)) == "".join(THINKING[:-1])

@@ -6,7 +6,9 @@ transcript. `FakeOpenAIServer` serves them to `FunctionCallingAgent` in four mod
 async, streamed, async streamed). What is asserted is what went on the wire: the requests
 after a tool call carry the reasoning exactly when the model's profile sends it back, in the
 profile's field and never in ``content``; the agent's answer never holds reasoning, and the
-reasoning is kept on the agent's messages.
+reasoning is kept on the agent's messages. OpenRouter's fixtures (its profile is chosen by its
+URL; here the fixture names it) send each tool-call turn's ``reasoning_details`` back byte for
+byte as the server gave them, whether they came whole or as streamed fragments.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from plait.agents.function_calling import (
 )
 from plait.exceptions import LLMAPIError
 from plait.llms import GPTAPI, AsyncGPTAPI
-from plait.llms.profiles import profile_for
+from plait.llms.profiles import PROFILES, ModelProfile, profile_for
 from plait.schema import AgentStatusCode, Reasoning
 from plait.testing.fake_openai import FakeOpenAIServer, HTTPFault, RawSSE
 
@@ -34,10 +36,20 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "reasoning"
 SERVERS = sorted(path.stem for path in FIXTURES.glob("*.json") if path.stem != "anthropic")  # Claude: own test
 
 
-def replayed_field(model: str) -> str | None:
-    """The field the model's profile sends reasoning back in (None: its profile drops it)."""
-    profile = profile_for(model)
+def profile_of(fixture: dict[str, Any]) -> ModelProfile:
+    """The profile the fixture's server gets: the one it names (OpenRouter's), else the model's."""
+    return PROFILES[fixture["profile"]] if "profile" in fixture else profile_for(fixture["model"])
+
+
+def replayed_field(fixture: dict[str, Any]) -> str | None:
+    """The field the profile sends reasoning back in (None: its profile drops it)."""
+    profile = profile_of(fixture)
     return profile.reasoning_field if profile.reasoning_replay == "field" else None
+
+
+def compact(value: object) -> bytes:
+    """`value` as plait's request bodies write it (compact UTF-8 JSON, orjson's form)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 DEEPSEEK_400 = {
@@ -115,7 +127,8 @@ def test_three_turn_tool_loop_with_thinking(server: str, mode: str) -> None:
     fixture = load(server)
     turns = fixture["turns"]
     with FakeOpenAIServer(handler=handler_for(fixture)) as fake:
-        agent, result = run_loop(mode, {"model_type": fixture["model"], "api_base": fake.base_url}, "Oslo or Bergen?")
+        kwargs = {"model_type": fixture["model"], "api_base": fake.base_url, "profile": profile_of(fixture)}
+        agent, result = run_loop(mode, kwargs, "Oslo or Bergen?")
         assert not fake.errors
         bodies = list(fake.bodies)
     reply = result[-1] if isinstance(result, list) else result
@@ -125,11 +138,14 @@ def test_three_turn_tool_loop_with_thinking(server: str, mode: str) -> None:
             assert "<think>" not in text and "</think>" not in text
             assert all(turn["reasoning"] not in text for turn in turns)
         assert result[-1].stream_state == AgentStatusCode.END
+    details = [turn["json"]["choices"][0]["message"].get("reasoning_details") for turn in turns]
     assert reply.content == turns[2]["answer"]
-    assert reply.reasoning == Reasoning(turns[2]["reasoning"])
+    assert reply.reasoning is not None and reply.reasoning.text == turns[2]["reasoning"]
+    assert reply.reasoning == Reasoning(turns[2]["reasoning"], details=reply.reasoning.details)
+    assert (json.loads(reply.reasoning.details) if reply.reasoning.details else None) == details[2]
     assert len(bodies) == 3
-    field = replayed_field(fixture["model"])
-    assert (field is not None) == (server == "deepseek")  # of these servers, only DeepSeek's API needs it
+    field = replayed_field(fixture)
+    assert (field is not None) == (server == "deepseek" or server.startswith("openrouter"))  # who needs it back
     for index, body in enumerate(bodies):
         sent = json.loads(body)
         earlier = [turn["reasoning"] for turn in turns[:index]]
@@ -139,12 +155,16 @@ def test_three_turn_tool_loop_with_thinking(server: str, mode: str) -> None:
             assert reasoning not in (message.get("content") or "")
             assert "reasoning" not in message  # plait's own key never reaches a server
             if field is None:
+                assert not set(message) & {"reasoning_content", "thinking", "reasoning_details"}
+            elif field == "reasoning_details":  # OpenRouter: the items, unchanged, and nothing else
                 assert not set(message) & {"reasoning_content", "thinking"}
             else:
                 assert message[field] == reasoning
         # the bytes: each earlier reasoning appears once per request when replayed, else never
         for reasoning in earlier:
             assert body.count(json.dumps(reasoning, ensure_ascii=False)[1:-1].encode()) == (1 if field else 0)
+        for items in details[:index] if field == "reasoning_details" else ():  # byte for byte as the server sent
+            assert body.count(b'"reasoning_details":' + compact(items)) == 1
     memory = agent.state_dict()["memory"]
     kept = [m["reasoning"]["text"] for m in memory if m.get("reasoning")]
     assert kept == [turn["reasoning"] for turn in turns]

@@ -19,10 +19,12 @@ from typing import Any, ClassVar
 import pytest
 
 from _support import collect, resolve
+from plait.agents.agent import AsyncStreamingAgent, StreamingAgent
+from plait.events import ReasoningDelta, TextDelta
 from plait.exceptions import LLMError, MissingDependencyError
 from plait.llms import INTERNLM2_META
 from plait.llms.vllm_wrapper import AsyncVllmModel, VllmModel, request_id, sampling_kwargs
-from plait.schema import ModelStatusCode
+from plait.schema import ModelStatusCode, Reasoning
 
 HELLO = [{"role": "user", "content": "hi"}]
 PROMPT = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
@@ -327,3 +329,54 @@ def test_a_vllm_without_structured_outputs_says_so(mode: str, fake_vllm: types.M
     fmt = {"type": "json_object"}
     with pytest.raises(LLMError, match="no structured outputs"):
         resolve(_make(mode).chat(HELLO, response_format=fmt))
+
+
+# -- a thinking model (issue 37) ----------------------------------------------------------------
+
+THINKING = ["<think>", "\nThe user", " greets me.", "\n</th", "ink>\n\n", "Hello", " there.", "<|im_end|>"]
+"""A Qwen3 reply in thinking mode, token by token: vLLM's engines run no reasoning parser (that is its
+OpenAI server's ``--reasoning-parser``), so the think block arrives in ``CompletionOutput.text``."""
+THOUGHT = "The user greets me."
+
+
+def _thinking(mode: str) -> VllmModel | AsyncVllmModel:
+    cls = AsyncVllmModel if mode == "async" else VllmModel
+    return cls(path="Qwen/Qwen3-8B", meta_template=INTERNLM2_META, stop_words=["<|im_end|>"])
+
+
+def test_a_thinking_models_think_block_is_split_off_as_reasoning(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the engine seam: the fake engines return vLLM's documented ``RequestOutput`` shape
+    (``outputs[0].text`` cumulative while streaming); vLLM itself needs a GPU. The reply is split as
+    `GPTAPI` splits a server's (one splitter): `chat` is the answer alone, each stream item's extra is
+    the reasoning so far, streamed before the answer, and the END item carries the whole reasoning."""
+    monkeypatch.setitem(globals(), "REPLY", THINKING)
+    llm = _thinking(mode)
+    assert llm.think_tags == "closed"
+    assert resolve(llm.chat(HELLO)) == "Hello there."
+    assert resolve(llm.chat([HELLO, HELLO])) == ["Hello there.", "Hello there."]
+    items = collect(llm.stream_chat(HELLO))
+    assert all("think>" not in text and "greets" not in text and "<" not in text for _, text, _ in items)
+    assert items[-1] == (ModelStatusCode.END, "Hello there.", Reasoning(THOUGHT))
+    first_text = next(index for index, (_, text, _) in enumerate(items) if text)
+    assert [extra for _, _, extra in items[:first_text]] == [Reasoning("The user"), Reasoning(THOUGHT)]
+    llm.think_tags = "off"  # assignable: the text is kept as the engine made it
+    assert resolve(llm.chat(HELLO)) == "".join(THINKING[:-1])
+
+
+def test_a_streaming_agent_keeps_the_engines_reasoning_apart(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reasoning deltas come before the answer's; the agent's message and memory keep it beside the answer."""
+    monkeypatch.setitem(globals(), "REPLY", THINKING)
+    llm = _thinking(mode)
+    agent: Any = (AsyncStreamingAgent if mode == "async" else StreamingAgent)(llm)
+
+    async def events_async() -> list[Any]:
+        return [event async for event in agent.stream_events("hi")]
+
+    events = asyncio.run(events_async()) if mode == "async" else list(agent.stream_events("hi"))
+    kinds = [type(event) for event in events]
+    first_text = kinds.index(TextDelta)
+    assert ReasoningDelta in kinds[:first_text] and ReasoningDelta not in kinds[first_text:]
+    assert "".join(e.delta for e in events if isinstance(e, ReasoningDelta)) == THOUGHT
+    assert "".join(e.delta for e in events if isinstance(e, TextDelta)) == "Hello there."
+    reply = agent.memory.get_memory()[-1]
+    assert (reply.content, reply.reasoning) == ("Hello there.", Reasoning(THOUGHT))

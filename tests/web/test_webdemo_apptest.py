@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -357,4 +358,43 @@ def test_mcp_servers_survive_agent_rebuilds_and_restart_on_clear(web_env: Path, 
     session_of(at).clear()
     at = send(at.run(), "count")
     assert at.chat_message[-1].markdown[-1].value == "count 1"  # cleared: a fresh server
+    session_of(at).clear()
+
+
+def test_sidebar_draws_the_agent_once_it_is_built(web_env: Path, fake_model: Any) -> None:
+    at = open_app(fake_model())
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    assert [c.value for c in tree.caption] == ["The agent is built, and drawn here, when you send your first message."]
+    send(at, "What is 37 * 91?")
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    (chart,) = tree.get("graphviz_chart")
+    dot = chart.proto.spec
+    assert dot.startswith("digraph agents {") and 'label="Calculator' in dot and "FunctionCallingAgent" in dot
+    assert tree.code[0].value.startswith("flowchart TD") and "<b>Calculator</b>" in tree.code[0].value
+    at.multiselect(key="plugins").set_value([]).run()  # not rebuilt until the next message
+    (tree,) = [e for e in at.sidebar.expander if e.label == "Agent tree"]
+    assert "Changed settings apply to the agent with your next message." in [c.value for c in tree.caption]
+
+
+def test_an_mcp_servers_question_is_a_form_and_the_answer_resumes_the_call(
+    web_env: Path, fake_model: Any, tmp_path: Path
+) -> None:
+    """Issue 38 item 3: the server's elicitation pauses the answer; the form's answer goes on with the call, once."""
+    bookings = tmp_path / "bookings.txt"
+    asking = Path(__file__).resolve().parents[1] / "actions" / "mcp" / "asking_server.py"
+    mcp_demo_command()  # skips without the SDK
+    server = fake_model(handler=one_tool_round("asking_server__book", {"table": "7"}, "The server says {}."))
+    at = open_app(server)
+    at.text_area(key="mcp_servers").set_value(f"env BOOKINGS={bookings} {sys.executable} {asking}").run()
+    at = send(at, "book table 7")
+    assert any("How many guests at table 7?" in m.value for m in at.markdown)
+    assert not bookings.exists()
+    (guests,) = [n for n in at.number_input if n.key.endswith("_guests")]
+    guests.set_value(3)
+    (vegetarian,) = [c for c in at.checkbox if c.key.endswith("_vegetarian")]
+    vegetarian.check()
+    next(b for b in at.button if b.label == "Send answer").click().run()
+    assert not at.exception, at.exception
+    assert at.chat_message[-1].markdown[-1].value == 'The server says accept {"guests":3,"vegetarian":true}.'
+    assert bookings.read_text().splitlines() == ['7: accept {"guests":3,"vegetarian":true}']
     session_of(at).clear()

@@ -272,3 +272,42 @@ def test_reasoning_shows_in_a_collapsed_thinking_block(
     assert "<think>" not in chat_text(page)
     page.screenshot(path=str(artifacts_dir / "web_thinking.png"), full_page=True)
     page.context.close()
+
+
+def test_sidebar_shows_the_agent_tree_with_its_approval_gate(
+    browser: Any, web_env: Path, fake_model: Any, artifacts_dir: Path
+) -> None:
+    from _webdemo_support import serve_app
+
+    from plait.testing.fake_openai import Reply
+
+    server = fake_model(handler=lambda body: Reply("Hello."))
+    env = {
+        "PLAIT_WEB_API_BASE": server.base_url,
+        "PLAIT_WEB_MODEL": "fake-model",
+        "PLAIT_WEB_TOOLS": "Transfer,Lookup",
+        "PLAIT_WEB_TOOL_MODULES": str(Path(__file__).resolve().parents[1] / "approval_tools.py"),
+    }
+    with serve_app(**env) as url:
+        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.set_default_timeout(30_000)
+        page.goto(url)
+        tree = page.locator(SIDEBAR).locator('[data-testid="stExpander"]').filter(has_text="Agent tree")
+        tree.get_by_text("Agent tree").click()
+        tree.get_by_text("when you send your first message").wait_for()
+        ask(page, "Hi")
+        wait_for_text(page, "Hello.")
+        chart = tree.locator('[data-testid="stGraphVizChart"] svg')
+        chart.wait_for()  # laid out in the browser (Graphviz compiled to WebAssembly, nothing fetched)
+        nodes = chart.locator("g.node").all_text_contents()  # SVG text: no inner_text
+        assert any("FunctionCallingAgent" in n for n in nodes)
+        assert any("Transfer" in n and "needs approval" in n for n in nodes)
+        assert any("Lookup" in n and "approval" not in n for n in nodes)
+        assert chart.locator("g.edge").count() == 2
+        tree.scroll_into_view_if_needed()
+        page.locator(SIDEBAR).screenshot(path=str(artifacts_dir / "web_agent_tree.png"))
+        tree.locator('[data-testid="stGraphVizChart"]').hover()
+        page.get_by_role("button", name="Fullscreen").click()  # the chart's own toolbar: the picture at full size
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(artifacts_dir / "web_agent_tree_fullscreen.png"))
+        page.context.close()

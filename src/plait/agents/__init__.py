@@ -19,28 +19,32 @@ from .module import AgentModule, IncompatibleKeys
 if TYPE_CHECKING:
     from .autogpt import AsyncAutoGPT, AutoGPT
     from .conversational import AsyncConversationalAgent, ConversationalAgent
+    from .drawing import draw
     from .function_calling import (
         AsyncFunctionCallingAgent,
         AsyncStreamingFunctionCallingAgent,
         FunctionCallingAgent,
         StreamingFunctionCallingAgent,
     )
+    from .handoff import Handoff
     from .internlm2_agent import AgentReturn, Internlm2Agent, Internlm2Protocol
     from .react import AsyncReAct, ReAct
     from .remote_a2a import AsyncRemoteA2AAgent, RemoteA2AAgent
     from .rewoo import AsyncReWOO, ReWOO
     from .stream import AgentForInternLM, AsyncAgentForInternLM, AsyncMathCoder, MathCoder
 
-# the paradigms are imported on first use, so ``from plait.agents import AsyncAgent`` stays light
+# the paradigms (and `draw`) are imported on first use, so ``from plait.agents import AsyncAgent`` stays light
 _PARADIGMS = {
     ".autogpt": ("AsyncAutoGPT", "AutoGPT"),
     ".conversational": ("AsyncConversationalAgent", "ConversationalAgent"),
+    ".drawing": ("draw",),
     ".function_calling": (
         "AsyncFunctionCallingAgent",
         "AsyncStreamingFunctionCallingAgent",
         "FunctionCallingAgent",
         "StreamingFunctionCallingAgent",
     ),
+    ".handoff": ("Handoff",),
     ".internlm2_agent": ("AgentReturn", "Internlm2Agent", "Internlm2Protocol"),
     ".react": ("AsyncReAct", "ReAct"),
     ".remote_a2a": ("AsyncRemoteA2AAgent", "RemoteA2AAgent"),
@@ -71,6 +75,7 @@ __all__ = [
     "AutoGPT",
     "ConversationalAgent",
     "FunctionCallingAgent",
+    "Handoff",
     "IncompatibleKeys",
     "Internlm2Agent",
     "Internlm2Protocol",
@@ -82,6 +87,7 @@ __all__ = [
     "StreamingAgent",
     "StreamingFunctionCallingAgent",
     "StreamingSequential",
+    "draw",
 ]
 
 __getattr__, __dir__ = lazy_module(

@@ -25,14 +25,16 @@ from ..effects import Flow, ModelCall, runs_in_place
 from ..events import StreamEvent, aevents_of, events_of
 from ..exceptions import OutputValidationError, ParseError, UserError
 from ..hooks.hook import Hook, RemovableHandle
+from ..llms.response import ModelResponse
 from ..memory import Memory, MemoryManager
 from ..memory.base_memory import MessageLike
 from ..outputs import OutputInvalid, OutputType, output_type_of
-from ..schema import AgentMessage, AgentStatusCode, Reasoning
+from ..schema import AgentMessage, AgentStatusCode, Reasoning, ToolOutput
 from ..types import Aggregator
 from ..untrusted import as_text, clean_text
 from ..utils.config import create_object
 from ..utils.names import check_keywords, init_parameters
+from ._reply_info import CUT_SHORT, cut_note, finish_reason_of, reply_info
 from .aggregator.default_aggregator import DefaultAggregator
 from .call_path import agent_call_flow, agent_resume_flow
 from .module import AgentModule
@@ -50,11 +52,25 @@ def flow_forward(method: F) -> F:
 Guardrail = Callable[[str], Any]
 """``fn(text) -> str | None`` (or a coroutine function): a string is the reason to refuse."""
 
-Decision = Union[bool, str]
-"""A person's decision on a paused tool call: True (run it), False (refuse), or the reason to tell the model."""
+Decision = Union[bool, str, Mapping[str, Any], ToolOutput]
+"""A person's decision on a paused tool call: True (run it), False (refuse), the reason to tell the model, or a
+`ToolOutput` (the call's result, given instead of running it: how an external tool's call is answered).
+
+For a call that asks a question (`PendingCall.question`), the answer: ``{'action': 'accept', 'content': {...}}``,
+``'decline'`` or ``'cancel'``.
+"""
 
 _DEFAULT_MEMORY: Mapping[str, object] = MappingProxyType({"type": Memory})
 _DEFAULT_AGGREGATOR: Mapping[str, object] = MappingProxyType({"type": DefaultAggregator})
+
+
+def _token_limit(params: Mapping[str, object], llm: object) -> object:
+    """The longest reply `params` asked `llm` for (None: not known)."""
+    for key in ("max_new_tokens", "max_tokens"):
+        if params.get(key) is not None:
+            return params[key]
+    gen_params = getattr(llm, "gen_params", None)
+    return gen_params.get("max_new_tokens") if isinstance(gen_params, Mapping) else None
 
 
 def parse_error(message: AgentMessage) -> str | None:
@@ -154,17 +170,17 @@ class AgentCore(AgentModule):
         if self._stream_forward:
             final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, params, self._stream_chunk)
             return final
-        call: ModelCall[str | AgentMessage] = ModelCall(
-            self._require_llm(),
-            "chat",
-            prompt,
-            session_id,
-            params,
-            self._stream_chunk,
-            True,
-            *self._owner(session_id),
+        llm = self._require_llm()
+        # a typed answer (or its correction, maybe an inner agent's) asks with ``complete`` where the model
+        # has it: the reply then says why it ended (`reply_info`)
+        typed = self.output_type is not None or "response_format" in params
+        method = "complete" if typed and callable(getattr(llm, "complete", None)) else "chat"
+        call: ModelCall[str | AgentMessage | ModelResponse] = ModelCall(
+            llm, method, prompt, session_id, params, self._stream_chunk, True, *self._owner(session_id)
         )
         reply = yield call
+        if isinstance(reply, ModelResponse):
+            return self.make_response(reply.content, extra_info=reply_info(reply), reasoning=reply.reasoning)
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
 
     # -- typed outputs --
@@ -197,25 +213,37 @@ class AgentCore(AgentModule):
         spec = self.output_type
         if spec is None:
             return reply
-        text = as_text(reply.content)
+        text, answer = as_text(reply.content), reply
         corrections: list[dict[str, object]] = []
+        llm = self.answer_llm()
         params = {k: v for k, v in self.answer_params(kwargs).items() if k not in ("tools", "tool_choice")}
+        asked = dict(kwargs)  # what the last answer was asked with (its token limit)
         errors: list[str] = []
+        finish: str | None = None
         for attempt in range(1 + self.output_retries):
             if attempt:
+                resample = getattr(llm, "retry_params", None)  # the embedded engine: not the same reply again
+                params = resample(params, finish) if callable(resample) else params
                 answer = yield from self.correction_flow(corrections, session_id, params)
-                text = as_text(answer.content)
+                text, asked = as_text(answer.content), params
             try:
                 value = spec.validate(text)
             except OutputInvalid as invalid:
+                finish = finish_reason_of(answer)
                 errors = invalid.errors
+                if finish in CUT_SHORT:  # the JSON did not end because the generation was stopped: say so first
+                    errors = [cut_note(finish, _token_limit(asked, llm)), *errors]
                 corrections += [
                     {"role": "assistant", "content": text},
                     {"role": "user", "content": spec.correction(errors)},
                 ]
                 continue
             return reply.model_copy(update={"content": text, "formatted": value})
-        raise OutputValidationError(text, errors, 1 + self.output_retries)
+        raise OutputValidationError(text, errors, 1 + self.output_retries, finish if finish in CUT_SHORT else None)
+
+    def answer_llm(self) -> Any:
+        """The model that answers this agent's typed-answer corrections (`correction_flow`)."""
+        return self.llm
 
     def resume_flow(self, session_id: Hashable, kwargs: Mapping[str, object]) -> Flow[AgentMessage]:
         """The session's paused run, going on where it stopped (the tool-using agents: `ToolLoopCore`).
@@ -409,7 +437,7 @@ class Agent(_Events):
         return run_sync(self.forward_flow(message, session_id, kwargs), self.interceptors())
 
     def resume(self, decisions: Mapping[str, Decision], session_id: Hashable = 0, **kwargs: object) -> AgentMessage:
-        """Go on with a run paused for approval: `decisions` maps call ids to True, False or a reason.
+        """Go on with a paused run: `decisions` maps call ids to True, False, a reason or a `ToolOutput`.
 
         Returns the reply (or, while calls still wait, another ``INTERRUPTED`` message).
 

@@ -8,6 +8,10 @@ of the `max_turn` model calls is made with ``tool_choice='none'``, so a final an
 arrives (`plait.agents.tool_loop`). The whole trajectory (tool calls and results) is kept in the
 session's memory, so it is part of `state_dict` and of the next turn's context.
 
+A call may add tools the agent does not run (``external_tools=[OpenAI function tools]``, and
+``external_tools_only=True`` to offer only those): a call to one pauses the run for its caller
+to answer with ``resume({call_id: ToolOutput(text)})`` (`plait.agents.external_tools`).
+
 Works with any model that has ``complete(messages, tools=..., tool_choice=...)`` returning a
 `ModelResponse`: `GPTAPI` against OpenAI-compatible servers, and the embedded
 `LlamaCppModel`, which constrains decoding to the tools' schemas.
@@ -15,22 +19,27 @@ Works with any model that has ``complete(messages, tools=..., tool_choice=...)``
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
 from ..effects import Effect, Flow, ToolCall
+from ..exceptions import UserError
 from ..llms.response import ModelResponse
 from ..llms.text_tool_calls import check_formats
-from ..schema import AgentMessage, AgentStatusCode, FunctionCall, Reasoning
+from ..memory.base_memory import Memory
+from ..schema import ActionStatusCode, AgentMessage, AgentStatusCode, FunctionCall, Reasoning
 from ..untrusted import decode_arguments
+from ._reply_info import reply_info
 from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
+from .external_tools import EXTERNAL_ONLY_KEY, EXTERNAL_TOOLS_KEY, check_external_tools, external_names
+from .handoff import Handoff, HandoffTool, as_handoffs, handoff_flow, own_view
 from .routing import ROUTED, ToolRouter
 from .run_state import PlannedCall, RunState
 from .tool_agent import ToolLoopCore
-from .tool_loop import Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget
+from .tool_loop import EXTERNAL, Act, Ask, Decision, Done, LoopProtocol, build_executor, check_budget
 
 __all__ = [
     "AsyncFunctionCallingAgent",
@@ -65,6 +74,10 @@ class FunctionCallingCore(ToolLoopCore):
             `plait.llms.text_tool_calls.FORMATS`; None (default) reads them all, ``()`` none.
             The markup is never shown nor answered: calls to offered tools run, anything
             else is told to the model (`plait.agents._text_calls`).
+        handoffs: Agents (or `plait.agents.handoff.Handoff`s) this agent may hand the
+            conversation to: the model sees a ``transfer_to_<name>`` tool for each, and the
+            target answers the turn (and, sticky, the later ones) with the history its handoff
+            declares (`plait.agents.handoff`). They become sub-agents (``to_<name>``).
         **kwargs: Other `Agent` arguments (``memory``, ``name``, ``hooks``...).
 
     Example:
@@ -75,6 +88,8 @@ class FunctionCallingCore(ToolLoopCore):
     """
 
     _executor_cls: ClassVar[str] = "ActionExecutor"
+    takes_external_tools: ClassVar[bool] = True
+    """Whether a call takes ``external_tools=`` (tools its caller runs; `plait.agents.external_tools`)."""
 
     def __init__(
         self,
@@ -86,19 +101,47 @@ class FunctionCallingCore(ToolLoopCore):
         *,
         reset_tool_choice: Any = "auto",
         text_call_formats: Sequence[str] | None = None,
+        handoffs: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("aggregator", FunctionCallAggregator())
         super().__init__(llm=llm, template=template, **kwargs)
         self.executor = build_executor(actions, self._executor_cls)
+        self.handoffs: list[Handoff] = as_handoffs(handoffs)
+        for handoff in self.handoffs:
+            self.add_agent(handoff.tool_name.removeprefix("transfer_"), handoff.agent)
+            self.executor.add_action(HandoffTool(handoff))
         self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
         self.text_call_formats = None if text_call_formats is None else check_formats(text_call_formats)
 
+    def forward_flow(
+        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
+    ) -> Flow[AgentMessage]:
+        """The tool loop; with handoffs, the turn goes to the agent the session is with (`plait.agents.handoff`)."""
+        if not self.handoffs:
+            return (yield from super().forward_flow(inputs, session_id, kwargs))
+        run = partial(super().forward_flow, inputs, session_id, kwargs)
+        return (yield from handoff_flow(self, inputs, session_id, run))
+
+    def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
+        """The messages the LLM would receive for this session now (handoff targets' replies as its own turns)."""
+        if not self.handoffs or self._memory is None:
+            return super().get_prompt(session_id)
+        view = Memory()
+        view.memory = own_view(self, self._memory.get_memory(session_id))
+        return self.aggregator.aggregate(view, self.name, self.output_format, self.template)
+
     def loop_protocol(self, inputs: Sequence[AgentMessage] = ()) -> FunctionCallingProtocol:
         """This agent's paradigm on the tool loop (for a new run on `inputs`, or a paused one to resume)."""
         return FunctionCallingProtocol(self, inputs)
+
+    def answer_params(self, kwargs: Mapping[str, object]) -> Mapping[str, object]:
+        """The call's keywords for the model: without the external tools (the run offers them), with the output type."""
+        if EXTERNAL_TOOLS_KEY in kwargs or EXTERNAL_ONLY_KEY in kwargs:
+            kwargs = {k: v for k, v in kwargs.items() if k not in (EXTERNAL_TOOLS_KEY, EXTERNAL_ONLY_KEY)}
+        return super().answer_params(kwargs)
 
     def _turn(
         self, session_id: Hashable, params: Mapping[str, object], prompt: list[dict[str, object]] | None = None
@@ -125,7 +168,7 @@ class FunctionCallingCore(ToolLoopCore):
     ) -> Flow[AgentMessage]:
         """A turn without tools on `prompt` (an output type's correction), as the tool turns are made."""
         response = _as_response((yield self._turn(session_id, params, prompt)))
-        return self.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+        return self.make_response(response.content, extra_info=reply_info(response), reasoning=response.reasoning)
 
     def _turn_chunk(self, item: Any, held: HeldMarkup | None = None) -> AgentMessage:
         status, text, extra = item
@@ -157,17 +200,33 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         self._question = "\n".join(m.content for m in inputs if isinstance(m.content, str))
 
     def begin(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> None:
-        """A routed tool choice (``'routed'``, a `ToolRouter`) is decided once, from the question, into the state."""
+        """The call's external tools and a routed tool choice go into the state.
+
+        External tools are checked once; a routed choice (``'routed'``, a `ToolRouter`) is
+        decided once, from the question.
+
+        Raises:
+            ExternalToolError: ``external_tools`` are not OpenAI function tools, or take an own tool's name.
+        """
+        only = kwargs.get(EXTERNAL_ONLY_KEY, False)
+        if not isinstance(only, bool):
+            raise UserError(f"{EXTERNAL_ONLY_KEY} must be True or False, got {only!r}")
+        if kwargs.get(EXTERNAL_TOOLS_KEY) is not None:
+            own = () if only else [str(t["function"]["name"]) for t in self.agent.executor.openai_tools()]
+            state.scratch[EXTERNAL_TOOLS_KEY] = check_external_tools(kwargs[EXTERNAL_TOOLS_KEY], own)
+            state.scratch[EXTERNAL_ONLY_KEY] = only
         choice = kwargs.get("tool_choice", self.agent.tool_choice)
         if choice == ROUTED or isinstance(choice, ToolRouter):
             self._router = choice if isinstance(choice, ToolRouter) else ToolRouter()
             tools = self.agent.executor.openai_tools()
             state.scratch["tool_choice"] = self._router(self._question, list(self.agent.executor.keys()), tools)
 
-    def _params(self, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
+    def _params(self, state: RunState, kwargs: Mapping[str, object], tool_choice: Any) -> dict[str, object]:
         kwargs = self.agent.answer_params(kwargs)  # a text reply is the answer: ask for the output type
         if self._tools is None:
-            self._tools = self.agent.executor.openai_tools()
+            external = list(state.scratch.get(EXTERNAL_TOOLS_KEY) or [])
+            own = [] if state.scratch.get(EXTERNAL_ONLY_KEY) else self.agent.executor.openai_tools()
+            self._tools = [*own, *external]
         if not self._tools:
             return {k: v for k, v in kwargs.items() if k != "tool_choice"}
         return {**kwargs, "tools": self._tools, "tool_choice": tool_choice}
@@ -187,7 +246,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             choice = reset
         if state.turns and self._router is not None and self._missed(state):
             choice = "required"
-        return Ask(self.agent._turn(session_id, self._params(kwargs, choice)))
+        return Ask(self.agent._turn(session_id, self._params(state, kwargs, choice)))
 
     def _missed(self, state: RunState) -> bool:
         """Whether the router asks for the tools again (at most once after each round of new calls)."""
@@ -201,7 +260,7 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
 
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask:
         """The same request with ``tool_choice='none'`` (whatever the call asked): the model must answer in text."""
-        return Ask(self.agent._turn(session_id, self._params(kwargs, "none")))
+        return Ask(self.agent._turn(session_id, self._params(state, kwargs, "none")))
 
     def on_reply(self, state: RunState, reply: Any, session_id: Hashable) -> Decision:
         """Text ends the run (with the usage); tool calls run, native or written in the text (`read_reply`).
@@ -214,7 +273,9 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         response = read.response
         if state.forced or not (response.tool_calls or read.problems):
             return Done(
-                self.agent.make_response(response.content, extra_info=_usage(response), reasoning=response.reasoning)
+                self.agent.make_response(
+                    response.content, extra_info=reply_info(response), reasoning=response.reasoning
+                )
             )
         calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls]
         turn = AgentMessage(
@@ -231,7 +292,12 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             return None
         if read.problems:
             state.scratch[_PROBLEMS] = list(read.problems)
-        return Act([PlannedCall(name=c.name, arguments=c.arguments, id=c.id) for c in response.tool_calls])
+        external = external_names(state.scratch.get(EXTERNAL_TOOLS_KEY))
+        planned = [PlannedCall(name=c.name, arguments=c.arguments, id=c.id) for c in response.tool_calls]
+        for call in planned:
+            if call["name"] in external:  # the caller runs it: the run waits for its output
+                call["kind"] = EXTERNAL
+        return Act(planned)
 
     def _observe(self, problems: Sequence[str], session_id: Hashable) -> None:
         """Tell the model what was wrong with the calls it wrote in its text (a user turn)."""
@@ -278,6 +344,18 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             )
         problems = state.scratch.pop(_PROBLEMS, None)
         self._observe(problems if isinstance(problems, list) else [], session_id)
+        return self._handoff(calls, results)
+
+    def _handoff(self, calls: Sequence[PlannedCall], results: Sequence[Any]) -> Decision:
+        """The run's end when a transfer tool ran: the agent's turn goes to the target (`plait.agents.handoff`)."""
+        if not self.agent.handoffs:
+            return None
+        names = {handoff.tool_name for handoff in self.agent.handoffs}
+        for call, result in zip(calls, results, strict=True):
+            content = result.content if isinstance(result, AgentMessage) else result
+            name = self.tool_name(call)
+            if name in names and getattr(content, "state", None) == ActionStatusCode.SUCCESS:
+                return Done(AgentMessage(sender=self.agent.name, content="", extra_info={"handoff": name}))
         return None
 
 
@@ -312,19 +390,6 @@ def _as_response(result: Any) -> ModelResponse:
     if not isinstance(result, ModelResponse):
         raise TypeError(f"a function-calling turn must give a ModelResponse, not {type(result).__name__}")
     return result
-
-
-def _usage(response: ModelResponse) -> dict[str, object] | None:
-    if response.usage is None:
-        return None
-    usage = response.usage
-    return {
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-        }
-    }
 
 
 for _sibling in (AsyncFunctionCallingAgent, StreamingFunctionCallingAgent, AsyncStreamingFunctionCallingAgent):

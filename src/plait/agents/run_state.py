@@ -72,7 +72,8 @@ class RunState:
         pending: Tool calls decided but not answered yet (run first on resume).
         outcomes: For each pending call, what became of it: None (not run yet),
             ``{'result': ...}`` (it ran: its result as JSON, `encode_result`),
-            ``{'refused': text}`` (a person refused it; `text` is what the model is told) or
+            ``{'refused': text}`` (a person refused it; `text` is what the model is told),
+            ``{'output': text}`` (the caller answered it with a `ToolOutput`: `text` is its result) or
             ``{'paused': {'session': ..., 'calls': [...]}}`` (a sub-agent it called paused
             for approval in that session: `sub_pause`; the call runs again to go on with it).
         waiting: The ids of the pending calls that wait for a person's decision: while

@@ -276,6 +276,10 @@ class InternLMAgentCore(ToolLoopCore):
         inner = self.agent
         return (yield from inner._chat_flow(inner.get_prompt(session_id) + corrections, session_id, params))
 
+    def answer_llm(self) -> Any:
+        """The inner agent's model: it takes the corrections."""
+        return self.agent.llm
+
     def _make_executor(self, actions: Any, hooks: Sequence[Any] | None) -> Any:
         from .. import actions as actions_module
 

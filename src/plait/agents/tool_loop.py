@@ -22,10 +22,14 @@ per paradigm. What is the same lives here, once:
   ``AgentStatusCode.INTERRUPTED`` message whose content lists the waiting `PendingCall`s. The
   run state stays with the agent (and in `state_dict`); `decide` records decisions and the run
   goes on where it stopped. A call runs at most once: its result is kept in the state.
-* **sub-agents**: a tool call that runs an agent (`AgentTool`) learns its call id through its
-  `ToolCall` effect; when that agent pauses for approval, this run pauses too, and its
-  waiting calls are listed here as ``'<call id>/<their id>'``. `decide` hands decisions on
-  them to the sub-agent's paused run; then the call runs again and the sub-agent goes on.
+* **questions**: a running call that asks a person something (an MCP server's elicitation:
+  its result is a parked question, `plait.actions._parked`) waits the same way, with the
+  question in its `PendingCall`; the decision is the answer, and the call goes on with it
+  (`go_on`) instead of running again.
+* **external tools**: calls to tools the caller runs (``external_tools=``, planned with
+  ``kind`` `EXTERNAL`) always wait, like approval-gated ones, and are answered with a
+  `ToolOutput` decision: its text is the call's result.
+* **sub-agents**: an agent run as a tool that pauses pauses this run (`plait.agents._sub_runs`).
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -38,15 +42,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..effects import Call, Effect, Emit, Flow, Gather, Report, ToolCall
+from ..actions._parked import checked_answer, continued, go_on
+from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ..untrusted import decode_arguments
-from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result, sub_pause
+from ._sub_runs import decide_sub, goes_on, nested_pending, still_waits, with_call_id
+from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
+    "EXTERNAL",
     "FINAL",
     "LOST",
     "REFUSED",
@@ -84,6 +91,9 @@ REUSED = "(This call was already made in this run with the same arguments: it di
 
 REPEATED = "This call was already made in this run with the same arguments: it did not run again."
 """What the model is told instead of a repeated call's result (``repeat_calls='error'``)."""
+
+EXTERNAL: Final = "external"
+"""The ``kind`` of a planned call to an external tool: the caller runs it (it always waits)."""
 
 RepeatCalls = Literal["reuse", "run", "error"]
 REPEAT_CALLS: Final = ("reuse", "run", "error")
@@ -206,6 +216,13 @@ class LoopProtocol(ABC, Generic[A]):
         refused = ActionReturn(args=args, type=call["name"], errmsg=text, state=ActionStatusCode.API_ERROR)
         return AgentMessage(sender="ActionExecutor", content=refused)
 
+    def supplied(self, state: RunState, call: PlannedCall, text: str) -> Any:
+        """What stands for a call answered with a `ToolOutput`: the executor's kind of answer, `text` its result."""
+        arguments = decode_arguments(call.get("arguments"))
+        args = arguments if isinstance(arguments, dict) else {"input": arguments}
+        given = ActionReturn(args=args, type=call["name"], result=[{"type": "text", "content": text}])
+        return AgentMessage(sender="ActionExecutor", content=given)
+
     def final(self, state: RunState, session_id: Hashable, kwargs: Mapping[str, object]) -> Ask | Done:
         """The call that asks for the final answer (policy ``'force'``), or a reply without one."""
         return self.ask(state, session_id, kwargs)
@@ -294,15 +311,14 @@ def call_id(call: PlannedCall, index: int) -> str:
 def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable, agent: object = None) -> None:
     """Record a person's decisions on a paused run's waiting calls.
 
-    Each decision is True (run the call), False (refused: the model is told `REFUSED`) or a
-    string (refused: the model is told `REFUSED` and this reason, `refused_because`). Calls
-    left undecided go on waiting. A decision on a call of a paused sub-agent
-    (``'<call id>/<its id>'``) goes to that sub-agent's paused run (found through `agent`'s
-    executor), which keeps it.
+    Each decision is True (run the call), False (refused: the model is told `REFUSED`), a
+    string (refused: the model is told `REFUSED` and this reason, `refused_because`) or a
+    `ToolOutput` (the call does not run: its text is the result). A call to an external tool
+    takes only a `ToolOutput` (or a refusal): the agent cannot run it. Calls left undecided go
+    on waiting. Those on a paused sub-agent's calls (``'<call id>/<its id>'``) go to its run.
 
     Raises:
-        ResumeError: A decision names a call that is not waiting, is not True, False or a
-            string, or names a sub-agent's call whose paused run is gone.
+        ResumeError: A decision names a call that is not waiting, or does not fit it.
     """
     unknown = [key for key in decisions if key not in state.waiting]
     if unknown:
@@ -311,52 +327,46 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
             session_id,
             state.waiting,
         )
-    for key, decision in decisions.items():
-        if decision is not True and decision is not False and not isinstance(decision, str):
-            raise ResumeError(
-                f"decide {key!r} with True, False or a reason (str), not {decision!r}", session_id, state.waiting
-            )
+    decided: dict[int, dict[str, Any] | None] = {}  # checked first: a decision that does not fit changes nothing
+    routed = []
     for index, call in enumerate(state.pending):
         key = call_id(call, index)
         outcome = state.outcomes[index] if index < len(state.outcomes) else None
-        if outcome is not None and "paused" in outcome:
-            prefix = f"{key}/"
-            nested = {k[len(prefix) :]: v for k, v in decisions.items() if k.startswith(prefix)}
-            if nested:
-                _decide_sub(agent, call, outcome["paused"], nested, session_id, state.waiting)
-            continue
+        if outcome is not None and "paused" in outcome:  # its sub-agent's calls: decided there
+            nested = {k[len(key) + 1 :]: v for k, v in decisions.items() if k.startswith(f"{key}/")}
+            routed += [(call, outcome["paused"], nested)] if nested else []
         if key not in decisions:
             continue
         decision = decisions[key]
-        if decision is False or isinstance(decision, str):
-            state.outcomes[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
+        if outcome is not None and "question" in outcome:  # a call that asked: the decision is the answer
+            try:
+                decided[index] = {**outcome, "answer": checked_answer(decision, outcome["question"])}
+            except UserError as exc:
+                raise ResumeError(f"the answer to {key!r} does not fit: {exc}", session_id, state.waiting) from None
+        elif decision is True and call.get("kind") == EXTERNAL:
+            raise ResumeError(
+                f"{key!r} calls the external tool {call['name']!r}, which the agent cannot run: "
+                "answer it with ToolOutput(text)",
+                session_id,
+                state.waiting,
+            )
+        elif decision is True:
+            pass  # it runs when the run goes on
+        elif isinstance(decision, ToolOutput) and isinstance(decision.text, str):
+            decided[index] = {"output": decision.text}
+        elif decision is False or isinstance(decision, str):
+            decided[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
+        else:
+            raise ResumeError(
+                f"decide {key!r} with True, False, a reason (str) or ToolOutput(text), not {decision!r}",
+                session_id,
+                state.waiting,
+            )
+    for call, paused, nested in routed:
+        decide_sub(agent, call, paused, nested, session_id, state.waiting, decide)
+    for index, outcome in decided.items():
+        state.outcomes[index] = outcome
     state.waiting = [key for key in state.waiting if key not in decisions]
-
-
-def _decide_sub(
-    agent: object,
-    call: PlannedCall,
-    paused: Mapping[str, Any],
-    decisions: Mapping[str, object],
-    session_id: Hashable,
-    waiting: list[str],
-) -> None:
-    """Hand decisions to the paused run of the sub-agent `call` runs (an `AgentTool` of `agent`'s executor)."""
-    executor = getattr(agent, "executor", None)
-    resolve = getattr(executor, "resolve_name", None)
-    actions = getattr(executor, "actions", None)
-    tool = actions.get(resolve(call["name"])) if callable(resolve) and isinstance(actions, Mapping) else None
-    sub = getattr(tool, "agent", None)
-    session = paused.get("session")
-    run = sub.run_state(session) if sub is not None and session is not None else None
-    if sub is None or run is None:
-        raise ResumeError(
-            f"the paused run of {call['name']!r} (session {session!r}) is gone: its calls cannot be decided",
-            session_id,
-            waiting,
-        )
-    decide(run, decisions, session, sub)
-    sub.keep_paused_run(run, session)
 
 
 def _loop(
@@ -408,53 +418,48 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
-    settled = [i for i, outcome in enumerate(state.outcomes) if outcome and not {"result", "paused"} & outcome.keys()]
-    for i in settled:  # refused, or lost to a restart: decided now, reported now
-        status = "refused" if "refused" in (state.outcomes[i] or {}) else "error"
+    settled = [i for i, o in enumerate(state.outcomes) if o and not {"result", "question", "paused"} & set(o)]
+    for i in settled:  # refused, answered by the caller, or lost to a restart: decided now, reported now
+        outcome = state.outcomes[i] or {}
+        status = "refused" if "refused" in outcome else None if "output" in outcome else "error"
         yield Report(_ended, (protocol, calls[i], i, results[i], status))
+    asked = {i: state.outcomes[i] or {} for i in ready if "answer" in (state.outcomes[i] or {})}  # calls going on
     mode = getattr(protocol.agent, "repeat_calls", "run")
-    keys, repeats = _repeats(state, ready) if mode != "run" else ({}, [])
+    fresh = [i for i in ready if i not in asked]
+    keys, repeats = _repeats(state, fresh) if mode != "run" else ({}, [])
+    keys.update({i: call_key(calls[i]) for i in asked} if mode != "run" else {})
     ready = [i for i in ready if i not in repeats] if repeats else ready
+    effects = tuple(
+        Call(go_on, (asked[i]["question"]["ticket"], asked[i]["answer"]))
+        if i in asked
+        else with_call_id(protocol.tool_effect(state, calls[i], session_id), call_id(calls[i], i))
+        for i in ready
+    )
     if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
         for i in ready:
             state.outcomes[i] = {"started": True}
         yield Call(protocol.agent.keep_paused_run, (state, session_id, True))
-    paused: list[int] = []
     if ready:
-        for i in ready:
-            yield Report(_started, (protocol, calls[i], i))
-        ran = yield Gather(tuple(_tool_effect(protocol, state, calls[i], i, session_id) for i in ready))
+        for i in fresh:
+            if i not in repeats:
+                yield Report(_started, (protocol, calls[i], i))
+        ran = yield Gather(effects)
         for i, result in zip(ready, ran, strict=True):
-            sub = sub_pause(result)
-            if sub is not None:  # a sub-agent paused: this call waits for the decisions on its calls
-                paused.append(i)
-                state.outcomes[i] = {"paused": sub}
-                key = call_id(calls[i], i)
-                state.waiting.extend(f"{key}/{pending['id']}" for pending in sub["calls"])
+            results[i] = continued(decode_result(asked[i]["asked"]), result) if i in asked else result
+            if still_waits(state, call_id(calls[i], i), i, results[i]):  # it asks, or its sub-agent paused
                 continue
-            results[i] = result
             if keys:
-                state.ran[keys[i]] = result
-            yield Report(_ended, (protocol, calls[i], i, result))
+                state.ran[keys[i]] = results[i]
+            yield Report(_ended, (protocol, calls[i], i, results[i]))
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
         yield Report(_ended, (protocol, calls[i], i, results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
-            if i not in paused:
+            if not {"question", "paused"} & set(state.outcomes[i] or {}):
                 state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
-
-
-def _tool_effect(
-    protocol: LoopProtocol[Any], state: RunState, call: PlannedCall, index: int, session_id: Hashable
-) -> Effect[Any]:
-    """The effect that runs `call`; an executor call learns the call's id (an agent run as a tool needs it)."""
-    effect = protocol.tool_effect(state, call, session_id)
-    if isinstance(effect, ToolCall) and effect.call_id is None:
-        return dataclasses.replace(effect, call_id=call_id(call, index))
-    return effect
 
 
 def _started(protocol: LoopProtocol[Any], call: PlannedCall, index: int) -> ToolCallStarted:
@@ -475,24 +480,30 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
     calls = state.pending
     if len(state.outcomes) != len(calls):
         state.outcomes = [None] * len(calls)
-        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if protocol.needs_approval(state, call)]
+        state.waiting = [call_id(call, i) for i, call in enumerate(calls) if _waits(protocol, state, call)]
     results: list[Any] = [None] * len(calls)
     ready: list[int] = []
     for i, (call, outcome) in enumerate(zip(calls, state.outcomes, strict=True)):
         if outcome is None:
             if call_id(call, i) not in state.waiting:
                 ready.append(i)
-        elif "paused" in outcome:  # its sub-agent goes on once none of its calls waits
-            prefix = f"{call_id(call, i)}/"
-            if not any(key.startswith(prefix) for key in state.waiting):
-                ready.append(i)
         elif "refused" in outcome:
             results[i] = protocol.refusal(state, call, str(outcome["refused"]))
+        elif "output" in outcome:
+            results[i] = protocol.supplied(state, call, str(outcome["output"]))
         elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
+        elif "question" in outcome or "paused" in outcome:  # it goes on once answered, else it waits
+            if goes_on(outcome, call_id(call, i), state.waiting):
+                ready.append(i)
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
     return results, ready
+
+
+def _waits(protocol: LoopProtocol[Any], state: RunState, call: PlannedCall) -> bool:
+    """Whether a call waits for a decision: a call to an external tool always does."""
+    return call.get("kind") == EXTERNAL or protocol.needs_approval(state, call)
 
 
 def _only_repeats(protocol: LoopProtocol[Any], state: RunState) -> bool:
@@ -534,16 +545,15 @@ def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
     """The paused run's answer: the calls that wait for a decision."""
     waiting = []
     for i, (call, outcome) in enumerate(zip(state.pending, state.outcomes, strict=True)):
-        key = call_id(call, i)
-        if key in state.waiting:
+        if call_id(call, i) in state.waiting:
             arguments = decode_arguments(call.get("arguments"))
             args = arguments if isinstance(arguments, dict) else {"input": arguments}
-            waiting.append(PendingCall(key, call["name"], args))
+            asked = (outcome or {}).get("question")
+            question = {k: v for k, v in asked.items() if k != "ticket"} if isinstance(asked, dict) else None
+            external = call.get("kind") == EXTERNAL
+            waiting.append(PendingCall(call_id(call, i), call["name"], args, question=question, external=external))
         elif outcome is not None and "paused" in outcome:  # a sub-agent's calls, under this call's id
-            for sub in outcome["paused"]["calls"]:
-                nested = f"{key}/{sub['id']}"
-                if nested in state.waiting:
-                    waiting.append(PendingCall(nested, str(sub["name"]), dict(sub.get("arguments") or {})))
+            waiting += nested_pending(call_id(call, i), outcome["paused"], state.waiting)
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 

@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from ..outputs import response_schema
 from .base_llm import Prompt, engine_fields
 
-__all__ = ["ENGINE_PARAMS", "NOT_SENT", "RENAMED", "engine_request"]
+__all__ = [
+    "ENGINE_PARAMS",
+    "NOT_SENT",
+    "RENAMED",
+    "RETRY_MAX_ITEMS",
+    "bounded_response_format",
+    "engine_request",
+]
 
 RENAMED = {
     "max_new_tokens": "max_tokens",
@@ -52,3 +59,40 @@ def engine_request(prompt: Prompt, params: Mapping[str, object], stream: bool = 
         request["stream"] = True
         request["stream_options"] = {"include_usage": True}
     return request
+
+
+RETRY_MAX_ITEMS = 8
+"""The most items an array of a typed answer may have when it is asked again after a reply that was cut short."""
+
+
+def bounded_response_format(response_format: object) -> object:
+    """`response_format` with every unbounded array of its schema bounded (`RETRY_MAX_ITEMS`), for the grammar.
+
+    A small model's reply that was cut short (the length limit, the repetition guard) is mostly
+    one list item over and over; decoded again under the bound, the grammar must close the list
+    in time. Bounds the schema sets itself are kept; a response format without a JSON schema
+    is returned as it is. (Strings are not bounded: a ``maxLength`` grammar of llama.cpp made
+    a retry about ten times slower, 35-45 s instead of 4 s, on SmolLM2-135M.)
+    """
+    if not isinstance(response_format, Mapping) or response_format.get("type") != "json_schema":
+        return response_format
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("schema"), Mapping):
+        return response_format
+    return {**response_format, "json_schema": {**spec, "schema": _bounded(spec["schema"])}}
+
+
+def _bounded(schema: object) -> object:
+    if isinstance(schema, list):
+        return [_bounded(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    result = {key: _bounded(value) for key, value in schema.items()}
+    if result.get("type") == "array" and "maxItems" not in result:
+        result["maxItems"] = _at_least(result.get("minItems"), RETRY_MAX_ITEMS)
+    return result
+
+
+def _at_least(minimum: object, bound: int) -> int:
+    """`bound`, or the schema's own `minimum` where that is larger (a bound must leave a valid value)."""
+    return minimum if isinstance(minimum, int) and minimum > bound else bound

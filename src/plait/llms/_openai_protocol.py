@@ -20,7 +20,7 @@ from ..exceptions import LLMResponseError, ParseError, UserError
 from ..untrusted import loads
 from ..utils.redact import redact_url
 from ._decoded import count, json_array, json_object
-from ._reasoning_wire import ReasoningStream, field_reasoning, replay_messages, reply_reasoning
+from ._reasoning_wire import DETAILS_FIELD, ReasoningStream, field_reasoning, replay_messages, reply_reasoning
 from .profiles import ReasoningReplay, ThinkTags
 from .response import ModelResponse, ToolCall, Usage
 
@@ -278,7 +278,9 @@ def parse_completion(body: object, think: ThinkTags = "closed") -> ModelResponse
             )
             for i, call in enumerate(message.get("tool_calls") or ())
         ]
-        reasoning, content = reply_reasoning(field_reasoning(message), _text(message.get("content")), think)
+        reasoning, content = reply_reasoning(
+            field_reasoning(message), _text(message.get("content")), think, message.get(DETAILS_FIELD)
+        )
     except (AttributeError, TypeError) as exc:  # a field of the wrong JSON type
         raise LLMResponseError(f"malformed message in the response: {_snippet(choice)}") from exc
     return ModelResponse(

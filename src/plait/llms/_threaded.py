@@ -43,6 +43,7 @@ from typing import ClassVar, TypeAlias, TypeVar, Union
 
 from ..types import SessionIds
 from .base_llm import AsyncBaseLLM, Prompt, StreamItem, aaccumulate
+from .profiles import ThinkTags
 
 __all__ = [
     "SETTLE_S",
@@ -268,13 +269,16 @@ class AsyncThreadStreamed(AsyncBaseLLM):
     _stream_thread: ClassVar[str]
     """The name of the worker threads (each class sets it)."""
 
+    think_tags: ThinkTags = "off"
+    """How inline ``<think>`` blocks are split off the reply (a thinking model's profile sets it)."""
+
     async def stream_generate(
         self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
-        """Stream one reply as cumulative ``(status, text, None)``."""
+        """Stream one reply as cumulative ``(status, text, reasoning so far or None)``."""
         params = self.update_gen_params(**gen_params)
         async for item in aaccumulate(
-            aiterate_thread(self._producer(inputs, params), name=self._stream_thread), params
+            aiterate_thread(self._producer(inputs, params), name=self._stream_thread), params, self.think_tags
         ):
             yield item
 

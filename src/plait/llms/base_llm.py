@@ -39,6 +39,8 @@ from ..schema import ModelStatusCode
 from ..types import ChatInput, SessionIds
 from ..utils._aio import closing_stream
 from ..utils.names import check_keywords, init_parameters, keyword_names
+from ._reasoning_wire import EngineReply
+from .profiles import ThinkTags
 from .response import ModelResponse
 from .templates import LMTemplateParser, MetaTemplate, TemplateParserClass
 
@@ -81,7 +83,8 @@ GenParams: TypeAlias = dict[str, Any]
 
 StreamItem: TypeAlias = tuple[ModelStatusCode, str, object]
 """``(status, text_so_far, extra)``: `extra` is backend-specific: the final `ModelResponse` on the END
-item; before it, a reasoning model's reasoning so far (`plait.schema.Reasoning`) or None."""
+item (an in-process engine that returns only text: the reply's `plait.schema.Reasoning` or None);
+before it, a reasoning model's reasoning so far (`plait.schema.Reasoning`) or None."""
 
 TemplateParser: TypeAlias = Callable[[Sequence[Message]], Prompt]
 """Renders a conversation for a backend: a prompt string, or the API's messages."""
@@ -174,24 +177,33 @@ def engine_fields(params: Mapping[str, object], renamed: Mapping[str, str]) -> d
     return out
 
 
-def accumulate(deltas: Iterable[str], params: Mapping[str, object]) -> Iterator[StreamItem]:
-    """Stream items for a reply arriving in pieces: the text so far (stop words applied), then `END`."""
-    stops = stop_words_of(params)
-    text = ""
+def accumulate(deltas: Iterable[str], params: Mapping[str, object], think: ThinkTags = "off") -> Iterator[StreamItem]:
+    """Stream items for a reply arriving in pieces: the text so far (stop words applied), then `END`.
+
+    With `think` other than ``'off'``, inline ``<think>`` blocks are split off as `GPTAPI`
+    splits them: each item's extra is the reasoning so far (None: none yet).
+    """
+    reply, stops = EngineReply(think), stop_words_of(params)
     for delta in deltas:
-        text += delta
-        yield ModelStatusCode.STREAM_ING, filter_suffix(text, stops), None
-    yield ModelStatusCode.END, filter_suffix(text, stops), None
+        if reply.add(delta):
+            yield ModelStatusCode.STREAM_ING, filter_suffix(reply.content, stops), reply.reasoning
+    yield _ended(reply, stops)
 
 
-async def aaccumulate(deltas: AsyncIterable[str], params: Mapping[str, object]) -> AsyncIterator[StreamItem]:
+async def aaccumulate(
+    deltas: AsyncIterable[str], params: Mapping[str, object], think: ThinkTags = "off"
+) -> AsyncIterator[StreamItem]:
     """The asynchronous twin of `accumulate`."""
-    stops = stop_words_of(params)
-    text = ""
+    reply, stops = EngineReply(think), stop_words_of(params)
     async for delta in deltas:
-        text += delta
-        yield ModelStatusCode.STREAM_ING, filter_suffix(text, stops), None
-    yield ModelStatusCode.END, filter_suffix(text, stops), None
+        if reply.add(delta):
+            yield ModelStatusCode.STREAM_ING, filter_suffix(reply.content, stops), reply.reasoning
+    yield _ended(reply, stops)
+
+
+def _ended(reply: EngineReply, stops: Iterable[str] | None) -> StreamItem:
+    content, reasoning = reply.end()
+    return ModelStatusCode.END, filter_suffix(content, stops), reasoning
 
 
 def is_chat_batch(inputs: ChatInput | ChatBatch) -> TypeIs[ChatBatch]:

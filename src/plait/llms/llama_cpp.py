@@ -76,7 +76,7 @@ from ._llama_reply import (
     turn_tokens,
     usage_of,
 )
-from ._llama_request import ENGINE_PARAMS, engine_request
+from ._llama_request import ENGINE_PARAMS, bounded_response_format, engine_request
 from ._llama_tools import InvalidToolReply, ToolPlan, _ChatTemplate, normalize_messages
 from ._openai_protocol import ToolChoice, ToolSpec
 from ._repetition import REPETITION, RepetitionGuard
@@ -392,28 +392,41 @@ class _LlamaCppCore(LLMCore):
             try:
                 parsed = protocol.parse(plan, reply)
             except InvalidToolReply:
-                params = self._retry_params(params, finish_reason_of(choice))
+                params = self.retry_params(params, finish_reason_of(choice))
                 continue
             if isinstance(parsed, list):
                 return ModelResponse("", parsed, "tool_calls", total, result)
             return ModelResponse(parsed, [], "stop", total, result)
         return reply
 
-    def _retry_params(self, params: GenParams, finish_reason: str | None) -> GenParams:
-        """Parameters for the next constrained try.
+    def retry_params(self, params: Mapping[str, object], finish_reason: str | None = None) -> GenParams:
+        """The parameters to ask again with after an invalid reply: a tool call's, or a typed answer's.
 
-        Invalid replies of small models are mostly runaway strings (a repeated token until
-        the length limit), so every retry samples afresh with repetition penalties; a reply
-        cut off by the length limit also gets twice the room.
+        At temperature 0 the same request gets the same reply, and small models' invalid
+        replies are mostly runaway lists or strings (one item repeated until the length limit
+        or the repetition guard stops it). So a retry samples afresh (temperature at least
+        0.7, the next seed) with repetition penalties; a reply cut short (`finish_reason`
+        ``'length'`` or ``'repetition'``) is asked again under a grammar whose unbounded
+        arrays and strings are bounded (`bounded_response_format`), and one cut at the length
+        limit also gets twice the room. Measured on a typed answer with a ``list[str]``
+        field (bench/typed_outputs.py ``--retries``): see bench/README.md.
+
+        Args:
+            params: The parameters the invalid reply was asked with (the call's; the model's
+                own ``gen_params`` fill in the rest).
+            finish_reason: Why that reply's generation stopped.
         """
-        params = dict(params)
-        params["temperature"] = max(float(params.get("temperature") or 0.0), 0.7)
-        params["seed"] = int(params.get("seed") or 0) + 1
-        params["repetition_penalty"] = max(float(params.get("repetition_penalty") or 1.0), 1.1)
-        params.setdefault("dry_multiplier", 0.8)  # llama.cpp's DRY sampler: penalises repeated sequences
+        given = {**self.gen_params, **params}
+        retry = dict(params)
+        retry["temperature"] = max(float(given.get("temperature") or 0.0), 0.7)
+        retry["seed"] = int(given.get("seed") or 0) + 1
+        retry["repetition_penalty"] = max(float(given.get("repetition_penalty") or 1.0), 1.1)
+        retry.setdefault("dry_multiplier", 0.8)  # llama.cpp's DRY sampler: penalises repeated sequences
         if finish_reason == "length":
-            params["max_new_tokens"] = min(2 * int(params.get("max_new_tokens") or 256), self.n_ctx)
-        return params
+            retry["max_new_tokens"] = min(2 * int(given.get("max_new_tokens") or 256), self.n_ctx)
+        if finish_reason in ("length", REPETITION) and "response_format" in retry:
+            retry["response_format"] = bounded_response_format(retry["response_format"])
+        return retry
 
     def _plain(
         self,

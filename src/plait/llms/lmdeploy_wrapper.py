@@ -31,6 +31,7 @@ from ._lmdeploy_server import (
     serve_command,
 )
 from ._optional import import_optional
+from ._reasoning_wire import answer_of
 from ._threaded import AsyncThreadStreamed, Producer, aiterate_thread
 from .base_llm import (
     AsyncBatchLLM,
@@ -44,6 +45,7 @@ from .base_llm import (
     engine_params,
     pop_base_gen_params,
 )
+from .profiles import ThinkTags, profile_for
 from .templates import APITemplateParser, LMTemplateParser, MetaTemplate
 
 __all__ = [
@@ -110,6 +112,7 @@ class _PipelineCore(LLMCore):
         if model_name is not None and "chat_template_config" not in cfg:
             cfg["chat_template_config"] = self._lmdeploy.ChatTemplateConfig(model_name=model_name)
         self.model = self._lmdeploy.pipeline(path, **cfg)
+        self.think_tags: ThinkTags = profile_for(model_name or path).think_tags  # <think> split off the reply
 
     def _call_args(self, prompt: Prompt, params: Mapping[str, object]) -> dict[str, object]:
         """Keyword arguments of a pipeline call: the gen config, and whether LMDeploy applies its template."""
@@ -153,18 +156,24 @@ class LMDeployPipeline(_PipelineCore, BatchLLM):
             one, LMDeploy applies the model's chat template to the messages.
         **gen_params: ``max_new_tokens``, ``temperature`` (0: greedy), ``top_p``, ``top_k``,
             ``repetition_penalty``, ``stop_words``, and any other ``GenerationConfig`` field.
+
+    Attributes:
+        think_tags: How a thinking model's inline ``<think>`` blocks are split off the reply:
+            `chat` returns the answer alone, and each `stream_chat` item's extra is the
+            reasoning so far (`plait.schema.Reasoning`, None before any), as `GPTAPI` does.
+            Matched from ``model_name`` or `path` (`plait.llms.profiles.profile_for`); assignable.
     """
 
     def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
         if not prompts:
             return []
         responses = self.model(prompts, **self._call_args(prompts[0], params))
-        return [self._finish(str(r.text), params) for r in responses]
+        return [self._finish(answer_of(str(r.text), self.think_tags), params) for r in responses]
 
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
-        """Stream one reply as cumulative ``(status, text, None)``."""
+        """Stream one reply as cumulative ``(status, text, reasoning so far or None)``."""
         params = self.update_gen_params(**gen_params)
-        yield from accumulate(self._deltas(inputs, params), params)
+        yield from accumulate(self._deltas(inputs, params), params, self.think_tags)
 
 
 class AsyncLMDeployPipeline(_PipelineCore, AsyncThreadStreamed, AsyncBatchLLM):
@@ -177,7 +186,7 @@ class AsyncLMDeployPipeline(_PipelineCore, AsyncThreadStreamed, AsyncBatchLLM):
 
     async def _one(self, prompt: Prompt, params: Mapping[str, object]) -> str:
         pieces = [delta async for delta in aiterate_thread(self._producer(prompt, params), name=self._stream_thread)]
-        return self._finish("".join(pieces), params)
+        return self._finish(answer_of("".join(pieces), self.think_tags), params)
 
     async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
         return list(await asyncio.gather(*(self._one(p, params) for p in prompts)))

@@ -178,7 +178,7 @@ class _GPTAPICore(LLMCore):
             leaves it unknown until `fetch_context_window` asks the server.
         profile: What plait assumes about the model's family (`plait.llms.profiles`): how
             its reasoning is read and sent back. None (the default): matched from
-            `model_type` by `profile_for`.
+            `model_type` and `api_base` by `profile_for` (OpenRouter's URL: its profile).
         reasoning_replay: Overrides the profile's reasoning replay: ``'field'`` (assistant
             turns that called tools send their reasoning back in the profile's
             ``reasoning_field``), ``'tags'`` (inline ``<think>``) or ``'drop'``.
@@ -223,7 +223,7 @@ class _GPTAPICore(LLMCore):
     ) -> None:
         if profile is not None and not isinstance(profile, ModelProfile):
             raise UserError(f"profile must be a ModelProfile or None, not {type(profile).__name__}")
-        profile = profile_for(model_type) if profile is None else profile
+        profile = profile_for(model_type, server=api_base or _default_api_base()) if profile is None else profile
         if reasoning_replay is not None:
             profile = profile.replace(reasoning_replay=check_replay(reasoning_replay))
         self.profile = profile

@@ -15,6 +15,9 @@ Reasoning replay (``reasoning_replay``):
 - ``'tags'``: those turns carry it inline, as ``<think>...</think>`` before the content.
 - ``'drop'``: reasoning is never sent back (what most servers want; the default).
 
+A server can decide it too: OpenRouter (matched from its URL, whatever the model) wants the
+``reasoning_details`` of a tool-call turn passed back unchanged, so its profile replays those.
+
 Example:
     ```python
     from plait.llms.profiles import profile_for
@@ -33,6 +36,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+from urllib.parse import urlsplit
 
 from ..exceptions import UserError
 
@@ -87,7 +91,9 @@ class ModelProfile:
         parallel_tool_calls: Whether the model makes several calls in one turn.
         reasoning_field: The message field reasoning is sent back in under ``'field'``
             replay (``'reasoning_content'``, ``'reasoning'``, ``'thinking'``), None when the
-            family has none. Replies are read from every field whatever this says.
+            family has none. Replies are read from every field whatever this says. Reasoning
+            that came with ``reasoning_details`` sends those back instead, unchanged;
+            ``'reasoning_details'`` here sends nothing else.
         reasoning_replay: ``'field'``, ``'tags'`` or ``'drop'`` (module docstring).
         think_tags: How inline ``<think>`` tags in the content are read: ``'closed'``
             (blocks anywhere), ``'opened'`` (the chat template opens the block, so the
@@ -141,6 +147,7 @@ PROFILES: dict[str, ModelProfile] = {
     "llama3": ModelProfile("llama3", parallel_tool_calls=False, stop_words=("<|eot_id|>", "<|eom_id|>")),
     "mistral": ModelProfile("mistral", stop_words=("</s>",)),
     "claude": ModelProfile("claude", reasoning_field="thinking", reasoning_replay="field", think_tags="off"),
+    "openrouter": ModelProfile("openrouter", reasoning_field="reasoning_details", reasoning_replay="field"),
     "default": ModelProfile("default"),
 }
 """The families plait knows, by name. Add one here and a pattern to `_PATTERNS` (docs/models.md)."""
@@ -173,18 +180,30 @@ _TEMPLATE_MARKS: tuple[tuple[str, str], ...] = (
 )
 
 
-def profile_for(model_name: str, template: str | None = None) -> ModelProfile:
+_SERVERS: tuple[tuple[str, str], ...] = (
+    # a server's host (or a domain above it) -> the profile it needs, whatever the model
+    ("openrouter.ai", "openrouter"),
+)
+
+
+def profile_for(model_name: str, template: str | None = None, server: str | None = None) -> ModelProfile:
     """The profile of the model called `model_name` (any spelling: ``'Qwen/Qwen3-8B'``, ``'qwen3:8b'``).
 
     Args:
         model_name: The model's name as the server knows it, or a local file's path.
         template: A local model's chat template (the GGUF's ``tokenizer.chat_template``),
             read when the name says nothing.
+        server: The URL of the server the model is reached through: a server that decides
+            how reasoning goes back (OpenRouter, ``reasoning_details``) gets its profile.
 
     Returns:
-        The first matching family's profile (with the variant's differences), else the
-        ``'default'`` profile.
+        The server's profile, else the first matching family's (with the variant's
+        differences), else the ``'default'`` profile.
     """
+    host = (urlsplit(server).hostname or "") if server else ""
+    for domain, profile_name in _SERVERS:
+        if host == domain or host.endswith("." + domain):
+            return PROFILES[profile_name]
     name = model_name.lower()
     for pattern, family, changes in _PATTERNS:
         if pattern.search(name):

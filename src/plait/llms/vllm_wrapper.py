@@ -27,6 +27,7 @@ from ..outputs import response_schema
 from ..schema import ModelStatusCode
 from ..types import SessionId, SessionIds
 from ._optional import import_optional
+from ._reasoning_wire import EngineReply, answer_of
 from .base_llm import (
     AsyncBatchLLM,
     BatchLLM,
@@ -38,6 +39,7 @@ from .base_llm import (
     engine_params,
     pop_base_gen_params,
 )
+from .profiles import ThinkTags, profile_for
 from .templates import MetaTemplate
 
 __all__ = ["AsyncVllmModel", "VllmModel", "request_id", "sampling_kwargs", "structured_output"]
@@ -177,6 +179,7 @@ class _VllmCore(LLMCore, Generic[EngineT]):
         self.gen_params.update(gen_params)
         self.tp = tp
         self.vllm_cfg = dict(vllm_cfg or {})
+        self.think_tags: ThinkTags = profile_for(path).think_tags  # <think> split off the reply
         self.model: EngineT = self._build_engine(path)
 
     @abc.abstractmethod
@@ -189,6 +192,19 @@ class _VllmCore(LLMCore, Generic[EngineT]):
         if schema is not None:
             kwargs.update(structured_output(self._vllm, schema))
         return self._vllm.SamplingParams(**kwargs)
+
+    def _answer(self, text: str, params: Mapping[str, object]) -> str:
+        """A complete reply's answer: its think blocks split off, client-side stop words applied."""
+        return self._finish(answer_of(text, self.think_tags), params)
+
+    def _item(self, reply: EngineReply, params: Mapping[str, object]) -> StreamItem:
+        """The stream item for a reply so far: its answer, and the reasoning so far (None: none yet)."""
+        return ModelStatusCode.STREAM_ING, self._finish(reply.content, params), reply.reasoning
+
+    def _end(self, reply: EngineReply, params: Mapping[str, object]) -> StreamItem:
+        """The last stream item: the whole answer, and the reply's reasoning (None: none)."""
+        content, reasoning = reply.end()
+        return ModelStatusCode.END, self._finish(content, params), reasoning
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(path={self.path!r}, tp={self.tp})"
@@ -207,6 +223,13 @@ class VllmModel(_VllmCore[_OfflineEngine], BatchLLM):
 
     Calls are serialized on one engine by a lock (the offline engine is not thread-safe);
     use `AsyncVllmModel` for concurrent requests.
+
+    Attributes:
+        think_tags: How a thinking model's inline ``<think>`` blocks are split off the reply
+            (vLLM's offline engine runs no reasoning parser): `chat` returns the answer alone,
+            and each `stream_chat` item's extra is the reasoning so far (`plait.schema.Reasoning`,
+            None before any), as `GPTAPI` does. Matched from `path`
+            (`plait.llms.profiles.profile_for`); assignable.
     """
 
     def _build_engine(self, path: str) -> _OfflineEngine:
@@ -217,27 +240,27 @@ class VllmModel(_VllmCore[_OfflineEngine], BatchLLM):
     def _generate_batch(self, prompts: list[Prompt], params: GenParams) -> list[str]:
         with self._lock:
             outputs = self.model.generate([_prompt_text(p) for p in prompts], self._sampling(params), use_tqdm=False)
-        return [self._finish(_text(out), params) for out in outputs]
+        return [self._answer(_text(out), params) for out in outputs]
 
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream one completion by stepping the engine (holds the engine's lock until done)."""
         params = self.update_gen_params(**gen_params)
         engine = self.model.llm_engine
         rid = request_id()
-        text, finished = "", False
+        reply, finished = EngineReply(self.think_tags), False
         with self._lock:
             engine.add_request(rid, inputs, self._sampling(params))
             try:
                 while not finished and engine.has_unfinished_requests():
                     for output in engine.step():
                         if output.request_id == rid:
-                            previous, text, finished = text, _text(output), bool(output.finished)
-                            if text != previous:
-                                yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
+                            finished = bool(output.finished)
+                            if reply.grow(_text(output)):
+                                yield self._item(reply, params)
             finally:
                 if not finished:
                     engine.abort_request([rid])
-        yield ModelStatusCode.END, self._finish(text, params), None
+        yield self._end(reply, params)
 
 
 class AsyncVllmModel(_VllmCore[_AsyncEngine], AsyncBatchLLM):
@@ -271,7 +294,7 @@ class AsyncVllmModel(_VllmCore[_AsyncEngine], AsyncBatchLLM):
         last = ""
         async for text in self._texts(prompt, params, session_id):
             last = text
-        return self._finish(last, params)
+        return self._answer(last, params)
 
     async def _generate_batch(self, prompts: list[Prompt], params: GenParams, session_ids: SessionIds) -> list[str]:
         texts = await asyncio.gather(
@@ -284,9 +307,8 @@ class AsyncVllmModel(_VllmCore[_AsyncEngine], AsyncBatchLLM):
     ) -> AsyncIterator[StreamItem]:
         """Stream one completion from the engine's async generator."""
         params = self.update_gen_params(**gen_params)
-        last = ""
+        reply = EngineReply(self.think_tags)
         async for text in self._texts(inputs, params, _session(session_ids, 0)):
-            if text != last:
-                last = text
-                yield ModelStatusCode.STREAM_ING, self._finish(text, params), None
-        yield ModelStatusCode.END, self._finish(last, params), None
+            if reply.grow(text):
+                yield self._item(reply, params)
+        yield self._end(reply, params)

@@ -2,7 +2,8 @@
 
 Start it with ``plait web`` (or ``streamlit run`` on this file). The sidebar picks the
 model (the embedded local model, or any OpenAI-compatible server by base URL and model
-name), the agent type, the plugins, the code interpreter, and the prompts; the chat pane
+name), the agent type, the plugins, the code interpreter, and the prompts, and shows a picture of
+the agent (`plait.draw`: its tools, approval gates marked) once it is built; the chat pane
 streams each answer with its tool calls. Every browser session has its own agent.
 """
 
@@ -11,10 +12,12 @@ from __future__ import annotations
 import os
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
+from plait.agents.drawing import draw
 from plait.llms.catalogue import DEFAULT_MODEL
 from plait.web.events import ChatEntry
-from plait.web.render import LiveEntry, render_entry
+from plait.web.render import LiveEntry, question_form, render_entry
 from plait.web.session import ChatSession
 from plait.web.settings import (
     AGENT_KINDS,
@@ -27,7 +30,7 @@ from plait.web.settings import (
     server_url,
 )
 
-__all__ = ["main", "sidebar"]
+__all__ = ["agent_picture", "main", "sidebar"]
 
 _SESSION_KEY = "plait_chat_session"
 _SOURCES = ("Embedded local model", "OpenAI-compatible server")
@@ -170,6 +173,8 @@ def main() -> None:
     if prompt:
         session.submit(prompt)
     settings = sidebar(session)
+    picture = st.sidebar.expander("Agent tree", icon=":material/account_tree:").empty()
+    agent_picture(picture, session, settings)
     st.title("plait agent chat")
     source = settings.api_base or f"embedded local model {settings.model or DEFAULT_MODEL}"
     st.caption(f"{AGENT_KINDS[settings.agent]} · {source}")
@@ -182,9 +187,23 @@ def main() -> None:
     while session.queued:
         text, files = session.queued.pop(0)
         session.send(text, files, settings)
+        agent_picture(picture, session, settings)  # the agent is built (or rebuilt) by the first message
         render_entry(session.transcript[-2])
         _stream(session, session.transcript[-1])
     _approvals(session)
+
+
+def agent_picture(slot: DeltaGenerator, session: ChatSession, settings: Settings) -> None:
+    """Draw the session's agent tree into `slot` (`plait.draw` as Graphviz, laid out in the browser)."""
+    with slot.container():
+        if session.agent is None:
+            st.caption("The agent is built, and drawn here, when you send your first message.")
+            return
+        st.graphviz_chart(draw(session.agent, format="dot", direction="LR"), width="stretch")
+        if settings != session.settings:
+            st.caption("Changed settings apply to the agent with your next message.")
+        st.caption("As Mermaid (for docs, issues, any Mermaid viewer):")
+        st.code(draw(session.agent), language="text", height=120)
 
 
 def _approvals(session: ChatSession) -> None:
@@ -193,6 +212,12 @@ def _approvals(session: ChatSession) -> None:
     if block is None:
         return
     for call in block.waiting:
+        if call.question is not None:  # a running call asks something (an MCP server's elicitation)
+            answer = question_form(call)
+            if answer is not None:
+                session.decide(call.id, answer)
+                st.rerun()
+            continue
         approve, reject = st.columns(2)
         decision = None
         if approve.button(f"Approve {call.name}", key=f"approve_{call.id}", type="primary"):

@@ -108,10 +108,15 @@ class NoticeBlock:
 
 @dataclass
 class ApprovalBlock:
-    """Tool calls waiting for the user, and what was decided so far (call id -> True, or False to refuse)."""
+    """Tool calls waiting for the user, and what was decided so far.
+
+    A decision is True (run it) or False (refuse it); for a call that asks a question
+    (`PendingCall.question`), the answer: ``{'action': 'accept', 'content': {...}}``,
+    ``'decline'`` or ``'cancel'``.
+    """
 
     calls: list[PendingCall]
-    decisions: dict[str, bool] = field(default_factory=dict)
+    decisions: dict[str, object] = field(default_factory=dict)
 
     @property
     def waiting(self) -> list[PendingCall]:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from ..schema import PendingCall
 from .events import ApprovalBlock, Block, ChatEntry, NoticeBlock, TextBlock, ThinkingBlock, ToolBlock
 
 __all__ = ["AVATARS", "LiveEntry", "render_block", "render_entry", "tool_label"]
@@ -75,7 +76,12 @@ def render_block(block: Block, cursor: bool = False) -> None:
     elif isinstance(block, ApprovalBlock):
         for call in block.calls:
             decided = block.decisions.get(call.id)
-            what = "waits for your approval" if decided is None else ("approved" if decided else "refused")
+            if call.question is not None:
+                asker = call.question.get("server") or call.name
+                st.markdown(f"**{asker}** asks, while **{call.name}** runs: {call.question.get('message', '')}")
+                what = "waits for your answer" if decided is None else _ANSWERED.get(str(decided), "answered")
+            else:
+                what = "waits for your approval" if decided is None else ("approved" if decided else "refused")
             st.markdown(f"**{call.name}** {what}")
             st.code(json.dumps(call.arguments, ensure_ascii=False, indent=2, default=str), language="json")
     elif isinstance(block, ToolBlock):
@@ -85,6 +91,50 @@ def render_block(block: Block, cursor: bool = False) -> None:
         with st.status(tool_label(block), state=state, expanded=True):
             _arguments(block)
             _result(block)
+
+
+_ANSWERED = {"decline": "declined to answer", "cancel": "cancelled the question"}
+
+
+def question_form(call: PendingCall) -> str | dict[str, Any] | None:
+    """A form for the question a running call asks (`PendingCall.question`); the answer once submitted.
+
+    One input per field of the requested schema (a number, a checkbox, a choice, text);
+    "Send answer" accepts with the fields, "Decline" and "Cancel" answer so. None until submitted.
+    """
+    question = call.question or {}
+    schema = question.get("requested_schema") or {}
+    required = set(schema.get("required") or [])
+    content: dict[str, Any] = {}
+    with st.form(key=f"question_{call.id}"):
+        for name, spec in (schema.get("properties") or {}).items():
+            label = str(spec.get("title") or name) + ("" if name in required else " (optional)")
+            key, kind, default = f"question_{call.id}_{name}", spec.get("type", "string"), spec.get("default")
+            options = spec.get("enum") or (spec.get("items") or {}).get("enum")
+            value: Any
+            if kind == "array":
+                value = st.multiselect(label, options or [], default=default or [], key=key)
+            elif options:
+                value = st.selectbox(label, options, key=key)
+            elif kind == "boolean":
+                value = st.checkbox(label, value=bool(default), key=key)
+            elif kind in ("integer", "number"):
+                number = int if kind == "integer" else float
+                value = st.number_input(label, value=number(default or 0), step=number(1), key=key)
+            else:
+                value = st.text_input(label, value=str(default or ""), key=key)
+                if not value and name not in required:
+                    continue
+            content[name] = value
+        send, decline, cancel = st.columns(3)
+        answer: str | dict[str, Any] | None = None
+        if send.form_submit_button("Send answer", type="primary"):
+            answer = {"action": "accept", "content": content}
+        if decline.form_submit_button("Decline"):
+            answer = "decline"
+        if cancel.form_submit_button("Cancel"):
+            answer = "cancel"
+    return answer
 
 
 def render_entry(entry: ChatEntry) -> None:

@@ -79,7 +79,7 @@ def build_tools(
         for spec in settings.mcp_servers:
             try:
                 if spec not in cache:
-                    cache[spec] = MCPToolkit.from_spec(spec)
+                    cache[spec] = MCPToolkit.from_spec(spec, elicit="approval")
                 plugins.append(cache[spec])
             except PlaitError as exc:
                 problems.append(f"MCP server {spec!r} is not available: {exc}")
@@ -158,7 +158,7 @@ def run_tool_agent(agent: Any, message: str, session_id: Hashable, emit: Emit) -
     _answer(agent.stream_events(message, session_id=session_id), emit)
 
 
-def resume_tool_agent(agent: Any, decisions: Mapping[str, bool], session_id: Hashable, emit: Emit) -> None:
+def resume_tool_agent(agent: Any, decisions: Mapping[str, object], session_id: Hashable, emit: Emit) -> None:
     """Take a run paused for approval up again with the user's `decisions` (see `run_tool_agent`)."""
     _answer(agent.resume_events(dict(decisions), session_id=session_id), emit)
 

@@ -158,8 +158,10 @@ class ChatSession:
         blocks = [b for b in self.transcript[-1].blocks if isinstance(b, ApprovalBlock)]
         return blocks[-1] if blocks and blocks[-1].waiting else None
 
-    def decide(self, call_id: str, approved: bool) -> ChatEntry | None:
+    def decide(self, call_id: str, approved: object) -> ChatEntry | None:
         """Record the user's decision on a waiting call; once every call is decided, the run goes on.
+
+        `approved` is True or False, or for a call that asks a question, the answer (`ApprovalBlock`).
 
         Returns the new answer's (live) entry when the run was resumed, else None.
         """

@@ -5,7 +5,8 @@ A server may send requests of its own while a ``tools/call`` runs (spec 2025-11-
 * ``elicitation/create`` (form mode): a question for a person, with a ``requestedSchema``
   of flat primitive properties. `MCPToolkit(..., elicit=...)` names who answers: a callable
   given an `Elicitation` that returns ``"accept"`` with content, ``"decline"`` or
-  ``"cancel"``. Accepted content is checked against the schema before it is sent.
+  ``"cancel"``, or ``"approval"``: the agent's person, through a paused run and ``resume``
+  (`plait.actions.mcp._asking`). Accepted content is checked against the schema before it is sent.
 * ``sampling/createMessage``: the server asks the client's model for a completion.
   Refused unless `MCPToolkit(..., sampling=Sampling(llm, ...))` enables it; then answered by
   that model within a per-connection budget of requests and tokens (a request's
@@ -23,7 +24,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 from ...exceptions import UserError
 from ...types import JSONValue
@@ -257,19 +258,24 @@ def sampling_settings(setting: object) -> Sampling | None:
 
 
 def client_handlers(
-    elicit: Elicit | None, sampling: Sampling | None, server: Callable[[], str]
+    elicit: Elicit | Handler | None, sampling: Sampling | None, server: Callable[[], str], ask: bool = False
 ) -> tuple[dict[str, Handler], dict[str, JSONValue]]:
     """The handlers of the server requests plait answers, and the client capabilities announcing them.
 
     Args:
-        elicit: Who answers elicitations (None: not offered).
+        elicit: Who answers elicitations (None: not offered); with `ask`, the request handler itself
+            (``elicit="approval"``: `plait.actions.mcp._asking.Questions.handler`).
         sampling: The sampling model and budget (None: not offered).
         server: The name of the server (for the `Elicitation`).
+        ask: `elicit` is the elicitation request handler itself.
     """
     handlers: dict[str, Handler] = {}
     capabilities: dict[str, JSONValue] = {}
-    if elicit is not None:
-        ask = elicit
+    if elicit is not None and ask:
+        handlers[ELICIT] = cast(Handler, elicit)
+        capabilities["elicitation"] = {"form": {}}
+    elif elicit is not None:
+        person = cast(Elicit, elicit)
 
         async def elicitation(params: Mapping[str, JSONValue]) -> JSONValue:
             if params.get("mode", "form") != "form":
@@ -279,7 +285,7 @@ def client_handlers(
             schema = params.get("requestedSchema")
             schema = dict(schema) if isinstance(schema, Mapping) else {"type": "object", "properties": {}}
             question = Elicitation(str(params.get("message", "")), schema, server())
-            answer = await asyncio.to_thread(ask, question)
+            answer = await asyncio.to_thread(person, question)
             try:
                 return elicitation_answer(answer, schema)
             except UserError as exc:

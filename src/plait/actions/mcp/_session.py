@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, Protocol
 
 from ..._version import __version__
 from ...exceptions import MCPError
 from ...types import JSONValue
-from ._client_requests import Handler, RequestRefused
+from ._client_requests import ELICIT, Handler, RequestRefused
 from ._protocol import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -108,6 +108,10 @@ class ClientSession:
         self._pending: dict[int, asyncio.Future[JSONValue]] = {}
         self._closed_reason: str | None = None
         self.tools_version = 0  # bumped by each notifications/tools/list_changed
+        self._holds = 0  # server requests waiting on a person: the requests' clocks are stopped
+        self._held = 0.0  # seconds the clocks stood still, in spells that ended
+        self._held_from = 0.0
+        self._released = asyncio.Event()
 
     @property
     def closed(self) -> bool:
@@ -149,6 +153,8 @@ class ClientSession:
     async def request(self, method: str, params: Mapping[str, JSONValue] | None = None) -> JSONValue:
         """Send a request and wait for its result (at most `timeout` seconds).
 
+        The seconds the server's elicitation requests wait on a person do not count.
+
         Raises:
             RPCError: The server answered with an error.
             MCPError: The link broke, or the request timed out (it is then cancelled).
@@ -168,7 +174,7 @@ class ClientSession:
             return await future
 
         try:
-            return await asyncio.wait_for(exchange(), limit)
+            return await self._within(exchange(), limit)
         except asyncio.TimeoutError:
             await self._cancel(request_id, f"no answer in {limit} s")
             raise MCPError(f"the MCP server did not answer {method} within {limit} s") from None
@@ -176,6 +182,50 @@ class ClientSession:
             self._pending.pop(request_id, None)
             if future.done() and not future.cancelled():
                 future.exception()  # failed by a lost link while the send failed too: seen, not "never retrieved"
+
+    def _running(self) -> float:
+        """The loop's clock, less the time a person was being asked (`_answer` of an elicitation)."""
+        now = asyncio.get_running_loop().time()
+        return now - self._held - (now - self._held_from if self._holds else 0.0)
+
+    async def _within(self, work: Coroutine[Any, Any, JSONValue], limit: float | None) -> JSONValue:
+        """`work`'s result within `limit` seconds, not counting the time a person was asked meanwhile.
+
+        Raises:
+            asyncio.TimeoutError: The time ran out (`work` is cancelled).
+        """
+        task = asyncio.ensure_future(work)
+        if limit is None:
+            return await task
+        deadline = self._running() + limit
+        try:
+            while True:
+                released = asyncio.ensure_future(self._released.wait()) if self._holds else None
+                left = None if released is not None else deadline - self._running()
+                if left is not None and left <= 0:
+                    raise asyncio.TimeoutError
+                done, _ = await asyncio.wait({task, *([released] if released else [])}, timeout=left)
+                if released is not None:
+                    released.cancel()
+                if task in done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def _hold(self, holding: bool) -> None:
+        """Stop (True) or restart (False) the requests' clocks while a person is asked."""
+        now = asyncio.get_running_loop().time()
+        if holding:
+            self._holds += 1
+            if self._holds == 1:
+                self._held_from = now
+                self._released.clear()
+        else:
+            self._holds -= 1
+            if self._holds == 0:
+                self._held += now - self._held_from
+                self._released.set()
 
     async def notify(self, method: str, params: Mapping[str, JSONValue] | None = None) -> None:
         """Send a notification (no answer expected)."""
@@ -273,6 +323,9 @@ class ClientSession:
         elif handler is None:
             reply = error_message(request["id"], METHOD_NOT_FOUND, f"method not supported by plait: {method}")
         else:
+            asks_a_person = method == ELICIT
+            if asks_a_person:
+                self._hold(True)  # a person may take minutes: the tool call's clock stands still
             try:
                 reply = result_message(request["id"], await handler(params if isinstance(params, Mapping) else {}))
             except RequestRefused as exc:
@@ -280,6 +333,9 @@ class ClientSession:
             except Exception as exc:  # a failing model or approver: the server gets an error, plait goes on
                 logger.exception("answering the MCP server's %s request failed", method)
                 reply = error_message(request["id"], INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            finally:
+                if asks_a_person:
+                    self._hold(False)
         try:
             await self.transport.send(reply)
         except MCPError:

@@ -31,7 +31,8 @@ trouble. A server that died is restarted on the next call. ``close()`` (or ``wit
 ends it; it is also ended when the toolkit is garbage-collected or the interpreter exits.
 
 A server may ask back while a tool runs: ``elicit=`` answers its elicitation requests
-(a person's answer to a form), ``sampling=Sampling(llm, max_requests, max_tokens)``
+(a person's answer to a form: ``"approval"`` pauses the agent's run until ``resume`` brings
+the answer, a callable answers directly), ``sampling=Sampling(llm, max_requests, max_tokens)``
 lets it use a model within a budget; both are refused unless given.
 
 One connection serves every ``session_id``: MCP servers that keep per-client state see
@@ -52,7 +53,7 @@ import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from typing_extensions import Self
 
@@ -61,8 +62,10 @@ from ...schema import ActionReturn, ActionStatusCode
 from ...types import JSONValue
 from ...utils._aio import LoopThread
 from .._json_schema import api_description
-from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction
+from .._parked import park
+from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction, describe_exception
 from ..parser import BaseParser, JsonParser
+from ._asking import Asked, Questions
 from ._client_requests import Elicit, Sampling, client_handlers, sampling_settings
 from ._protocol import INVALID_PARAMS, result_items
 from ._session import ClientSession, RPCError, Transport, open_session
@@ -93,11 +96,15 @@ class _Connection:
         make_transport: Callable[[], Transport],
         timeout: float | None,
         connect_timeout: float | None,
-        elicit: Elicit | None = None,
+        elicit: Elicit | Literal["approval"] | None = None,
         sampling: Sampling | None = None,
     ) -> None:
         self.make_transport = make_transport
-        self.handlers, self.capabilities = client_handlers(elicit, sampling, self._server_name)
+        self.questions = Questions(self._server_name) if elicit == "approval" else None
+        answerer = self.questions.handler if self.questions is not None else cast("Elicit | None", elicit)
+        self.handlers, self.capabilities = client_handlers(
+            answerer, sampling, self._server_name, ask=self.questions is not None
+        )
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.loop = LoopThread(name="plait-mcp")
@@ -135,8 +142,21 @@ class _Connection:
             return False  # the next call reconnects; the description is checked after that
         return self._listed != (session, session.tools_version)
 
-    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
-        return await (await self.current()).call_tool(name, arguments)
+    async def call_tool(self, name: str, arguments: Mapping[str, JSONValue]) -> dict[str, JSONValue] | Asked:
+        """The call's result; with ``elicit="approval"``, the first question its server asks instead."""
+        session = await self.current()
+        if self.questions is None:
+            return await session.call_tool(name, arguments)
+        return await self.questions.outcome(
+            self.questions.start(asyncio.ensure_future(session.call_tool(name, arguments)))
+        )
+
+    async def went_on(self, asked: Asked, answer: Mapping[str, Any]) -> dict[str, JSONValue] | Asked:
+        """Send the person's `answer` to `asked`; the call's result, or its next question."""
+        if not asked.answer.done():
+            asked.answer.set_result(answer)
+        assert self.questions is not None  # only asked with elicit="approval"
+        return await self.questions.outcome(asked.call)
 
     async def aclose(self) -> None:
         session, self.session, self._lock = self.session, None, None
@@ -169,11 +189,15 @@ class _MCPToolkitCore(ActionCore, register=False):
         parser: type[BaseParser] = JsonParser,
         enable: bool = True,
         requires_approval: ApprovalRule = False,
-        elicit: Elicit | None = None,
+        elicit: Elicit | Literal["approval"] | None = None,
         sampling: Sampling | Mapping[str, Any] | None = None,
     ) -> None:
-        if elicit is not None and not callable(elicit):
-            raise UserError(f"elicit is a callable that answers an Elicitation, got {type(elicit).__name__}")
+        if elicit is not None and elicit != "approval" and not callable(elicit):
+            raise UserError(
+                f"elicit is 'approval' or a callable that answers an Elicitation, got {elicit!r}"
+                if isinstance(elicit, str)
+                else f"elicit is 'approval' or a callable that answers an Elicitation, got {type(elicit).__name__}"
+            )
         if (command is None) == (url is None):
             raise UserError("MCPToolkit needs command= (a stdio server) or url= (a Streamable HTTP server), not both")
         if isinstance(args, str):
@@ -285,16 +309,31 @@ class _MCPToolkitCore(ActionCore, register=False):
     async def _call(self, api: str, arguments: dict[str, JSONValue]) -> ActionReturn:
         """One ``tools/call`` on the connection's loop, as an `ActionReturn`."""
         try:
-            result = await self._connection.call_tool(api, arguments)
+            return self._outcome(api, await self._connection.call_tool(api, arguments))
         except RPCError as exc:
             if exc.code == INVALID_PARAMS:
                 raise ToolArgumentError(str(exc), tool=api) from exc
             raise
+
+    def _outcome(self, api: str, result: dict[str, JSONValue] | Asked) -> ActionReturn:
+        """A call's result as an `ActionReturn`; a question it asked: the call parked (`plait.actions._parked`)."""
+        if isinstance(result, Asked):
+            asked = result
+            return park(asked.question, lambda answer: self._sync(self._went_on(api, asked, answer)))
         items = result_items(result, self._save)
         if result.get("isError"):
             text = "\n".join(str(i["content"]) for i in items if i["type"] == "text")
             return ActionReturn(errmsg=text or "the tool reported an error", state=ActionStatusCode.API_ERROR)
         return ActionReturn(result=items)
+
+    async def _went_on(self, api: str, asked: Asked, answer: Mapping[str, Any]) -> ActionReturn:
+        """A parked call given the person's answer: its result, its next question, or its error as a return."""
+        try:
+            return self._outcome(api, await self._connection.went_on(asked, answer))
+        except Exception as exc:  # the tool's failure is the model's observation, as for any call
+            invalid = isinstance(exc, RPCError) and exc.code == INVALID_PARAMS
+            state = ActionStatusCode.ARGS_ERROR if invalid else ActionStatusCode.API_ERROR
+            return ActionReturn(errmsg=describe_exception(exc), state=state)
 
     # -- resources and prompts (run on the connection's loop; the public methods are per mode) --
     async def _list_resources(self) -> list[dict[str, JSONValue]]:
@@ -389,9 +428,13 @@ class MCPToolkit(_MCPToolkitCore, BaseAction):
         requires_approval: The server's tools need a person's approval before each call:
             True, or a rule ``(tool name, arguments) -> bool`` (e.g. only ``"fs.write_file"``).
         elicit: Who answers the server's ``elicitation/create`` requests (form mode) while a
-            tool runs: called with an `Elicitation` (message, requested schema), it returns
-            ``"decline"``, ``"cancel"`` or ``{"action": "accept", "content": {...}}`` (checked
-            against the schema). None: elicitation is not offered to the server.
+            tool runs. ``"approval"``: the agent's person — the run pauses on the question
+            (``AgentStatusCode.INTERRUPTED``, a `PendingCall` with its ``question``) and
+            ``agent.resume({call_id: answer})`` sends the answer, after which the call goes
+            on. A callable: called with an `Elicitation` (message, requested schema), it
+            returns ``"decline"``, ``"cancel"`` or ``{"action": "accept", "content": {...}}``.
+            Accepted content is checked against the schema. None: elicitation is not offered
+            to the server.
         sampling: Lets the server ask a model for completions (``sampling/createMessage``):
             a `Sampling` (``llm``, ``max_requests``, ``max_tokens``, ``approve``) or a dict of
             its settings. None (the default): sampling requests are refused.

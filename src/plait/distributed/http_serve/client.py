@@ -150,7 +150,9 @@ class _ClientCore:
         text = await self._request("POST", "/chat_completion", self._body(messages, session_id, kwargs))
         return self._chunk(text, self.url + "/chat_completion")
 
-    async def _aresume(self, decisions: Mapping[str, bool | str], session_id: SessionId) -> AgentMessage:
+    async def _aresume(
+        self, decisions: Mapping[str, bool | str | Mapping[str, object]], session_id: SessionId
+    ) -> AgentMessage:
         text = await self._request("POST", "/resume", {"decisions": dict(decisions), "session_id": session_id})
         return self._chunk(text, self.url + "/resume")
 
@@ -214,7 +216,9 @@ class HTTPAgentClient(_ClientCore):
         """The reply as the agent streams it (a streaming agent's chunks; else one message)."""
         return self._io.iterate(self._astream(message, session_id, kwargs))
 
-    def resume(self, decisions: Mapping[str, bool | str], session_id: SessionId = 0) -> AgentMessage:
+    def resume(
+        self, decisions: Mapping[str, bool | str | Mapping[str, object]], session_id: SessionId = 0
+    ) -> AgentMessage:
         """Take the session's run paused for approval up again (see `Agent.resume`)."""
         return self._io.run(self._aresume(decisions, session_id))
 
@@ -238,7 +242,9 @@ class AsyncHTTPAgentClient(_ClientCore):
         """The reply as the agent streams it."""
         return self._astream(message, session_id, kwargs)
 
-    async def resume(self, decisions: Mapping[str, bool | str], session_id: SessionId = 0) -> AgentMessage:
+    async def resume(
+        self, decisions: Mapping[str, bool | str | Mapping[str, object]], session_id: SessionId = 0
+    ) -> AgentMessage:
         """Take the session's run paused for approval up again (see `AsyncAgent.resume`)."""
         return await self._aresume(decisions, session_id)
 

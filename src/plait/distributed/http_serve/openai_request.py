@@ -11,26 +11,29 @@ silently dropped:
   (each checked and within the server's caps), ``response_format`` (``json_object`` or
   ``json_schema``: passed to the model the agent answers with, which constrains its reply to
   it; ``text``: nothing to do), ``user`` (logged) and ``metadata.session_id`` (the session,
-  like the ``X-Session-Id`` header).
+  like the ``X-Session-Id`` header), ``tools`` (function tools: the client's, offered to the
+  agent's model as external tools, `plait.agents.external_tools`) and ``tool_choice``
+  (``none``, ``auto``, ``required`` or one of the client's functions; without tools only
+  ``none`` / ``auto``).
 * Accepted as no-ops: ``n: 1``, ``logprobs: false``,
-  ``modalities: ["text"]``, ``store: false``, ``tool_choice: "none"`` / ``"auto"`` without
-  tools, ``parallel_tool_calls``, ``service_tier``, ``prompt_cache_key``,
-  ``safety_identifier``, other ``metadata`` keys.
-* Refused: ``n > 1``, ``logprobs: true``, ``top_logprobs``, ``tools``, other
-  ``tool_choice``s, ``functions``, ``audio``,
+  ``modalities: ["text"]``, ``store: false``, ``parallel_tool_calls``, ``service_tier``,
+  ``prompt_cache_key``, ``safety_identifier``, other ``metadata`` keys.
+* Refused: ``n > 1``, ``logprobs: true``, ``top_logprobs``, ``functions``, ``audio``,
   ``prediction``, ``logit_bias``, ``reasoning_effort``, ``web_search_options``,
   ``verbosity``, ``store: true``, and any field OpenAI does not define.
 
-Messages: roles ``system``, ``developer`` (a system message), ``user``, ``assistant`` and
-``tool``; content a string or text parts (the served agent takes text only: an image, audio
-or file part is refused).
+Messages: roles ``system``, ``developer`` (a system message), ``user``, ``assistant`` (with
+its ``tool_calls``) and ``tool``; content a string or text parts (the served agent takes text
+only: an image, audio or file part is refused).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from ...agents.external_tools import ExternalToolError, check_external_tools
 from ...exceptions import UserError
 from ...outputs import response_schema
 from ...types import SessionId
@@ -44,7 +47,7 @@ _HONOURED = frozenset(
     {
         *("model", "messages", "stream", "stream_options", "temperature", "top_p", "max_tokens"),
         *("max_completion_tokens", "stop", "seed", "presence_penalty", "frequency_penalty", "user", "metadata"),
-        "response_format",
+        *("response_format", "tools", "tool_choice"),
     }
 )
 _HARMLESS = frozenset({"parallel_tool_calls", "service_tier", "prompt_cache_key", "safety_identifier"})
@@ -53,8 +56,6 @@ _NO_OPS: dict[str, tuple[object, ...]] = {
     "n": (None, 1),
     "logprobs": (None, False),
     "top_logprobs": (None,),
-    "tools": (None, []),
-    "tool_choice": (None, "none", "auto"),
     "functions": (None, []),
     "function_call": (None, "none", "auto"),
     "modalities": (None, ["text"]),
@@ -70,14 +71,16 @@ _WHY = {
     "n": "the served agent gives one answer per request (n must be 1)",
     "logprobs": "the served agent does not report log probabilities",
     "top_logprobs": "the served agent does not report log probabilities",
-    "tools": "the served agent does not take client tools",
-    "tool_choice": "the served agent does not take client tools",
     "functions": "the served agent does not take client functions",
     "function_call": "the served agent does not take client functions",
     "modalities": "the served agent answers in text only",
     "store": "the served agent does not store completions",
 }
 _INT64 = 2**63
+_FIELDS = re.compile(
+    r"messages\[\d+\](?:\.tool_call_id)?|tools\[\d+\]\.function(?:\.\w+)?|tool_choice\.function\.name"
+    r"|max_completion_tokens|response_format"
+)  # the chat fields an error message may name
 
 
 class OpenAIRequestError(UserError):
@@ -102,11 +105,14 @@ class Turn:
         role: ``system`` (also a client's ``developer``), ``user``, ``assistant`` or ``tool``.
         text: Its text (text parts joined; empty for an assistant message with only tool calls).
         tool_call_id: The call a ``tool`` message answers (None for other roles).
+        tool_calls: An assistant message's tool calls, as ``{"id", "name", "arguments"}``
+            (the arguments' JSON text).
     """
 
     role: str
     text: str
     tool_call_id: str | None = None
+    tool_calls: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,10 @@ class OpenAIRequest:
         session: ``metadata.session_id``, or None.
         overrides: Generation parameters for the agent's model, in Lagent's names
             (``max_new_tokens``, ``stop_words``) and OpenAI's (``seed``, the penalties).
+        tools: The client's function tools (checked), or None.
+        tool_choice: The client's ``tool_choice`` with its tools, or None.
+        rename: A chat field (``messages[3].tool_call_id``) as the client's API names it, for a
+            request read from another API (`responses_route`); None: as it is.
     """
 
     turns: list[Turn]
@@ -129,6 +139,20 @@ class OpenAIRequest:
     user: str
     session: SessionId | None
     overrides: dict[str, object]
+    tools: list[dict[str, object]] | None = None
+    tool_choice: object = None
+    rename: Callable[[str | None], str | None] | None = None
+
+    def param(self, field: str | None) -> str | None:
+        """A chat field as the client named it."""
+        return field if self.rename is None else self.rename(field)
+
+    def said(self, message: str) -> str:
+        """An error message with the chat fields it names (``messages[3]``) as the client named them."""
+        rename = self.rename
+        if rename is None:
+            return message
+        return _FIELDS.sub(lambda found: rename(found.group(0)) or found.group(0), message)
 
 
 def check_openai_request(body: object, limits: ServerLimits) -> OpenAIRequest:
@@ -158,6 +182,7 @@ def check_openai_request(body: object, limits: ServerLimits) -> OpenAIRequest:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, Mapping):
         raise OpenAIRequestError("'stream_options' must be an object", "stream_options", "invalid_type")
+    tools = _tools(body.get("tools"))
     return OpenAIRequest(
         turns=_turns(body.get("messages")),
         stream=body.get("stream") is True,
@@ -165,7 +190,46 @@ def check_openai_request(body: object, limits: ServerLimits) -> OpenAIRequest:
         user=str(body.get("user") or ""),
         session=_session(body.get("metadata")),
         overrides=_overrides(body, limits),
+        tools=tools,
+        tool_choice=_tool_choice(body.get("tool_choice"), tools),
     )
+
+
+def _tools(tools: object) -> list[dict[str, object]] | None:
+    if tools is None or tools == []:
+        return None
+    try:
+        return clean(list(check_external_tools(tools, field="tools")))
+    except ExternalToolError as exc:
+        raise OpenAIRequestError(str(exc), exc.where) from None
+
+
+def _tool_choice(choice: object, tools: list[dict[str, object]] | None) -> object:
+    """``none`` / ``auto`` (no-ops without tools), ``required`` or one of the client's functions."""
+    if choice is None or (tools is None and choice in ("none", "auto")):
+        return None
+    if tools is None:
+        raise OpenAIRequestError(
+            f"'tool_choice' {choice!r} needs 'tools': the client's tools are the ones it can choose",
+            "tool_choice",
+            "unsupported_parameter",
+        )
+    if choice in ("none", "auto", "required"):
+        return choice
+    function = choice.get("function") if isinstance(choice, Mapping) and choice.get("type") == "function" else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    names = [tool["function"]["name"] for tool in tools if isinstance(tool["function"], Mapping)]
+    if name is None:
+        raise OpenAIRequestError(
+            "'tool_choice' must be 'none', 'auto', 'required' or {'type': 'function', 'function': {'name': ...}}",
+            "tool_choice",
+        )
+    if name not in names:
+        raise OpenAIRequestError(
+            f"'tool_choice.function.name' {name!r} names none of the request's tools {names}",
+            "tool_choice.function.name",
+        )
+    return {"type": "function", "function": {"name": name}}
 
 
 def _session(metadata: object) -> SessionId | None:
@@ -207,7 +271,31 @@ def _turn(message: object, where: str) -> Turn:
             param = f"{where}.tool_call_id"
             raise OpenAIRequestError(f"Missing required parameter: '{param}'", param, "missing")
         call_id = clean(call_id)
-    return Turn(_ROLES[str(role)], text, call_id)
+    calls = _tool_calls(message.get("tool_calls"), f"{where}.tool_calls") if role == "assistant" else ()
+    return Turn(_ROLES[str(role)], text, call_id, calls)
+
+
+def _tool_calls(calls: object, where: str) -> tuple[dict[str, str], ...]:
+    """An assistant message's ``tool_calls`` as ``{"id", "name", "arguments"}``."""
+    if calls is None:
+        return ()
+    if not isinstance(calls, list):
+        raise OpenAIRequestError(f"'{where}' must be a list of tool calls", where, "invalid_type")
+    checked = []
+    for j, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(call.get("id"), str) or not call["id"]:
+            raise OpenAIRequestError(
+                f"'{where}[{j}]' must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}",
+                f"{where}[{j}]",
+                "invalid_type",
+            )
+        name, arguments = function.get("name"), function.get("arguments", "{}")
+        if not isinstance(name, str) or not isinstance(arguments, str):
+            param = f"{where}[{j}].function"
+            raise OpenAIRequestError(f"'{param}' needs a string 'name' and string 'arguments'", param, "invalid_type")
+        checked.append({"id": clean(call["id"]), "name": clean(name), "arguments": clean(arguments)})
+    return tuple(checked)
 
 
 def _content_text(content: object, where: str) -> str:

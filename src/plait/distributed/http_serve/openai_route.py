@@ -33,9 +33,18 @@ Approval: when the agent pauses before tools that need a person's approval, the 
 assistant message with ``tool_calls`` (the waiting calls) and ``finish_reason`` ``'tool_calls'``,
 as a model's would be; the client answers each with a ``tool`` message in the same session:
 ``approve`` (or yes / y / ok / true) runs the call, ``reject`` (or no / n / false / empty)
-refuses it, any other text refuses it and is told to the model as the reason. A pause needs a session
-(``X-Session-Id``): without one the request is answered 409. ``tool`` messages that answer no
-waiting call are refused (400, naming the message's ``tool_call_id``).
+refuses it, any other text refuses it and is told to the model as the reason. A pause for approval
+needs a session (``X-Session-Id``): without one the request is answered 409. ``tool`` messages that
+answer no waiting call are refused (400, naming the message's ``tool_call_id``).
+
+Client tools: a request's ``tools`` are the agent's external tools (`plait.agents.external_tools`),
+offered to its model beside its own, with the client's ``tool_choice``. A call to one pauses the run
+and the reply hands it to the client the same way (``tool_calls``, ``finish_reason`` ``'tool_calls'``);
+the client's ``tool`` message for it is its result (`ToolOutput`). With a session the run waits
+there and is resumed. Without one (LangChain, litellm) the client sends the whole conversation
+back: the run is parked under that conversation (`ParkedRuns`) and the request that extends it with
+the tool results takes it up; a request that matches no parked run (another worker, a restart) is
+answered from its history, loaded with its ``tool_calls`` and results into a fresh session.
 """
 
 from __future__ import annotations
@@ -43,25 +52,29 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
+from ...agents.external_tools import EXTERNAL_TOOLS_KEY, ExternalToolError, check_external_tools
+from ...agents.tool_loop import EXTERNAL, call_id
 from ...exceptions import PlaitError, ResumeError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import Metered, UsageMeter
 from ...memory.base_memory import MessageLike
-from ...schema import AgentMessage, AgentStatusCode, PendingCall
+from ...schema import AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ...types import JSONValue, SessionId
 from ...untrusted import loads
 from ._calls import agent_chunks, http_status
-from .openai_request import OpenAIRequestError, Turn, check_openai_request
+from .openai_request import OpenAIRequest, OpenAIRequestError, Turn, check_openai_request
+from .parked_runs import ParkedRuns
 from .requests import ServerLimits, session_of
 
-__all__ = ["DEFAULT_MODEL_NAME", "openai_routes"]
+__all__ = ["DEFAULT_MODEL_NAME", "Answer", "openai_routes"]
 
 DEFAULT_MODEL_NAME = "plait-agent"
 """The name ``/v1/models`` lists a served agent under unless the operator sets one."""
@@ -85,10 +98,35 @@ def _reasoning_text(message: object) -> str:
     return text if isinstance(text, str) else ""
 
 
+Parse = Callable[[object, ServerLimits], OpenAIRequest]
+"""Reads a request body of the route's API into the checked chat request the agent is asked with."""
+
+
 def _error(status: int, message: str, kind: str, param: str | None = None, code: str | None = None) -> web.Response:
     """OpenAI's error body: ``{"error": {"message", "type", "param", "code"}}``."""
     error = {"message": message, "type": kind, "param": param, "code": code}
     return web.json_response({"error": error}, status=status)
+
+
+class Answer(Protocol):
+    """One request's answer in its API's shapes (a chat completion; a Responses API response)."""
+
+    def whole(self, reply: object, metered: Metered, tool_calls: list[dict[str, JSONValue]]) -> dict[str, JSONValue]:
+        """The answer to a request that is not streamed: the agent's last reply, its usage and tool calls."""
+        ...
+
+    async def stream(
+        self,
+        request: web.Request,
+        call: Any,
+        inputs: Sequence[MessageLike],
+        kwargs: Mapping[str, object],
+        observers: tuple[UsageMeter, ToolLog],
+        with_usage: bool,
+        ephemeral: bool,
+    ) -> web.StreamResponse:
+        """The answer streamed as the agent's chunks arrive."""
+        ...
 
 
 class _Completion:
@@ -118,6 +156,19 @@ class _Completion:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": _usage(metered),
         }
+
+    async def stream(
+        self,
+        request: web.Request,
+        call: Any,
+        inputs: Sequence[MessageLike],
+        kwargs: Mapping[str, object],
+        observers: tuple[UsageMeter, ToolLog],
+        with_usage: bool,
+        ephemeral: bool,
+    ) -> web.StreamResponse:
+        """``chat.completion.chunk`` events (`_stream`)."""
+        return await _stream(request, call, inputs, kwargs, self, observers, with_usage, ephemeral)
 
     def usage_chunk(self, metered: Metered) -> bytes:
         body = {
@@ -180,14 +231,37 @@ def _answers(turns: Sequence[Turn]) -> int:
     return count
 
 
-def _decisions(turns: Sequence[Turn]) -> dict[str, bool | str]:
-    """The client's answers to waiting calls: the ``tool`` messages that end the request."""
-    decisions: dict[str, bool | str] = {}
+def _decisions(turns: Sequence[Turn], external: set[str]) -> dict[str, bool | str | ToolOutput]:
+    """The client's answers to waiting calls: the ``tool`` messages that end the request.
+
+    A call to one of the client's tools gets the message as its output (`ToolOutput`); a call
+    waiting for approval gets the client's word on it.
+    """
+    decisions: dict[str, bool | str | ToolOutput] = {}
     for turn in turns[len(turns) - _answers(turns) :]:
+        if turn.tool_call_id in external:
+            decisions[str(turn.tool_call_id)] = ToolOutput(turn.text)
+            continue
         text = turn.text.strip()
         word = text.lower().rstrip(".!")
         decisions[str(turn.tool_call_id)] = True if word in _APPROVE else False if word in _REFUSE else text
     return decisions
+
+
+def _check_answers(turns: Sequence[Turn]) -> None:
+    """A self-contained request: every ``tool`` message answers a call of an earlier assistant message.
+
+    Raises:
+        OpenAIRequestError: One answers a call no earlier message made (naming its ``tool_call_id``).
+    """
+    made: set[str] = set()
+    for i, turn in enumerate(turns):
+        made.update(call["id"] for call in turn.tool_calls)
+        if turn.role == "tool" and turn.tool_call_id not in made:
+            raise OpenAIRequestError(
+                f"'messages[{i}]' answers tool call {turn.tool_call_id!r}, which no earlier assistant message made",
+                f"messages[{i}].tool_call_id",
+            )
 
 
 def _target(
@@ -202,6 +276,8 @@ def _target(
     paused = agent.run_state(session) if not ephemeral and callable(getattr(agent, "run_state", None)) else None
     waiting = set(paused.waiting) if paused is not None else set()
     answers = _answers(turns)
+    if answers and ephemeral:  # a self-contained conversation that goes on from the client's tool results
+        return agent, inputs
     for i in range(len(turns) - answers, len(turns)):
         if turns[i].tool_call_id not in waiting:
             raise OpenAIRequestError(
@@ -209,8 +285,9 @@ def _target(
                 "session waits on",
                 f"messages[{i}].tool_call_id",
             )
-    if answers:
-        return agent.resume, [_decisions(turns)]
+    if answers and paused is not None:
+        external = {call_id(call, i) for i, call in enumerate(paused.pending) if call.get("kind") == EXTERNAL}
+        return agent.resume, [_decisions(turns, external)]
     if turns[-1].role != "user":
         last = len(turns) - 1
         raise OpenAIRequestError(
@@ -222,8 +299,11 @@ def _target(
 
 
 def _check_pause(reply: object, ephemeral: bool, session: SessionId) -> None:
-    """A pause without a session cannot be answered: say so (the session is dropped with the request)."""
-    if ephemeral and _waiting(reply):
+    """A pause for approval without a session cannot be answered: say so (the session is dropped with the request).
+
+    Calls to the client's own tools can: the client sends the conversation back with their results.
+    """
+    if ephemeral and any(not call.external for call in _waiting(reply)):
         raise ResumeError(
             "the agent paused for approval of a tool call: send an X-Session-Id header so the pause "
             "can be answered with tool messages",
@@ -243,14 +323,82 @@ def _usage(metered: Metered) -> dict[str, JSONValue] | None:
 
 
 def _history(turns: Sequence[Turn], agent_name: str) -> list[AgentMessage]:
-    """Earlier user, assistant and system turns as memory messages (tool messages are the agent's own business)."""
+    """A self-contained request's turns as memory messages: the assistant's tool calls and their results too."""
     history = []
+    names: dict[str, str] = {}
     for turn in turns:
         if turn.role in ("user", "system"):
             history.append(AgentMessage(sender=turn.role, content=turn.text))
+        elif turn.role == "assistant" and turn.tool_calls:
+            names.update((call["id"], call["name"]) for call in turn.tool_calls)
+            calls = [dict(call) for call in turn.tool_calls]
+            history.append(AgentMessage(sender=agent_name, content=turn.text, formatted={"tool_calls": calls}))
         elif turn.role == "assistant" and turn.text:
             history.append(AgentMessage(sender=agent_name, content=turn.text))
+        elif turn.role == "tool":
+            extra = {"tool_call_id": turn.tool_call_id, "name": names.get(str(turn.tool_call_id), "")}
+            history.append(AgentMessage(sender="ActionExecutor", content=turn.text, extra_info=extra))
     return history
+
+
+def _opening(agent: Any, turns: Sequence[Turn], session: SessionId | None) -> tuple[SessionId, list[MessageLike]]:
+    """The session a request is answered in, and the agent's inputs.
+
+    With a session: the last message, after the client's system messages. Without one (a
+    self-contained request) the earlier messages are loaded into a new session; one that ends
+    with the client's tool results is loaded whole and goes on from them (no new input).
+
+    Raises:
+        OpenAIRequestError: A self-contained request's ``tool`` message answers no earlier call.
+    """
+    if session is not None:  # the client's system messages go with the question
+        inputs: list[MessageLike] = [
+            AgentMessage(sender="system", content=t.text) for t in turns[:-1] if t.role == "system"
+        ]
+        return session, [*inputs, turns[-1].text]
+    _check_answers(turns)
+    session = f"openai-{uuid.uuid4().hex}"
+    rebuilt = _answers(turns) > 0
+    if getattr(agent, "memory", None) is not None:
+        name = str(getattr(agent, "name", None) or type(agent).__name__)
+        agent.memory.create_instance(session).load(_history(turns if rebuilt else turns[:-1], name))
+    return session, [] if rebuilt else [turns[-1].text]
+
+
+def _client_calls(agent: Any, session: SessionId) -> list[str]:
+    """The calls the session's run waits on when they are all calls to the client's tools, else none."""
+    run = agent.run_state(session) if callable(getattr(agent, "run_state", None)) else None
+    if run is None or not run.waiting:
+        return []
+    external = {call_id(call, i) for i, call in enumerate(run.pending) if call.get("kind") == EXTERNAL}
+    return list(run.waiting) if set(run.waiting) <= external else []
+
+
+def _client_tools(agent: Any, body: OpenAIRequest) -> dict[str, object]:
+    """The keywords that offer the client's tools to the agent (``external_tools``, ``tool_choice``).
+
+    Raises:
+        OpenAIRequestError: The request has tools and the served agent takes none, or one is
+            named as one of the agent's own.
+    """
+    if body.tools is None:
+        return {}
+    if not getattr(agent, "takes_external_tools", False):
+        raise OpenAIRequestError(
+            f"'tools' is not supported: the served agent ({type(agent).__name__}) does not take client tools "
+            "(a function-calling agent does)",
+            "tools",
+            "unsupported_parameter",
+        )
+    own = [str(tool["function"]["name"]) for tool in agent.executor.openai_tools()]
+    try:
+        check_external_tools(body.tools, own, field="tools")
+    except ExternalToolError as exc:
+        raise OpenAIRequestError(str(exc), exc.where) from None
+    kwargs: dict[str, object] = {EXTERNAL_TOOLS_KEY: body.tools}
+    if body.tool_choice is not None:
+        kwargs["tool_choice"] = body.tool_choice
+    return kwargs
 
 
 def openai_routes(
@@ -262,7 +410,10 @@ def openai_routes(
     using: Callable[[web.Request, SessionId], contextlib.AbstractContextManager[None]] | None = None,
     model_name: str = DEFAULT_MODEL_NAME,
 ) -> list[web.RouteDef]:
-    """The routes: ``POST /v1/chat/completions`` and ``GET /v1/models`` (the agent as one model).
+    """The routes: ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models`` (the agent as a model).
+
+    Both POST routes answer the same way (this module); `responses_route` reads and writes the
+    Responses API's shapes.
 
     Args:
         get_agent: The served agent.
@@ -277,54 +428,58 @@ def openai_routes(
     caps = limits or ServerLimits()
     usage = meter or UsageMeter()  # unregistered: it counts nothing, and every answer says so
     tools = tool_log or ToolLog()
+    parked = ParkedRuns(lambda session: get_agent().reset(session, recursive=True), ttl=caps.session_ttl or math.inf)
 
     async def models(request: web.Request) -> web.Response:
         model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plait"}
         return web.json_response({"object": "list", "data": [model]})
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        started = time.perf_counter()
-        response = await answer(request)
-        elapsed = (time.perf_counter() - started) * 1000
-        logger.info("POST /v1/chat/completions %s -> %d (%.0f ms)", request.get(_LOGGED, "-"), response.status, elapsed)
-        return response
+    from .responses_route import ResponseAnswer, check_responses_request  # it builds on this module
 
-    async def answer(request: web.Request) -> web.StreamResponse:
+    def route(path: str, parse: Parse, make: Callable[[str], Answer]) -> web.RouteDef:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            started = time.perf_counter()
+            response = await answer(request, parse, make)
+            elapsed = (time.perf_counter() - started) * 1000
+            logger.info("POST %s %s -> %d (%.0f ms)", path, request.get(_LOGGED, "-"), response.status, elapsed)
+            return response
+
+        return web.post(path, handle)
+
+    async def answer(request: web.Request, parse: Parse, make: Callable[[str], Answer]) -> web.StreamResponse:
         agent = get_agent()
         try:
-            body = check_openai_request(loads(await request.read()), caps)
+            body = parse(loads(await request.read()), caps)
             header = request.headers.get("X-Session-Id")
             session = body.session if header is None else session_of(header)
         except (ValueError, UserError) as exc:  # ParseError is a ValueError
             return _error(
                 400, str(exc), "invalid_request_error", getattr(exc, "param", None), getattr(exc, "code", None)
             )
-        name = str(getattr(agent, "name", None) or type(agent).__name__)
-        completion = _Completion(model_name)
+        completion = make(model_name)
         turns = body.turns
-        inputs: list[MessageLike] = []
-        if session is not None:  # the client's system messages go with the question
-            inputs += [AgentMessage(sender="system", content=t.text) for t in turns[:-1] if t.role == "system"]
-        inputs.append(turns[-1].text)
         if session is not None and scope is not None:
             session = scope(request, session)
         ephemeral = session is None
-        if session is None:
-            session = f"openai-{uuid.uuid4().hex}"
-            if getattr(agent, "memory", None) is not None:
-                agent.memory.create_instance(session).load(_history(turns[:-1], name))
+        tenant = str(scope(request, "openai")) if scope is not None else ""
+        resumed = parked.take(tenant, turns) if ephemeral else None  # a stateless client's tool results
+        try:
+            offered = _client_tools(agent, body)
+            session, inputs = (resumed, []) if resumed is not None else _opening(agent, turns, session)
+        except OpenAIRequestError as exc:
+            return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
         use = contextlib.nullcontext() if ephemeral or using is None else using(request, session)
         try:
             with use:
-                call, inputs = _target(agent, session, ephemeral, turns, inputs)
-                kwargs = {"session_id": session, **body.overrides}
+                call, inputs = _target(agent, session, ephemeral and resumed is None, turns, inputs)
+                kwargs = {"session_id": session, **body.overrides, **(offered if call is agent else {})}
                 if body.stream:
                     observers = (usage, tools)
-                    return await _stream(
-                        request, call, inputs, kwargs, completion, observers, body.include_usage, ephemeral
+                    return await completion.stream(
+                        request, call, inputs, kwargs, observers, body.include_usage, ephemeral
                     )
                 last = None
                 async for chunk in agent_chunks(call, inputs, kwargs):
@@ -332,16 +487,24 @@ def openai_routes(
                 _check_pause(last, ephemeral, session)
                 return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
         except OpenAIRequestError as exc:
-            return _error(400, str(exc), "invalid_request_error", exc.param, exc.code)
+            return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
             if ephemeral:
-                agent.reset(session, recursive=True)
+                waiting = _client_calls(agent, session)
+                if waiting:  # paused on the client's tools: kept for the conversation that answers them
+                    parked.park(tenant, turns, waiting, session)
+                else:
+                    agent.reset(session, recursive=True)
                 usage.take(session)
                 tools.take(session)
 
-    return [web.post("/v1/chat/completions", completions), web.get("/v1/models", models)]
+    return [
+        route("/v1/chat/completions", check_openai_request, _Completion),
+        route("/v1/responses", check_responses_request, ResponseAnswer),
+        web.get("/v1/models", models),
+    ]
 
 
 async def _stream(

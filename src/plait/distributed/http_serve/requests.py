@@ -10,6 +10,7 @@ generation only through `GENERATION_FIELDS`, each checked for type and range, wi
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -241,7 +242,7 @@ def _stop_words(value: object) -> list[str]:
 class ResumeRequest:
     """A checked ``/resume`` body: a person's decisions on a paused run's calls."""
 
-    decisions: dict[str, bool | str]
+    decisions: dict[str, bool | str | dict[str, object]]
     session_id: SessionId
     stream: Stream
 
@@ -254,18 +255,26 @@ _MAX_REASON = 4000
 def parse_resume_request(body: object) -> ResumeRequest:
     """Check a ``/resume`` body: ``{"decisions": {call id: true | false | reason}, "session_id": ..., "stream": ...}``.
 
+    A call that asks a question (``question`` in the paused reply) is decided with its answer:
+    ``{"action": "accept", "content": {...}}``, ``"decline"`` or ``"cancel"`` (checked by the agent).
+
     Raises:
         UserError: Not an object, an unknown field, or decisions that are not a small object
-            of call ids (strings) to true, false or a reason (a string).
+            of call ids (strings) to true, false, a reason (a string) or an answer (an object).
     """
     body = _fields_of(body, _RESUME_FIELDS, "a resume")
     decisions = body.get("decisions")
     if not isinstance(decisions, Mapping) or not decisions or len(decisions) > _MAX_DECISIONS:
         raise UserError(f"'decisions' must map 1 to {_MAX_DECISIONS} call ids to true, false or a reason")
-    checked: dict[str, bool | str] = {}
+    checked: dict[str, bool | str | dict[str, object]] = {}
     for key, value in decisions.items():
         if not isinstance(key, str) or not 0 < len(key) <= _MAX_SESSION_ID:
             raise UserError(f"a call id must be 1 to {_MAX_SESSION_ID} characters")
+        if isinstance(value, Mapping):  # the answer to the call's question
+            if len(json.dumps(value, default=str)) > _MAX_REASON:
+                raise UserError(f"the answer for {key!r} is over {_MAX_REASON} characters of JSON")
+            checked[clean(key)] = dict(value)
+            continue
         if not isinstance(value, (bool, str)) or (isinstance(value, str) and len(value) > _MAX_REASON):
             raise UserError(f"decide {key!r} with true, false or a reason of at most {_MAX_REASON} characters")
         checked[clean(key)] = clean(value) if isinstance(value, str) else value
