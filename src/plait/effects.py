@@ -257,12 +257,24 @@ class AgentCall(Composite["AgentMessage"]):
     Agents whose ``__call__`` is plait's own run their call path in the calling driver
     (streamed chunks pass through; a sync agent's model call runs in a worker thread under
     an async driver); others are called as a leaf `Call`.
+
+    Attributes:
+        agent: The sub-agent.
+        messages: Its inputs.
+        session_id: Its session.
+        kwargs: Keyword arguments of the call.
+        resume: Go on with the session's paused run, its decisions already recorded
+            (``agent.resume({}, session_id=...)``), instead of a new call.
+        tool_call: The caller's tool call this agent answers (an agent run as a tool from a
+            tool loop): the caller reports the agent's pause as its own, under this id.
     """
 
     agent: Any
     messages: tuple[object, ...]
     session_id: Hashable = 0
     kwargs: Mapping[str, object] = field(default_factory=lambda: _EMPTY)
+    resume: bool = False
+    tool_call: str | None = None
 
     @property
     def inline(self) -> bool:
@@ -270,24 +282,32 @@ class AgentCall(Composite["AgentMessage"]):
         return in_place(self.agent, "__call__") and not getattr(self.agent, "_interceptors", None)
 
     def flow(self) -> Flow[AgentMessage]:
-        """The agent's call path."""
-        from .agents.call_path import agent_call_flow
+        """The agent's call path (its resume path when `resume`)."""
+        from .agents.call_path import agent_call_flow, agent_resume_flow
 
+        if self.resume:
+            return agent_resume_flow(self.agent, {}, self.session_id, self.kwargs)
         return agent_call_flow(self.agent, self.messages, self.session_id, self.kwargs)
 
     def call(self) -> Call[AgentMessage]:
-        """The agent called as a function."""
+        """The agent called as a function (its ``resume`` when `resume`)."""
         stream = bool(getattr(self.agent, "_stream_forward", False))
+        if self.resume:
+            return Call(self.agent.resume, ({},), {"session_id": self.session_id, **self.kwargs}, stream=stream)
         return Call(self.agent, self.messages, {"session_id": self.session_id, **self.kwargs}, stream=stream)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ToolCall(Composite[Any]):
-    """An executor call: ``executor(message, session_id=...)`` (before/after-action hooks and dispatch)."""
+    """An executor call: ``executor(message, session_id=...)`` (before/after-action hooks and dispatch).
+
+    `call_id` is the model's id for the call (set by the tool loop); the tool's `ActionCall` carries it.
+    """
 
     executor: Any
     message: object
     session_id: Hashable = 0
+    call_id: str | None = None
 
     @property
     def inline(self) -> bool:
@@ -296,7 +316,11 @@ class ToolCall(Composite[Any]):
 
     def flow(self) -> Flow[Any]:
         """The executor's call flow."""
-        return cast("Flow[Any]", self.executor.call_flow(self.message, session_id=self.session_id))
+        if self.call_id is None:
+            return cast("Flow[Any]", self.executor.call_flow(self.message, session_id=self.session_id))
+        return cast(
+            "Flow[Any]", self.executor.call_flow(self.message, session_id=self.session_id, call_id=self.call_id)
+        )
 
     def call(self) -> Call[Any]:
         """The executor called as a function."""
@@ -305,16 +329,20 @@ class ToolCall(Composite[Any]):
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ActionCall(Composite["ActionReturn"]):
-    """One tool API: ``action(inputs, api, session_id)`` (parse, call, wrap) -> `ActionReturn`."""
+    """One tool API: ``action(inputs, api, session_id)`` (parse, call, wrap) -> `ActionReturn`.
+
+    `call_id` is the model's id for the call, when a tool loop made it (`ToolCall.call_id`).
+    """
 
     action: Any
     inputs: object
     api: str = "run"
     session_id: Hashable | None = None
+    call_id: str | None = None
 
     def flow(self) -> Flow[ActionReturn]:
         """The tool call's steps (`plait.actions.base_action.action_flow`)."""
-        return _action_flow()(self.action, self.inputs, self.api, self.session_id)
+        return _action_flow()(self.action, self.inputs, self.api, self.session_id, self.call_id)
 
     def call(self) -> Call[ActionReturn]:  # pragma: no cover - always inline
         """Not used: tool calls always run in place."""

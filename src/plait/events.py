@@ -39,6 +39,9 @@ The Lagent-style stream (``for chunk in agent(...)`` on a streaming agent: `Agen
 chunks with cumulative ``content`` and a ``stream_state``) is unchanged: events are an
 opt-in view, never mixed into it.
 
+A sub-agent run as a tool (``agent.as_tool()``) that pauses for approval pauses its caller: only
+the top-level `ApprovalNeeded` is reported, its calls named ``'<call id>/<the sub-agent's call id>'``.
+
 Why this shape: like the OpenAI Agents SDK and pydantic-ai, events are small typed objects
 matched by type (``match``/``isinstance``), with text as deltas, and the run's result as
 the last event rather than a separate object; unlike them, one call gives both sync and
@@ -294,6 +297,8 @@ class _Tap(Interceptor):
 
     def around(self, effect: Effect[Any]) -> Flow[Any]:
         if isinstance(effect, Report):
+            if effect.make is ApprovalNeeded and self.relayed[-1]:
+                return None  # a sub-agent run as a tool paused: its caller reports the pause, with ids it can resume
             yield Emit(effect.event)
             return None
         if isinstance(effect, ModelCall):
@@ -307,19 +312,23 @@ class _Tap(Interceptor):
         if name == parent:  # an agent's own inner agent (AgentForInternLM's): the same agent to a reader
             return (yield effect)
         self.stack.append(name)
+        self.relayed.append(effect.tool_call is not None)
         yield Emit(SubAgentStarted(name, parent))
         try:
             result = yield effect
         except Exception as exc:
             self.stack.pop()
+            self.relayed.pop()
             yield Emit(SubAgentEnded(name, parent, f"{type(exc).__name__}: {exc}"))
             raise
         self.stack.pop()
+        self.relayed.pop()
         yield Emit(SubAgentEnded(name, parent))
         return result
 
     def __init__(self, top: str) -> None:
         self.stack = [top]
+        self.relayed = [False]  # per level: whether the agent's caller reports its pause (`AgentCall.tool_call`)
 
     @property
     def parent(self) -> str:

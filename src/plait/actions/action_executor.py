@@ -243,18 +243,23 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         return handle
 
     # -- calling (the flows; `ActionExecutor` / `AsyncActionExecutor` drive them) ------------------
-    def call_flow(self, message: object, parameters: object = _UNSET, session_id: Hashable = 0) -> Flow[object]:
-        """Both call forms, written once (``call_flow(message, session_id=...)`` for the message form)."""
+    def call_flow(
+        self, message: object, parameters: object = _UNSET, session_id: Hashable = 0, call_id: str | None = None
+    ) -> Flow[object]:
+        """Both call forms, written once (``call_flow(message, session_id=...)`` for the message form).
+
+        `call_id` is the model's id for the call, when a tool loop made it: the tool's `ActionCall` carries it.
+        """
         if isinstance(message, str):
             params = None if parameters is _UNSET else parameters
-            return (yield from self.dispatch_flow(message, params, session_id))
+            return (yield from self.dispatch_flow(message, params, session_id, call_id))
         if parameters is not _UNSET:  # executor(message, session_id) with the id given positionally
             session_id = parameters
         if not isinstance(message, AgentMessage):
             message = AgentMessage(sender="user", content=message)
-        return (yield from self.message_flow(message, session_id))
+        return (yield from self.message_flow(message, session_id, call_id))
 
-    def message_flow(self, message: AgentMessage, session_id: Hashable) -> Flow[object]:
+    def message_flow(self, message: AgentMessage, session_id: Hashable, call_id: str | None = None) -> Flow[object]:
         """before_action hooks -> dispatch the content -> wrap as a message -> after_action hooks."""
         current: object = message
         for hook in list(self._hooks.values()):
@@ -266,7 +271,7 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         if error is not None:
             result = yield from self._action_flow(self.no_action, {"err_msg": error}, "run", None)
         else:
-            result = yield from self.dispatch_flow(name, parameters, session_id)
+            result = yield from self.dispatch_flow(name, parameters, session_id, call_id)
         response: object = AgentMessage(sender=self.name, content=result)
         for hook in list(self._hooks.values()):
             replaced = yield HookCall(hook.after_action, (self, response, session_id))
@@ -309,12 +314,14 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         hint = f"Did you mean {close[0]!r}? " if close and close[0] != name else ""
         return f"{hint}Available tools: {', '.join(valid)}."
 
-    def dispatch_flow(self, name: object, parameters: object, session_id: Hashable) -> Flow[ActionReturn]:
+    def dispatch_flow(
+        self, name: object, parameters: object, session_id: Hashable, call_id: str | None = None
+    ) -> Flow[ActionReturn]:
         """Look the tool up and run it; unknown or disabled tools go to the built-in actions."""
         if isinstance(name, str):
             action, api = self._lookup(name)
             if action is not None and action.enable:
-                return (yield from self._action_flow(action, parameters, api, session_id))
+                return (yield from self._action_flow(action, parameters, api, session_id, call_id))
             if action is None and name == self.no_action.name:
                 return (yield from self._action_flow(self.no_action, parameters, "run", None))
             if action is None and name == self.finish_action.name:
@@ -328,9 +335,9 @@ class ActionExecutorCore(metaclass=ABCMeta):  # noqa: B024 - ABCMeta for registe
         return result
 
     def _action_flow(
-        self, action: BaseAction, parameters: object, api: str, session_id: Hashable | None
+        self, action: BaseAction, parameters: object, api: str, session_id: Hashable | None, call_id: str | None = None
     ) -> Flow[ActionReturn]:
-        result: ActionReturn = yield ActionCall(action, parameters, api, session_id)
+        result: ActionReturn = yield ActionCall(action, parameters, api, session_id, call_id)
         return result
 
 

@@ -427,10 +427,12 @@ class ActionCore(metaclass=abc.ABCMeta):
             raise ToolError(f"{label} has no implementation (no method {api!r})", tool=label)
         return api, label, fn
 
-    def call_flow(self, inputs: object, name: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+    def call_flow(
+        self, inputs: object, name: str, session_id: Hashable | None, call_id: str | None = None
+    ) -> Flow[ActionReturn]:
         """The one implementation of a tool call, as a flow (see `plait.effects`) yielding the API call.
 
-        Run it as an `ActionCall` effect, so interceptors see the tool call.
+        Run it as an `ActionCall` effect, so interceptors see the tool call (`call_id`: see `AgentTool`).
         """
         if "_parser" not in self.__dict__:
             raise UserError(f"{type(self).__name__}.__init__ must call super().__init__()")
@@ -572,16 +574,17 @@ def _own_call(cls: type) -> Any:
     return next((klass.__dict__["__call__"] for klass in cls.__mro__ if "__call__" in klass.__dict__), None)
 
 
-def action_flow(action: ActionCore, inputs: object, api: str, session_id: Hashable | None) -> Flow[ActionReturn]:
+def action_flow(
+    action: ActionCore, inputs: object, api: str, session_id: Hashable | None, call_id: str | None = None
+) -> Flow[ActionReturn]:
     """One tool call as a flow, whatever the tool (what an `ActionCall` effect runs).
 
-    Tools with plait's own ``__call__`` run `BaseAction.call_flow`; a tool that overrides
-    ``__call__`` is called as ``action(inputs, api[, session_id=...])`` and what it returns
-    is wrapped the same way (an exception becomes an ``API_ERROR`` return).
+    Tools with plait's own ``__call__`` run `BaseAction.call_flow` (given `call_id`); one that overrides ``__call__``
+    is called as ``action(inputs, api[, session_id=...])``, its result wrapped alike (an exception: ``API_ERROR``).
     """
     call = _own_call(type(action))
     if call is None or call in _STANDARD_CALLS:
-        return (yield from action.call_flow(inputs, api, session_id))
+        return (yield from action.call_flow(inputs, api, session_id, call_id))
     fn: Callable[..., object] = call.__get__(action, type(action))  # bound, as ``action.__call__``
     accepts = session_id is not None and _accepts_session(call)
     kwargs = {"session_id": session_id} if accepts else {}

@@ -10,15 +10,24 @@ tracing) and the caller's ``stream_events`` report ``SubAgentStarted``/``SubAgen
 
 It runs in its own session, scoped under the caller's, as `history` declares:
 
-* ``"per_call"``: a fresh session per call, ``"<session>/<tool name>/<n>"`` (``n`` = 1, 2, ...:
-  the first number whose session holds no state yet), kept afterwards;
+* ``"per_call"``: a fresh session per call, named by the model's id for the call,
+  ``"<session>/<call id>"`` (``"<session>/<call id>/<n>"``, ``n`` = 2, 3, ..., when that one
+  already holds a conversation; ``"<session>/<tool name>/<n>"`` for a call made outside a
+  tool loop, which has no id), kept afterwards;
 * ``"per_conversation"``: one session per caller session, ``"<session>/<tool name>"``, so the
-  sub-agent remembers earlier calls of the same conversation.
+  sub-agent remembers earlier calls of the same conversation;
+* ``"caller"``: the caller's own session.
 
 Either way its memory shows in the sub-agent's ``state_dict(<that session>)``.
 
-A sub-agent whose tool needs a person's approval cannot be approved from inside the call:
-its paused run is dropped (the sub-session is reset) and the calling model is told so.
+Approval: when a tool of the sub-agent needs a person's approval, the sub-agent's run pauses
+and stays paused in its session; called from a tool loop, this tool answers with the pause
+(`plait.agents.run_state.sub_pause`), so the caller's run pauses too, listing the waiting
+calls as ``"<call id>/<their id>"``. ``caller.resume({...})`` hands the decisions to the
+paused run (`plait.agents.tool_loop.decide`) and runs this call again, which then goes on with
+that run (nothing it did before the pause runs again) and answers with its reply. Called
+outside a tool loop (the MCP server), nobody can approve: the paused run is dropped and the
+caller is told so.
 """
 
 from __future__ import annotations
@@ -33,9 +42,10 @@ from ..actions._json_schema import api_description
 from ..actions.base_action import BaseAction, describe_exception
 from ..effects import AgentCall, Flow
 from ..exceptions import ParseError, UserError
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..types import JSONValue
 from ..untrusted import as_text
+from .run_state import SUB_PAUSED
 
 __all__ = ["AgentTool", "History"]
 
@@ -96,20 +106,38 @@ class AgentTool(BaseAction, register=False):
         """Ask the agent (run through `call_flow`, never called directly)."""
         raise NotImplementedError
 
-    def session_for(self, session_id: Hashable | None) -> Hashable:
-        """The sub-agent's session for a call from the caller's `session_id` (see the module docstring)."""
+    def session_for(self, session_id: Hashable | None, call_id: str | None = None) -> tuple[Hashable, bool]:
+        """The sub-agent's session for a call (see the module docstring), and whether its paused run goes on there.
+
+        A session whose paused run has every call decided is that call's, made again after
+        the caller's resume: the run goes on there.
+        """
         caller = 0 if session_id is None else session_id
         if self.history == "caller":
-            return caller
+            return caller, self._goes_on(caller, call_id)
         if self.history == "per_conversation":
-            return f"{caller}/{self.name}"
+            session = f"{caller}/{self.name}"
+            return session, self._goes_on(session, call_id)
         taken: set[Hashable] = self.session_state(caller).setdefault("running", set())
-        n = 1
-        while f"{caller}/{self.name}/{n}" in taken or any(self.agent.state_dict(f"{caller}/{self.name}/{n}").values()):
-            n += 1
-        session = f"{caller}/{self.name}/{n}"
+        stem = f"{caller}/{self.name}" if call_id is None else f"{caller}/{call_id}"
+        n = 1 if call_id is None else 0
+        while True:
+            session = f"{stem}/{n}" if n else stem
+            if session not in taken:
+                if self._goes_on(session, call_id):
+                    break
+                if not any(self.agent.state_dict(session).values()):
+                    break
+            n = n + 1 if n else 2
         taken.add(session)
-        return session
+        return session, self._goes_on(session, call_id)
+
+    def _goes_on(self, session: Hashable, call_id: str | None) -> bool:
+        """Whether the sub-agent has a paused run in `session` whose calls are all decided (a call from a loop only)."""
+        if call_id is None:
+            return False
+        run = self.agent.run_state(session)
+        return run is not None and bool(run.pending) and not run.waiting
 
     def message_for(self, arguments: Mapping[str, Any]) -> str:
         """What the sub-agent is told: the ``message``, or the typed input validated, as JSON.
@@ -135,8 +163,14 @@ class AgentTool(BaseAction, register=False):
             return json.dumps(spec.adapter.dump_python(reply.formatted, mode="json"), ensure_ascii=False)
         return as_text(reply.content)
 
-    def call_flow(self, inputs: object, name: str, session_id: Hashable | None) -> Flow[ActionReturn]:
-        """Parse the arguments, run the agent in its session as an `AgentCall`, answer with its reply."""
+    def call_flow(
+        self, inputs: object, name: str, session_id: Hashable | None, call_id: str | None = None
+    ) -> Flow[ActionReturn]:
+        """Parse the arguments, run the agent in its session as an `AgentCall`, answer with its reply.
+
+        `call_id` is the model's id for the call (from a tool loop): it names a per-call
+        session, and a pause of the agent is answered as one the caller can resume.
+        """
         try:
             args = dict(self.parser.parse_inputs(inputs, "run"))
             message = self.message_for(args)
@@ -144,14 +178,17 @@ class AgentTool(BaseAction, register=False):
             return self._failed({"inputs": inputs}, exc.err_msg, ActionStatusCode.ARGS_ERROR)
         except Exception as exc:
             return self._failed({"inputs": inputs}, describe_exception(exc), ActionStatusCode.ARGS_ERROR)
-        session = self.session_for(session_id)
+        session, goes_on = self.session_for(session_id, call_id)
+        call = AgentCall(self.agent, () if goes_on else (message,), session, resume=goes_on, tool_call=call_id)
         try:
-            reply: AgentMessage = yield AgentCall(self.agent, (message,), session)
+            reply: AgentMessage = yield call
         except Exception as exc:
             return self._failed(args, f"{self.name} failed: {describe_exception(exc)}", ActionStatusCode.API_ERROR)
         finally:
             self.session_state(0 if session_id is None else session_id).get("running", set()).discard(session)
         if reply.stream_state == AgentStatusCode.INTERRUPTED:
+            if call_id is not None:  # the caller's loop pauses too and resumes this run
+                return self._paused(args, session, reply)
             self.agent.reset(session, recursive=True)  # nobody here can approve: drop the paused run
             text = (
                 f"{self.name} paused for a person's approval of a tool call, which cannot be given inside a tool call"
@@ -160,6 +197,20 @@ class AgentTool(BaseAction, register=False):
         return self.wrap_result(
             ActionReturn(result=[{"type": "text", "content": self.answer_of(reply)}]), args, self.name
         )
+
+    def _paused(self, args: dict[str, object], session: Hashable, reply: AgentMessage) -> ActionReturn:
+        """The answer of a call whose agent paused: its session and waiting calls (`run_state.sub_pause`)."""
+        calls = (
+            [
+                {"id": call.id, "name": call.name, "arguments": call.arguments}
+                for call in reply.content
+                if isinstance(call, PendingCall)
+            ]
+            if isinstance(reply.content, list)
+            else []
+        )
+        paused = {"type": SUB_PAUSED, "content": {"session": session, "calls": calls}}
+        return ActionReturn(args=args, type=self.name, result=[paused], state=ActionStatusCode.ING)
 
     def _failed(self, args: dict[str, object], message: str, state: int) -> ActionReturn:
         return ActionReturn(args=args, type=self.name, errmsg=message, state=state)

@@ -243,7 +243,7 @@ def _opening(
     if decisions is not None:
         if paused is None or not (paused.waiting or paused.pending):
             raise ResumeError(f"{agent.name} has no paused run to resume in session {session_id!r}", session_id)
-        decide(paused, decisions, session_id)
+        decide(paused, decisions, session_id, agent)
         for hook in list(agent._hooks.values()):
             told = getattr(hook, "on_resume", None)
             if told is not None:

@@ -22,13 +22,25 @@ import orjson
 from typing_extensions import NotRequired, TypedDict
 
 from ..exceptions import StateDictError
-from ..schema import ActionReturn, AgentMessage, dataclass2dict
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, dataclass2dict
 from ..untrusted import decode_arguments
 from ..utils._json import key_json
 
-__all__ = ["RUN_STATE_VERSION", "PlannedCall", "RunState", "call_key", "decode_result", "encode_result"]
+__all__ = [
+    "RUN_STATE_VERSION",
+    "SUB_PAUSED",
+    "PlannedCall",
+    "RunState",
+    "call_key",
+    "decode_result",
+    "encode_result",
+    "sub_pause",
+]
 
 RUN_STATE_VERSION = 1
+
+SUB_PAUSED = "sub_agent_paused"
+"""The result item of a tool call whose sub-agent paused for approval (see `sub_pause`)."""
 
 
 class PlannedCall(TypedDict):
@@ -60,10 +72,13 @@ class RunState:
         pending: Tool calls decided but not answered yet (run first on resume).
         outcomes: For each pending call, what became of it: None (not run yet),
             ``{'result': ...}`` (it ran: its result as JSON, `encode_result`),
-            ``{'refused': text}`` (a person refused it; `text` is what the model is told) or
-            ``{'output': text}`` (the caller answered it with a `ToolOutput`: `text` is its result).
+            ``{'refused': text}`` (a person refused it; `text` is what the model is told),
+            ``{'output': text}`` (the caller answered it with a `ToolOutput`: `text` is its result) or
+            ``{'paused': {'session': ..., 'calls': [...]}}`` (a sub-agent it called paused
+            for approval in that session: `sub_pause`; the call runs again to go on with it).
         waiting: The ids of the pending calls that wait for a person's decision: while
-            there are any, the run is paused (``AgentStatusCode.INTERRUPTED``).
+            there are any, the run is paused (``AgentStatusCode.INTERRUPTED``). A call of
+            a paused sub-agent waits as ``'<this run's call id>/<its call id>'``.
         turn_start: The session's memory length when the paused call began (what a failed
             resume rolls back to).
         messages: Named message lists the paradigm keeps between turns (the next input,
@@ -180,3 +195,19 @@ def decode_result(data: Mapping[str, Any]) -> object:
     if "action_return" in data:
         return ActionReturn.from_dict(data["action_return"])
     return data.get("value")
+
+
+def sub_pause(result: object) -> dict[str, Any] | None:
+    """What a tool result says of a sub-agent that paused for approval, or None (any other result).
+
+    An agent called as a tool (`plait.agents.agent_tool.AgentTool`) from a tool loop answers
+    a pause of its own run with an ``ActionStatusCode.ING`` return holding one `SUB_PAUSED`
+    item: ``{'session': <the sub-agent's session>, 'calls': [{'id', 'name', 'arguments'}]}``
+    (the calls that wait). The calling loop pauses too, and waits for those calls.
+    """
+    content = result.content if isinstance(result, AgentMessage) else result
+    if not isinstance(content, ActionReturn) or content.state != ActionStatusCode.ING or not content.result:
+        return None
+    item = content.result[0]
+    info = item.get("content") if item.get("type") == SUB_PAUSED else None
+    return info if isinstance(info, dict) and isinstance(info.get("calls"), list) else None

@@ -29,6 +29,7 @@ per paradigm. What is the same lives here, once:
 * **external tools**: calls to tools the caller runs (``external_tools=``, planned with
   ``kind`` `EXTERNAL`) always wait, like approval-gated ones, and are answered with a
   `ToolOutput` decision: its text is the call's result.
+* **sub-agents**: an agent run as a tool that pauses pauses this run (`plait.agents._sub_runs`).
 
 The protocol's hooks return a decision: `Act` (run these tool calls), `Done` (the reply),
 `FINAL` (ask for the final answer now) or None (the next model turn).
@@ -41,13 +42,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..actions._parked import checked_answer, continued, go_on, question_of
+from ..actions._parked import checked_answer, continued, go_on
 from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
 from ..exceptions import ResumeError, UserError
 from ..llms.response import unique_call_ids
 from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall, ToolOutput
 from ..untrusted import decode_arguments
+from ._sub_runs import decide_sub, goes_on, nested_pending, still_waits, with_call_id
 from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
@@ -306,14 +308,14 @@ def call_id(call: PlannedCall, index: int) -> str:
     return call.get("id") or f"call-{index}"
 
 
-def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable) -> None:
+def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable, agent: object = None) -> None:
     """Record a person's decisions on a paused run's waiting calls.
 
     Each decision is True (run the call), False (refused: the model is told `REFUSED`), a
     string (refused: the model is told `REFUSED` and this reason, `refused_because`) or a
     `ToolOutput` (the call does not run: its text is the result). A call to an external tool
     takes only a `ToolOutput` (or a refusal): the agent cannot run it. Calls left undecided go
-    on waiting.
+    on waiting. Those on a paused sub-agent's calls (``'<call id>/<its id>'``) go to its run.
 
     Raises:
         ResumeError: A decision names a call that is not waiting, or does not fit it.
@@ -326,12 +328,16 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
             state.waiting,
         )
     decided: dict[int, dict[str, Any] | None] = {}  # checked first: a decision that does not fit changes nothing
+    routed = []
     for index, call in enumerate(state.pending):
         key = call_id(call, index)
+        outcome = state.outcomes[index] if index < len(state.outcomes) else None
+        if outcome is not None and "paused" in outcome:  # its sub-agent's calls: decided there
+            nested = {k[len(key) + 1 :]: v for k, v in decisions.items() if k.startswith(f"{key}/")}
+            routed += [(call, outcome["paused"], nested)] if nested else []
         if key not in decisions:
             continue
         decision = decisions[key]
-        outcome = state.outcomes[index] if index < len(state.outcomes) else None
         if outcome is not None and "question" in outcome:  # a call that asked: the decision is the answer
             try:
                 decided[index] = {**outcome, "answer": checked_answer(decision, outcome["question"])}
@@ -356,6 +362,8 @@ def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashabl
                 session_id,
                 state.waiting,
             )
+    for call, paused, nested in routed:
+        decide_sub(agent, call, paused, nested, session_id, state.waiting, decide)
     for index, outcome in decided.items():
         state.outcomes[index] = outcome
     state.waiting = [key for key in state.waiting if key not in decisions]
@@ -410,7 +418,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     """
     calls = state.pending
     results, ready = _settled(protocol, state)
-    settled = [i for i, outcome in enumerate(state.outcomes) if outcome and not {"result", "question"} & set(outcome)]
+    settled = [i for i, o in enumerate(state.outcomes) if o and not {"result", "question", "paused"} & set(o)]
     for i in settled:  # refused, answered by the caller, or lost to a restart: decided now, reported now
         outcome = state.outcomes[i] or {}
         status = "refused" if "refused" in outcome else None if "output" in outcome else "error"
@@ -424,7 +432,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     effects = tuple(
         Call(go_on, (asked[i]["question"]["ticket"], asked[i]["answer"]))
         if i in asked
-        else protocol.tool_effect(state, calls[i], session_id)
+        else with_call_id(protocol.tool_effect(state, calls[i], session_id), call_id(calls[i], i))
         for i in ready
     )
     if ready and state.turn_start is not None:  # a paused run goes on: on disk first, a call runs at most once
@@ -438,10 +446,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
         ran = yield Gather(effects)
         for i, result in zip(ready, ran, strict=True):
             results[i] = continued(decode_result(asked[i]["asked"]), result) if i in asked else result
-            question = question_of(results[i])
-            if question is not None:  # the call asks a person something: it waits, still running
-                state.outcomes[i] = {"question": question, "asked": encode_result(results[i])}
-                state.waiting.append(call_id(calls[i], i))
+            if still_waits(state, call_id(calls[i], i), i, results[i]):  # it asks, or its sub-agent paused
                 continue
             if keys:
                 state.ran[keys[i]] = results[i]
@@ -452,7 +457,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
         yield Report(_ended, (protocol, calls[i], i, results[i], "repeated"))
     if state.waiting or state.turn_start is not None:
         for i in (*ready, *repeats):
-            if "question" not in (state.outcomes[i] or {}):
+            if not {"question", "paused"} & set(state.outcomes[i] or {}):
                 state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
 
@@ -488,8 +493,8 @@ def _settled(protocol: LoopProtocol[Any], state: RunState) -> tuple[list[Any], l
             results[i] = protocol.supplied(state, call, str(outcome["output"]))
         elif "result" in outcome:
             results[i] = decode_result(outcome["result"])
-        elif "question" in outcome:  # it asked: it goes on once answered, else it waits
-            if "answer" in outcome:
+        elif "question" in outcome or "paused" in outcome:  # it goes on once answered, else it waits
+            if goes_on(outcome, call_id(call, i), state.waiting):
                 ready.append(i)
         else:  # started before a restart: it may have run, so it does not run again
             results[i] = protocol.refusal(state, call, LOST)
@@ -547,6 +552,8 @@ def _interrupted(protocol: LoopProtocol[Any], state: RunState) -> AgentMessage:
             question = {k: v for k, v in asked.items() if k != "ticket"} if isinstance(asked, dict) else None
             external = call.get("kind") == EXTERNAL
             waiting.append(PendingCall(call_id(call, i), call["name"], args, question=question, external=external))
+        elif outcome is not None and "paused" in outcome:  # a sub-agent's calls, under this call's id
+            waiting += nested_pending(call_id(call, i), outcome["paused"], state.waiting)
     name = str(getattr(protocol.agent, "name", type(protocol.agent).__name__))
     return AgentMessage(sender=name, content=waiting, stream_state=AgentStatusCode.INTERRUPTED)
 
