@@ -183,7 +183,7 @@ def test_a_streaming_agent_streams_the_target_answer() -> None:
     assert any(c.content and c.content != chunks[-1].content for c in chunks[:-1])  # pieces before the end
 
 
-def test_an_approval_inside_the_target_pauses_and_resumes_on_the_target(mode: str) -> None:
+def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
     from plait.actions import tool_api
     from plait.schema import AgentStatusCode
 
@@ -205,9 +205,14 @@ def test_an_approval_inside_the_target_pauses_and_resumes_on_the_target(mode: st
     triage = fc(mode)(scripted_llm([transfer()], mode), [lookup], name="triage", handoffs=[refunds])
     paused = resolve(triage("refund 7", session_id="s"))
     assert paused.stream_state == AgentStatusCode.INTERRUPTED and ran == []
-    assert resolve(refunds.resume({"p1": True}, session_id="s")).content == "Paid back 7."
-    assert ran == ["7"]
+    assert [call.id for call in paused.content] == ["t1/p1"]
+    state = json.loads(json.dumps({"triage": triage.state_dict("s")}))  # the whole tree, between pause and resume
+    triage.load_state_dict(state["triage"], "s")
+    reply = resolve(triage.resume({"t1/p1": True}, session_id="s"))
+    assert (reply.content, reply.sender) == ("Paid back 7.", "refunds") and ran == ["7"]
+    assert len(triage.llm.calls) == 1  # the front agent's model was not asked again
     assert resolve(triage("thanks", session_id="s")).content == "Bye."  # the session stays with refunds
+    assert ran == ["7"]
 
 
 def test_draw_shows_a_handoff_as_one_dashed_arrow() -> None:

@@ -47,7 +47,7 @@ from ..types import JSONValue
 from ..untrusted import as_text
 from .run_state import SUB_PAUSED
 
-__all__ = ["AgentTool", "History"]
+__all__ = ["AgentTool", "History", "paused_return"]
 
 History = Literal["per_call", "per_conversation", "caller"]
 """Which session the sub-agent runs in (``"caller"``: the caller's own, as the MCP server does)."""
@@ -188,7 +188,7 @@ class AgentTool(BaseAction, register=False):
             self.session_state(0 if session_id is None else session_id).get("running", set()).discard(session)
         if reply.stream_state == AgentStatusCode.INTERRUPTED:
             if call_id is not None:  # the caller's loop pauses too and resumes this run
-                return self._paused(args, session, reply)
+                return paused_return(args, self.name, session, reply)
             self.agent.reset(session, recursive=True)  # nobody here can approve: drop the paused run
             text = (
                 f"{self.name} paused for a person's approval of a tool call, which cannot be given inside a tool call"
@@ -198,19 +198,20 @@ class AgentTool(BaseAction, register=False):
             ActionReturn(result=[{"type": "text", "content": self.answer_of(reply)}]), args, self.name
         )
 
-    def _paused(self, args: dict[str, object], session: Hashable, reply: AgentMessage) -> ActionReturn:
-        """The answer of a call whose agent paused: its session and waiting calls (`run_state.sub_pause`)."""
-        calls = (
-            [
-                {"id": call.id, "name": call.name, "arguments": call.arguments}
-                for call in reply.content
-                if isinstance(call, PendingCall)
-            ]
-            if isinstance(reply.content, list)
-            else []
-        )
-        paused = {"type": SUB_PAUSED, "content": {"session": session, "calls": calls}}
-        return ActionReturn(args=args, type=self.name, result=[paused], state=ActionStatusCode.ING)
-
     def _failed(self, args: dict[str, object], message: str, state: int) -> ActionReturn:
         return ActionReturn(args=args, type=self.name, errmsg=message, state=state)
+
+
+def paused_return(args: dict[str, object], name: str, session: Hashable, reply: AgentMessage) -> ActionReturn:
+    """A tool call's answer when the agent it ran paused: its session and waiting calls (`run_state.sub_pause`)."""
+    calls = (
+        [
+            {"id": call.id, "name": call.name, "arguments": call.arguments}
+            for call in reply.content
+            if isinstance(call, PendingCall)
+        ]
+        if isinstance(reply.content, list)
+        else []
+    )
+    paused = {"type": SUB_PAUSED, "content": {"session": session, "calls": calls}}
+    return ActionReturn(args=args, type=name, result=[paused], state=ActionStatusCode.ING)

@@ -28,14 +28,14 @@ from ..exceptions import UserError
 from ..llms.response import ModelResponse, ToolCallsSoFar, reasoning_so_far
 from ..llms.text_tool_calls import check_formats
 from ..memory.base_memory import Memory
-from ..schema import ActionStatusCode, AgentMessage, AgentStatusCode, FunctionCall, Reasoning
+from ..schema import AgentMessage, AgentStatusCode, FunctionCall, Reasoning
 from ..untrusted import decode_arguments
 from ._reply_info import reply_info
 from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .external_tools import EXTERNAL_ONLY_KEY, EXTERNAL_TOOLS_KEY, check_external_tools, external_names
-from .handoff import Handoff, HandoffTool, as_handoffs, handoff_flow, own_view
+from .handoff import Handoff, HandoffTool, as_handoffs, handoff_flow, own_view, taken
 from .routing import ROUTED, ToolRouter
 from .run_state import PlannedCall, RunState
 from .tool_agent import ToolLoopCore
@@ -110,7 +110,7 @@ class FunctionCallingCore(ToolLoopCore):
         self.handoffs: list[Handoff] = as_handoffs(handoffs)
         for handoff in self.handoffs:
             self.add_agent(handoff.tool_name.removeprefix("transfer_"), handoff.agent)
-            self.executor.add_action(HandoffTool(handoff))
+            self.executor.add_action(HandoffTool(handoff, self))
         self.max_turn = check_budget(max_turn)
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
@@ -364,18 +364,17 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             )
         problems = state.scratch.pop(_PROBLEMS, None)
         self._observe(problems if isinstance(problems, list) else [], session_id)
-        return self._handoff(calls, results)
+        return self._handoff(calls, session_id)
 
-    def _handoff(self, calls: Sequence[PlannedCall], results: Sequence[Any]) -> Decision:
-        """The run's end when a transfer tool ran: the agent's turn goes to the target (`plait.agents.handoff`)."""
+    def _handoff(self, calls: Sequence[PlannedCall], session_id: Hashable) -> Decision:
+        """The run's end when a transfer tool ran: the target's reply is the turn's (`plait.agents.handoff`)."""
         if not self.agent.handoffs:
             return None
-        names = {handoff.tool_name for handoff in self.agent.handoffs}
-        for call, result in zip(calls, results, strict=True):
-            content = result.content if isinstance(result, AgentMessage) else result
-            name = self.tool_name(call)
-            if name in names and getattr(content, "state", None) == ActionStatusCode.SUCCESS:
-                return Done(AgentMessage(sender=self.agent.name, content="", extra_info={"handoff": name}))
+        actions = self.agent.executor.actions
+        for call in calls:
+            reply = taken(actions.get(self.tool_name(call)), session_id)
+            if reply is not None:
+                return Done(reply)
         return None
 
 

@@ -5,7 +5,9 @@ its model one tool per target (``transfer_to_billing``, ``transfer_to_refunds``)
 calls one, the run ends there and the target answers the turn, in the same session and the same
 driver (an `AgentCall`: the caller's interceptors, replay, tracing and ``stream_events`` see it).
 A `sticky` handoff (the default) keeps the session with the target for later turns: the agent
-hands each later message straight on, until a reply comes from elsewhere.
+hands each later message straight on, until a reply comes from elsewhere. A tool of the target
+that needs a person's approval pauses the handing agent's run (the transfer call waits as an
+agent run as a tool does, `plait.agents.agent_tool`): resumed there, the target goes on.
 
 What the target sees is its `Handoff.history`:
 
@@ -33,7 +35,8 @@ from ..actions.base_action import BaseAction
 from ..context.summary import fold
 from ..effects import AgentCall, Flow
 from ..exceptions import UserError
-from ..schema import AgentMessage
+from ..schema import ActionReturn, AgentMessage, AgentStatusCode
+from .agent_tool import paused_return
 from .call_path import normalize_inputs
 
 __all__ = ["Handoff", "HandoffTool", "HistoryPolicy"]
@@ -89,17 +92,54 @@ class Handoff:
 
 
 class HandoffTool(BaseAction, register=False):
-    """The tool a model calls to take a `Handoff`: it only says so; the agent's run does the rest."""
+    """The tool a model calls to take a `Handoff`: the target answers, in the caller's session and driver.
 
-    def __init__(self, handoff: Handoff) -> None:
+    Its result says the conversation was transferred; the target's reply waits in `replies` for
+    the calling run, which ends with it. A pause of the target for a person's approval pauses
+    the calling run too (`plait.agents.run_state.sub_pause`): resumed there, the call runs again
+    and the target goes on where it stopped.
+
+    Args:
+        handoff: The handoff.
+        owner: The agent that hands over (whose conversation the history policy reads).
+    """
+
+    def __init__(self, handoff: Handoff, owner: Any) -> None:
         self.handoff = handoff
+        self.owner = owner
+        self.replies: dict[Hashable, AgentMessage] = {}
         super().__init__(
             {"name": handoff.tool_name, "description": handoff.description, "parameters": [], "required": []}
         )
 
-    def run(self) -> str:
-        """Say the conversation goes to the target (the run then ends and the target answers)."""
-        return f"Transferred to {self.handoff.name}."
+    @property
+    def agent(self) -> Any:
+        """The target (where a paused run's decisions go)."""
+        return self.handoff.agent
+
+    def run(self) -> str:  # pragma: no cover - call_flow runs the handoff; this names the API
+        """Hand the conversation over (run through `call_flow`, never called directly)."""
+        raise NotImplementedError
+
+    def call_flow(
+        self, inputs: object, name: str, session_id: Hashable | None, call_id: str | None = None
+    ) -> Flow[ActionReturn]:
+        """Show the target its history and let it answer (or go on with its paused run)."""
+        session = 0 if session_id is None else session_id
+        target = self.handoff.agent
+        run = target.run_state(session)
+        if call_id is not None and run is not None and run.pending and not run.waiting:
+            reply: AgentMessage = yield AgentCall(target, (), session, resume=True, tool_call=call_id)
+        else:
+            told = yield from history_flow(self.owner, self.handoff, session)
+            target.reset(session, recursive=True)  # the target starts from what its history policy shows it
+            reply = yield AgentCall(target, tuple(told), session, tool_call=call_id)
+        if reply.stream_state == AgentStatusCode.INTERRUPTED:
+            return paused_return({}, self.name, session, reply)
+        self.replies[session] = reply
+        return ActionReturn(
+            args={}, type=self.name, result=[{"type": "text", "content": f"Transferred to {self.handoff.name}."}]
+        )
 
 
 def as_handoffs(targets: Iterable[Any] | None) -> list[Handoff]:
@@ -173,21 +213,20 @@ def _conversation(agent: Any, messages: Sequence[AgentMessage], target: str) -> 
     return result
 
 
-def history_flow(
-    agent: Any, handoff: Handoff, turn: Sequence[AgentMessage], session_id: Hashable
-) -> Flow[list[AgentMessage]]:
-    """What `handoff`'s target is told on taking the session (its `Handoff.history`); `turn`: this turn's inputs."""
+def history_flow(agent: Any, handoff: Handoff, session_id: Hashable) -> Flow[list[AgentMessage]]:
+    """What `handoff`'s target is told on taking the session (its `Handoff.history`)."""
     memory = agent._memory
     messages = memory.get_memory(session_id) if memory is not None else []
+    start = _turn_start(messages)
+    current = normalize_inputs(messages[start:][: _user_run(messages[start:])])
     if handoff.history == "none":
-        return normalize_inputs(turn)
+        return current
     full = _conversation(agent, messages, handoff.name)
     if callable(handoff.history):
         return normalize_inputs(handoff.history(full))
     if handoff.history == "full":
         return full
-    earlier = _conversation(agent, messages[: max(0, len(messages) - _turn_length(messages, turn))], handoff.name)
-    current = normalize_inputs(turn)
+    earlier = _conversation(agent, messages[:start], handoff.name)
     if not earlier:
         return current
     chat = [{"role": "user" if m.sender == "user" else "assistant", "content": m.content} for m in earlier]
@@ -198,33 +237,38 @@ def history_flow(
     return [note, *current]
 
 
-def _turn_length(messages: Sequence[AgentMessage], turn: Sequence[AgentMessage]) -> int:
-    """How many of the last `messages` belong to this turn (its inputs and what the agent added since)."""
-    first = turn[0] if turn else None
-    for index in range(len(messages) - 1, -1, -1):
-        if first is not None and messages[index] is first:
-            return len(messages) - index
-    return len(messages)
+def _turn_start(messages: Sequence[AgentMessage]) -> int:
+    """Where this turn begins: the user's messages before the agent's own work at the end."""
+    index = len(messages)
+    while index and messages[index - 1].sender != "user":
+        index -= 1
+    while index and messages[index - 1].sender == "user":
+        index -= 1
+    return index
+
+
+def _user_run(messages: Sequence[AgentMessage]) -> int:
+    """How many of `messages` come first from the user."""
+    count = 0
+    while count < len(messages) and messages[count].sender == "user":
+        count += 1
+    return count
 
 
 def handoff_flow(
-    agent: Any,
-    inputs: Sequence[AgentMessage],
-    session_id: Hashable,
-    run: Callable[[], Flow[AgentMessage]],
+    agent: Any, inputs: Sequence[AgentMessage], session_id: Hashable, run: Callable[[], Flow[AgentMessage]]
 ) -> Flow[AgentMessage]:
-    """An agent's turn with handoffs: straight to the target the session is with, else `run` and maybe hand off."""
+    """An agent's turn with handoffs: straight to the target the session is with, else `run` (which may hand off)."""
     memory = agent._memory
     current = active(agent, memory.get_memory(session_id)) if memory is not None else None
-    if current is not None:
-        answer: AgentMessage = yield AgentCall(current.agent, tuple(inputs), session_id)
-        return answer
-    reply = yield from run()
-    taken = reply.extra_info.get("handoff") if isinstance(reply.extra_info, dict) else None
-    handoff = next((h for h in agent.handoffs if h.tool_name == taken), None)
-    if handoff is None:
-        return reply
-    told = yield from history_flow(agent, handoff, inputs, session_id)
-    handoff.agent.reset(session_id, recursive=True)  # the target starts from what its history policy shows it
-    answer = yield AgentCall(handoff.agent, tuple(told), session_id)
+    if current is None:
+        return (yield from run())
+    answer: AgentMessage = yield AgentCall(current.agent, tuple(inputs), session_id)
     return answer
+
+
+def taken(tool: object, session_id: Hashable) -> AgentMessage | None:
+    """The target's reply when `tool` is a handoff that ran for `session_id` (taken out), else None."""
+    if not isinstance(tool, HandoffTool):
+        return None
+    return tool.replies.pop(0 if session_id is None else session_id, None)

@@ -24,7 +24,7 @@ from plait.actions._parked import GONE
 from plait.actions.mcp import MCPToolkit
 from plait.agents import AsyncFunctionCallingAgent, FunctionCallingAgent
 from plait.distributed import AgentAPIServer
-from plait.events import ToolResult
+from plait.events import ToolCallDelta, ToolResult
 from plait.exceptions import ResumeError, UserError
 from plait.llms import GPTAPI, AsyncGPTAPI
 from plait.schema import AgentStatusCode, PendingCall
@@ -140,6 +140,7 @@ def test_the_call_timeout_does_not_count_the_time_a_person_takes(
 def test_the_events_show_the_question_and_the_call_ending_once_answered(booking: tuple[Any, Path]) -> None:
     agent, bookings = booking
     events = collect(agent.stream_events("book table 7", session_id="s"))
+    events = [event for event in events if not isinstance(event, ToolCallDelta)]  # the arguments as they were written
     kinds = [type(event).__name__ for event in events]
     assert kinds == ["ToolCallStarted", "ApprovalNeeded", "Final"]  # no result yet: the call still runs
     (call,) = events[1].calls
