@@ -103,6 +103,7 @@ LLAMA = {
     "from_pretrained": "function",
     "context_window": "property",
     "count_tokens": "function",
+    "retry_params": "function",  # parameters only (no I/O): sync in both classes, as count_tokens
 }
 SCRIPTED = {"assert_complete": "function", "remaining": "property"}
 
