@@ -200,7 +200,7 @@ def own_view(agent: Any, messages: Sequence[AgentMessage]) -> list[AgentMessage]
     ]
 
 
-def _conversation(agent: Any, messages: Sequence[AgentMessage], target: str) -> list[AgentMessage]:
+def _conversation(messages: Sequence[AgentMessage], target: str) -> list[AgentMessage]:
     """The user's messages and the assistant's text turns (as `target`'s own), no tool parts."""
     result = []
     for message in messages:
@@ -217,16 +217,16 @@ def history_flow(agent: Any, handoff: Handoff, session_id: Hashable) -> Flow[lis
     """What `handoff`'s target is told on taking the session (its `Handoff.history`)."""
     memory = agent._memory
     messages = memory.get_memory(session_id) if memory is not None else []
-    start = _turn_start(messages)
-    current = normalize_inputs(messages[start:][: _user_run(messages[start:])])
+    start, end = _this_turn(messages)
+    current = normalize_inputs(messages[start:end])
     if handoff.history == "none":
         return current
-    full = _conversation(agent, messages, handoff.name)
+    full = _conversation(messages, handoff.name)
     if callable(handoff.history):
         return normalize_inputs(handoff.history(full))
     if handoff.history == "full":
         return full
-    earlier = _conversation(agent, messages[:start], handoff.name)
+    earlier = _conversation(messages[:start], handoff.name)
     if not earlier:
         return current
     chat = [{"role": "user" if m.sender == "user" else "assistant", "content": m.content} for m in earlier]
@@ -237,22 +237,15 @@ def history_flow(agent: Any, handoff: Handoff, session_id: Hashable) -> Flow[lis
     return [note, *current]
 
 
-def _turn_start(messages: Sequence[AgentMessage]) -> int:
-    """Where this turn begins: the user's messages before the agent's own work at the end."""
-    index = len(messages)
-    while index and messages[index - 1].sender != "user":
-        index -= 1
-    while index and messages[index - 1].sender == "user":
-        index -= 1
-    return index
-
-
-def _user_run(messages: Sequence[AgentMessage]) -> int:
-    """How many of `messages` come first from the user."""
-    count = 0
-    while count < len(messages) and messages[count].sender == "user":
-        count += 1
-    return count
+def _this_turn(messages: Sequence[AgentMessage]) -> tuple[int, int]:
+    """Where this turn's messages from the user are: the last run of them, before the agent's own work."""
+    end = len(messages)
+    while end and messages[end - 1].sender != "user":
+        end -= 1
+    start = end
+    while start and messages[start - 1].sender == "user":
+        start -= 1
+    return start, end
 
 
 def handoff_flow(
