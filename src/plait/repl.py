@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -221,6 +223,7 @@ def approval_prompt(stdin: TextIO, printer: Printer) -> Approve:
             line = stdin.readline()
             return line if line else None
         except (EOFError, KeyboardInterrupt):  # no answer, or Ctrl-C
+            CTRL_C.pending = False
             printer.out.write("\n")
             return None
 
@@ -313,6 +316,7 @@ def ask(
                 printer.waiting()
                 events = agent.resume_events(decisions, **kwargs)
     except KeyboardInterrupt:
+        CTRL_C.pending = False
         partial = printer.shown
         printer.line(INTERRUPTED.strip())
         try:
@@ -337,9 +341,11 @@ def ask(
 def _show(events: Iterator[StreamEvent] | AsyncIterator[StreamEvent], printer: Printer) -> Final | None:
     """Show a run's events (an async agent's on an event loop of their own); its `Final` event."""
     if isinstance(events, AsyncIterator):
-        return asyncio.run(_ashow(events, printer))
+        with CTRL_C.asyncio_owns():
+            return asyncio.run(_ashow(events, printer))
     final = None
     for event in events:
+        CTRL_C.check()
         final = printer.event(event) or final
     return final
 
@@ -381,12 +387,14 @@ def chat(
     out = printer.out
     interactive = stdin.isatty() and out.isatty()
     save_history = _readline(history_file()) if interactive else (lambda: None)
+    restore = CTRL_C.install() if interactive else (lambda: None)
     out.write("plait chat: /help for the commands\n")
     try:
         while True:
             try:
                 text = _read(stdin, out, interactive)
             except KeyboardInterrupt:
+                CTRL_C.pending = False
                 out.write("\n")
                 continue
             if text is None or text in ("/quit", "/exit"):
@@ -399,11 +407,68 @@ def chat(
                 else:
                     turn(text)
             except KeyboardInterrupt:
+                CTRL_C.pending = False
                 continue  # the answer was stopped; the prompt comes back
             except (PlaitError, OSError) as exc:
                 printer.line(f"error: {exc}")
     finally:
+        restore()
         save_history()
+
+
+class _CtrlC:
+    """The REPL's SIGINT handler: raises `KeyboardInterrupt` and remembers that it did.
+
+    A `KeyboardInterrupt` raised while a finalizer runs (``__del__``, a weakref callback) is
+    printed and dropped by Python; `pending` is checked between a run's events, so a Ctrl-C
+    stops the answer even then.
+    """
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.pending = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise `KeyboardInterrupt` if a Ctrl-C came and was not handled yet."""
+        if self.pending:
+            raise KeyboardInterrupt
+
+    def install(self) -> Callable[[], None]:
+        """Take SIGINT (on a terminal: also when this process was started ignoring it); returns the undo.
+
+        A shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
+        the REPL's Ctrl-C (stop the answer, keep the conversation) must work wherever it runs
+        on a terminal.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        before = signal.getsignal(signal.SIGINT)
+        if before not in (signal.default_int_handler, signal.SIG_IGN, signal.SIG_DFL):
+            return lambda: None  # the embedding program handles Ctrl-C its own way
+        signal.signal(signal.SIGINT, self)
+
+        def restore() -> None:
+            signal.signal(signal.SIGINT, before)
+
+        return restore
+
+    @contextlib.contextmanager
+    def asyncio_owns(self) -> Iterator[None]:
+        """While an event loop runs: Python's own handler, which ``asyncio.run`` replaces with its own."""
+        if signal.getsignal(signal.SIGINT) is not self:
+            yield
+            return
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self)
+
+
+CTRL_C = _CtrlC()
 
 
 def _read(stdin: TextIO, out: TextIO, interactive: bool) -> str | None:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -319,8 +320,13 @@ def test_a_terminal_sees_a_thinking_line_until_the_first_words() -> None:
     assert pipe.getvalue() == "Hello\n"  # nothing but the answer when the output is not a terminal
 
 
-def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: Path) -> None:
-    """In a pty (readline on): Ctrl-C stops the answer; the prompt, the conversation and the history file stay."""
+@pytest.mark.parametrize("started_ignoring", [False, True], ids=["sigint-default", "sigint-ignored"])
+def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: Path, started_ignoring: bool) -> None:
+    """In a pty (readline on): Ctrl-C stops the answer; the prompt, the conversation and the history file stay.
+
+    Also when `plait chat` was started with SIGINT ignored (as a shell starts a background job,
+    and as CI runners start the tests): on a terminal the REPL takes Ctrl-C back.
+    """
     import pty
     import select
 
@@ -334,6 +340,7 @@ def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: 
         pid, fd = pty.fork()
         if pid == 0:  # the child: plait chat on the terminal
             os.environ.update(PYTHONPATH=SRC, PLAIT_HISTORY=str(history), TERM="dumb")
+            signal.signal(signal.SIGINT, signal.SIG_IGN if started_ignoring else signal.SIG_DFL)
             args = ["chat", "--api-base", server.base_url, "--tools", "", "--system", ""]
             os.execv(sys.executable, [sys.executable, "-m", "plait.cli", *args])
         seen = b""
@@ -354,7 +361,7 @@ def test_the_repl_on_a_terminal_survives_ctrl_c_and_keeps_its_history(tmp_path: 
             os.write(fd, b"tell me a long story\r")
             assert read_until(b"word5")
             os.kill(pid, signal.SIGINT)
-            assert read_until(b"[interrupted]") and read_until(b"> ", 10)
+            assert read_until(b"[interrupted]") and read_until(b"> ", 10), seen[-1500:].decode(errors="replace")
             os.write(fd, b"and now?\r")
             assert read_until(b"seen 3 messages")  # the question and the interrupted answer were kept
             os.write(fd, b"/quit\r")
@@ -407,3 +414,38 @@ def test_by_default_a_long_chat_with_a_server_is_summarised_and_context_says_so(
     assert re.search(r"policy summarise, older turns summarised [12] time\(s\)", out)
     assert re.search(r"it held \d+ of 8 messages, with a summary of the first \d+: 'The user sent", out)
     assert "The user sent long texts numbered 0 and 1." in str(last) and f"{long} 3" in str(last)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # Python's note of the drop
+def test_a_ctrl_c_swallowed_by_a_finalizer_still_stops_the_answer() -> None:
+    """Python drops a `KeyboardInterrupt` raised inside ``__del__``; the REPL still stops between events."""
+    import gc
+
+    from plait.events import TextDelta
+    from plait.repl import CTRL_C, Printer, _show
+
+    class SignalsWhenCollected:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, inside the finalizer
+            for _ in range(100):  # bytecode boundaries: where a pending signal is handled
+                pass
+
+    shown: list[str] = []
+
+    def events() -> Iterator[TextDelta]:
+        yield TextDelta(agent="bot", delta="one ", text="one ")
+        thing = SignalsWhenCollected()
+        del thing
+        gc.collect()
+        shown.append("after the finalizer")
+        yield TextDelta(agent="bot", delta="two ", text="one two ")
+        yield TextDelta(agent="bot", delta="three", text="one two three")
+
+    restore = CTRL_C.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _show(events(), Printer(io.StringIO()))
+    finally:
+        restore()
+        CTRL_C.pending = False
+    assert shown == ["after the finalizer"]  # the interrupt was swallowed, and then taken from `pending`
