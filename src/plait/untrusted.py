@@ -140,8 +140,10 @@ def loads(text: str | bytes) -> object:
     if raw is not None and not _long_digit_run(raw):
         try:
             value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass  # the standard decoder reads it or says why not
+        except orjson.JSONDecodeError as exc:
+            if str(exc).startswith("depth limit"):  # deeper than MAX_DEPTH: refused without recursing in Python
+                raise ParseError(f"invalid JSON: nested deeper than {MAX_DEPTH} levels", raw=None) from None
+            # otherwise the standard decoder reads it or says why not
         else:
             if raw.count(b"[") + raw.count(b"{") < MAX_DEPTH:
                 return value

@@ -230,3 +230,16 @@ def test_a_hostile_200_body_is_an_llm_error(mode: str, body: str) -> None:
         llm = llm_cls("m", api_base=server.base_url, key="k", retry=2, backoff_base=0.01)
         with pytest.raises(LLMResponseError):
             resolve(llm.chat("hi"))
+
+
+def test_nesting_past_orjsons_limit_is_refused_without_recursing_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard decoder would recurse to the interpreter's limit, where a finalizer that runs then fails."""
+    import plait.untrusted
+
+    def recursing(*args: object, **kwargs: object) -> object:
+        raise AssertionError("json.loads was asked")
+
+    monkeypatch.setattr(plait.untrusted.json, "loads", recursing)
+    for text in ("[" * 100_000, '{"a": ' * 5000):
+        with pytest.raises(ParseError, match="nested deeper"):
+            loads(text)

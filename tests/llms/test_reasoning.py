@@ -264,3 +264,34 @@ def test_export_leaves_reasoning_out_of_both_formats_and_never_in_the_answer() -
     assert "Look it up" not in json.dumps(line) and "Done." not in json.dumps(line)
     for other in (to_sharegpt(converted), to_xtuner(converted)):
         assert "Look it up" not in json.dumps(other) and "Done." not in json.dumps(other)
+
+
+def test_a_plain_agent_keeps_the_reasoning_of_its_answers(mode: str) -> None:
+    """`Agent` (not streaming) asks with ``complete``: the reply's reasoning is kept in memory, not dropped."""
+    answer = {"choices": [{"message": {"role": "assistant", "content": "Oslo.", "reasoning_content": "Norway."}}]}
+    with FakeOpenAIServer([answer, Reply("<think>Sweden.</think>Stockholm.")]) as server:
+        llm = (AsyncGPTAPI if mode == "async" else GPTAPI)("Qwen/Qwen3-8B", api_base=server.base_url, key=None)
+        agent = (AsyncAgent if mode == "async" else Agent)(llm)
+        first = resolve(agent("Capital of Norway?"))
+        second = resolve(agent("And of Sweden?"))
+    assert (first.content, first.reasoning) == ("Oslo.", Reasoning("Norway."))
+    assert (second.content, second.reasoning) == ("Stockholm.", Reasoning("Sweden."))
+    kept = [(m.content, m.reasoning) for m in agent.memory.get_memory(0) if m.reasoning]
+    assert kept == [("Oslo.", Reasoning("Norway.")), ("Stockholm.", Reasoning("Sweden."))]
+    assert first.extra_info is None  # the reply's shape is the same as before (usage goes to the meter)
+
+
+def test_a_run_log_recorded_when_agents_asked_with_chat_still_replays(tmp_path: Path) -> None:
+    """Logs written before `Agent` asked with ``complete`` hold ``chat`` entries: replay serves them as the reply."""
+    from plait.replay import RunLog, _request
+
+    prompt = [{"role": "user", "content": "ping"}]
+    log = RunLog(tmp_path / "old.jsonl")
+    log.open_for_writing()
+    log.add({"kind": "llm", "key": _request("chat", prompt, {})[0], "method": "chat", "reply": "pong"})
+    log.close()
+    with FakeOpenAIServer([]) as idle:
+        agent = Agent(GPTAPI("m", api_base=idle.base_url, key=None))
+        with replay(agent, tmp_path / "old.jsonl"):
+            assert agent("ping").content == "pong"
+        assert idle.requests == []

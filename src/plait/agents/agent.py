@@ -171,16 +171,18 @@ class AgentCore(AgentModule):
             final: AgentMessage = yield self.model_call("stream_chat", prompt, session_id, params, self._stream_chunk)
             return final
         llm = self._require_llm()
-        # a typed answer (or its correction, maybe an inner agent's) asks with ``complete`` where the model
-        # has it: the reply then says why it ended (`reply_info`)
+        # ``complete`` where the model has it and its ``chat`` is that reply's text: the reasoning is kept;
+        # a typed answer (or its correction, maybe an inner agent's) also says why it ended (`reply_info`)
         typed = self.output_type is not None or "response_format" in params
-        method = "complete" if typed and callable(getattr(llm, "complete", None)) else "chat"
+        whole = typed or getattr(llm, "chat_is_complete_text", False)
+        method = "complete" if whole and callable(getattr(llm, "complete", None)) else "chat"
         call: ModelCall[str | AgentMessage | ModelResponse] = ModelCall(
             llm, method, prompt, session_id, params, self._stream_chunk, True, *self._owner(session_id)
         )
         reply = yield call
         if isinstance(reply, ModelResponse):
-            return self.make_response(reply.content, extra_info=reply_info(reply), reasoning=reply.reasoning)
+            info = reply_info(reply) if typed else None
+            return self.make_response(reply.content, extra_info=info, reasoning=reply.reasoning)
         return reply if isinstance(reply, AgentMessage) else self.make_response(reply)
 
     # -- typed outputs --
