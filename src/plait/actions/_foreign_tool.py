@@ -5,7 +5,8 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-from .base_action import ActionCore, ApprovalRule
+from ._tool_api import ApprovalRule
+from .base_action import ActionCore
 from .parser import BaseParser, JsonParser
 
 __all__ = ["ForeignToolCore"]

@@ -24,7 +24,7 @@ Approval: when a tool of the sub-agent needs a person's approval, the sub-agent'
 and stays paused in its session; called from a tool loop, this tool answers with the pause
 (`plait.agents.run_state.sub_pause`), so the caller's run pauses too, listing the waiting
 calls as ``"<call id>/<their id>"``. ``caller.resume({...})`` hands the decisions to the
-paused run (`plait.agents.tool_loop.decide`) and runs this call again, which then goes on with
+paused run (`plait.agents.decisions.decide`) and runs this call again, which then goes on with
 that run (nothing it did before the pause runs again) and answers with its reply. Called
 outside a tool loop (the MCP server), nobody can approve: the paused run is dropped and the
 caller is told so.

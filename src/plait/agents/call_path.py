@@ -24,8 +24,9 @@ from ..memory.manager import MemoryManager
 from ..schema import AgentMessage, AgentStatusCode, owned_copy, shallow_copy
 from ..sessions import SessionRegistry
 from ..untrusted import clean_text
+from .decisions import decide
 from .run_state import RunState
-from .tool_loop import LoopAgent, decide
+from .tool_loop import LoopAgent
 
 if TYPE_CHECKING:
     from ..memory.session_store import Turn
@@ -139,7 +140,7 @@ def agent_call_flow(
 def agent_resume_flow(
     agent: CallPathAgent, decisions: Mapping[str, object], session_id: Hashable, kwargs: Mapping[str, object]
 ) -> Flow[AgentMessage]:
-    """Take a paused run up again with a person's decisions (see `plait.agents.tool_loop.decide`).
+    """Take a paused run up again with a person's decisions (see `plait.agents.decisions.decide`).
 
     The run goes on where it stopped; its reply is stored and passes the after-hooks like any
     call's. A resume that fails rolls the session back to before the paused call began (the

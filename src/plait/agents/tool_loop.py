@@ -42,14 +42,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
-from ..actions._parked import checked_answer, continued, go_on
+from ..actions._parked import continued, go_on
 from ..effects import Call, Effect, Emit, Flow, Gather, Report
 from ..events import ApprovalNeeded, ToolCallStarted, ToolResult, agent_name, tool_result_event
-from ..exceptions import ResumeError, UserError
+from ..exceptions import UserError
 from ..llms.response import unique_call_ids
-from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall, ToolOutput
+from ..schema import ActionReturn, ActionStatusCode, AgentMessage, AgentStatusCode, PendingCall
 from ..untrusted import decode_arguments
-from ._sub_runs import decide_sub, goes_on, nested_pending, still_waits, with_call_id
+from ._sub_runs import goes_on, nested_pending, still_waits, with_call_id
+from .decisions import EXTERNAL, LOST, REFUSED, call_id, decide
 from .run_state import PlannedCall, RunState, call_key, decode_result, encode_result
 
 __all__ = [
@@ -74,26 +75,11 @@ __all__ = [
     "run_tool_loop",
 ]
 
-REFUSED = "A person refused this call: it did not run."
-"""What the model is told about a call refused with ``False``."""
-
-
-def refused_because(reason: str) -> str:
-    """What the model is told about a call refused with a reason: that it did not run, and why."""
-    return f"{REFUSED} Their reason: {reason}"
-
-
-LOST = "This call was started before the agent restarted and its result was lost; it was not run again."
-"""What the model is told about an approved call whose run a restart cut off (it runs at most once)."""
-
 REUSED = "(This call was already made in this run with the same arguments: it did not run again; this is its result.)"
 """What the model is told beside a repeated call's earlier result (``repeat_calls='reuse'``)."""
 
 REPEATED = "This call was already made in this run with the same arguments: it did not run again."
 """What the model is told instead of a repeated call's result (``repeat_calls='error'``)."""
-
-EXTERNAL: Final = "external"
-"""The ``kind`` of a planned call to an external tool: the caller runs it (it always waits)."""
 
 RepeatCalls = Literal["reuse", "run", "error"]
 REPEAT_CALLS: Final = ("reuse", "run", "error")
@@ -301,72 +287,6 @@ def _one_id_per_call(calls: Sequence[PlannedCall]) -> list[PlannedCall]:
             call["id"] = new
         unique.append(call)
     return unique
-
-
-def call_id(call: PlannedCall, index: int) -> str:
-    """The id a pending call is decided by: the model's, else its place in the turn."""
-    return call.get("id") or f"call-{index}"
-
-
-def decide(state: RunState, decisions: Mapping[str, object], session_id: Hashable, agent: object = None) -> None:
-    """Record a person's decisions on a paused run's waiting calls.
-
-    Each decision is True (run the call), False (refused: the model is told `REFUSED`), a
-    string (refused: the model is told `REFUSED` and this reason, `refused_because`) or a
-    `ToolOutput` (the call does not run: its text is the result). A call to an external tool
-    takes only a `ToolOutput` (or a refusal): the agent cannot run it. Calls left undecided go
-    on waiting. Those on a paused sub-agent's calls (``'<call id>/<its id>'``) go to its run.
-
-    Raises:
-        ResumeError: A decision names a call that is not waiting, or does not fit it.
-    """
-    unknown = [key for key in decisions if key not in state.waiting]
-    if unknown:
-        raise ResumeError(
-            f"no call {unknown[0]!r} waits for a decision on session {session_id!r}; waiting: {state.waiting}",
-            session_id,
-            state.waiting,
-        )
-    decided: dict[int, dict[str, Any] | None] = {}  # checked first: a decision that does not fit changes nothing
-    routed = []
-    for index, call in enumerate(state.pending):
-        key = call_id(call, index)
-        outcome = state.outcomes[index] if index < len(state.outcomes) else None
-        if outcome is not None and "paused" in outcome:  # its sub-agent's calls: decided there
-            nested = {k[len(key) + 1 :]: v for k, v in decisions.items() if k.startswith(f"{key}/")}
-            routed += [(call, outcome["paused"], nested)] if nested else []
-        if key not in decisions:
-            continue
-        decision = decisions[key]
-        if outcome is not None and "question" in outcome:  # a call that asked: the decision is the answer
-            try:
-                decided[index] = {**outcome, "answer": checked_answer(decision, outcome["question"])}
-            except UserError as exc:
-                raise ResumeError(f"the answer to {key!r} does not fit: {exc}", session_id, state.waiting) from None
-        elif decision is True and call.get("kind") == EXTERNAL:
-            raise ResumeError(
-                f"{key!r} calls the external tool {call['name']!r}, which the agent cannot run: "
-                "answer it with ToolOutput(text)",
-                session_id,
-                state.waiting,
-            )
-        elif decision is True:
-            pass  # it runs when the run goes on
-        elif isinstance(decision, ToolOutput) and isinstance(decision.text, str):
-            decided[index] = {"output": decision.text}
-        elif decision is False or isinstance(decision, str):
-            decided[index] = {"refused": refused_because(decision) if isinstance(decision, str) else REFUSED}
-        else:
-            raise ResumeError(
-                f"decide {key!r} with True, False, a reason (str) or ToolOutput(text), not {decision!r}",
-                session_id,
-                state.waiting,
-            )
-    for call, paused, nested in routed:
-        decide_sub(agent, call, paused, nested, session_id, state.waiting, decide)
-    for index, outcome in decided.items():
-        state.outcomes[index] = outcome
-    state.waiting = [key for key in state.waiting if key not in decisions]
 
 
 def _loop(

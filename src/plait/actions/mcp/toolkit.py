@@ -63,7 +63,8 @@ from ...types import JSONValue
 from ...utils._aio import LoopThread
 from .._json_schema import api_description
 from .._parked import park
-from ..base_action import ActionCore, ApprovalRule, AsyncActionMixin, BaseAction, describe_exception
+from .._tool_api import ApprovalRule
+from ..base_action import ActionCore, AsyncActionMixin, BaseAction, describe_exception
 from ..parser import BaseParser, JsonParser
 from ._asking import Asked, Questions
 from ._client_requests import Elicit, Sampling, client_handlers, sampling_settings

@@ -60,8 +60,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from ...agents.decisions import EXTERNAL, call_id
 from ...agents.external_tools import EXTERNAL_TOOLS_KEY, ExternalToolError, check_external_tools
-from ...agents.tool_loop import EXTERNAL, call_id
 from ...exceptions import PlaitError, ResumeError, UserError
 from ...hooks.tool_log import ToolLog
 from ...hooks.usage import Metered, UsageMeter
