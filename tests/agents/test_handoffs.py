@@ -176,11 +176,13 @@ def test_mistakes_fail_at_construction() -> None:
 def test_a_streaming_agent_streams_the_target_answer() -> None:
     from plait.agents import StreamingFunctionCallingAgent
 
-    refunds = StreamingFunctionCallingAgent(scripted_llm(["Refunded order 7."]), [refund], name="refunds")
+    back = scripted_llm(["Refunded order 7.", "Glad to help with that."])
+    refunds = StreamingFunctionCallingAgent(back, [refund], name="refunds")
     triage = StreamingFunctionCallingAgent(scripted_llm([transfer()]), [lookup], name="triage", handoffs=[refunds])
-    chunks = list(triage("refund 7"))
-    assert chunks[-1].content == "Refunded order 7." and chunks[-1].sender == "refunds"
-    assert any(c.content and c.content != chunks[-1].content for c in chunks[:-1])  # pieces before the end
+    for question, answer in (("refund 7", "Refunded order 7."), ("thanks", "Glad to help with that.")):
+        chunks = list(triage(question))  # the second turn is handed on (sticky): streamed the same way
+        assert chunks[-1].content == answer and chunks[-1].sender == "refunds"
+        assert any(c.content and c.content != chunks[-1].content for c in chunks[:-1])  # pieces before the end
 
 
 def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
@@ -213,6 +215,48 @@ def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(
     assert len(triage.llm.calls) == 1  # the front agent's model was not asked again
     assert resolve(triage("thanks", session_id="s")).content == "Bye."  # the session stays with refunds
     assert ran == ["7"]
+
+
+def test_a_pause_in_a_later_sticky_turn_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
+    """A later turn is handed on by a transfer the agent plans itself: the same pause and resume, no model call."""
+    from plait.actions import tool_api
+    from plait.events import ApprovalNeeded, ToolCallStarted
+    from plait.schema import AgentStatusCode
+
+    ran: list[str] = []
+
+    @tool_api(requires_approval=True)
+    def pay(order: str) -> str:
+        """Pay an order back.
+
+        Args:
+            order: The order number.
+        """
+        ran.append(order)
+        return f"paid {order}"
+
+    back = ["Which order?", calls(("p1", "pay", '{"order": "7"}')), "Paid back 7."]
+    refunds = fc(mode)(scripted_llm(back, mode), [pay], name="refunds")
+    triage = fc(mode)(scripted_llm([transfer()], mode), [lookup], name="triage", handoffs=[refunds])
+    assert resolve(triage("a refund, please", session_id="s")).content == "Which order?"
+    events = collect(triage.stream_events("order 7", session_id="s"))
+    paused = events[-1].message
+    assert paused.stream_state == AgentStatusCode.INTERRUPTED and ran == []
+    (waiting,) = [call.id for call in paused.content]
+    assert waiting.startswith("handoff-") and waiting.endswith("/p1")  # '<handing-on call>/<the target's call>'
+    assert [e.name for e in events if isinstance(e, ToolCallStarted)] == []  # handing on is no tool call to show
+    assert [e.calls[0].id for e in events if isinstance(e, ApprovalNeeded)] == [waiting]
+    state = json.loads(json.dumps(triage.state_dict("s")))  # the whole tree, between pause and resume
+    triage.load_state_dict(state, "s")
+    reply = resolve(triage.resume({waiting: True}, session_id="s"))
+    assert (reply.content, reply.sender) == ("Paid back 7.", "refunds") and ran == ["7"]
+    assert len(triage.llm.calls) == 1  # the front agent's model was asked once, in the first turn
+    front = [(m.sender, m.content) for m in triage.memory.get_memory("s") if isinstance(m.content, str)]
+    assert front[-3:] == [("refunds", "Which order?"), ("user", "order 7"), ("refunds", "Paid back 7.")]
+    assert not any(  # the handing-on call is not part of the front agent's conversation
+        isinstance(m.extra_info, dict) and str(m.extra_info.get("tool_call_id", "")).startswith("handoff-")
+        for m in triage.memory.get_memory("s")
+    )
 
 
 def test_draw_shows_a_handoff_as_one_dashed_arrow() -> None:

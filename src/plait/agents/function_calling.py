@@ -35,7 +35,7 @@ from ._text_calls import OBSERVER, HeldMarkup, offered_tools, read_reply
 from .agent import Agent, AsyncAgent, AsyncStreamingAgent, StreamingAgent
 from .aggregator.function_call_aggregator import FunctionCallAggregator
 from .external_tools import EXTERNAL_ONLY_KEY, EXTERNAL_TOOLS_KEY, check_external_tools, external_names
-from .handoff import Handoff, HandoffTool, as_handoffs, handoff_flow, own_view, taken
+from .handoff import HANDED_ON, Handoff, HandoffTool, as_handoffs, handing_on, own_view, taken
 from .routing import ROUTED, ToolRouter
 from .run_state import PlannedCall, RunState
 from .tool_agent import ToolLoopCore
@@ -115,15 +115,6 @@ class FunctionCallingCore(ToolLoopCore):
         self.tool_choice = tool_choice
         self.reset_tool_choice = reset_tool_choice
         self.text_call_formats = None if text_call_formats is None else check_formats(text_call_formats)
-
-    def forward_flow(
-        self, inputs: Sequence[AgentMessage], session_id: Hashable, kwargs: Mapping[str, object]
-    ) -> Flow[AgentMessage]:
-        """The tool loop; with handoffs, the turn goes to the agent the session is with (`plait.agents.handoff`)."""
-        if not self.handoffs:
-            return (yield from super().forward_flow(inputs, session_id, kwargs))
-        run = partial(super().forward_flow, inputs, session_id, kwargs)
-        return (yield from handoff_flow(self, inputs, session_id, run))
 
     def get_prompt(self, session_id: Hashable = 0) -> list[dict[str, object]]:
         """The messages the LLM would receive for this session now (handoff targets' replies as its own turns)."""
@@ -221,6 +212,9 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         Raises:
             ExternalToolError: ``external_tools`` are not OpenAI function tools, or take an own tool's name.
         """
+        handed = handing_on(self.agent, session_id) if self.agent.handoffs else None
+        if handed is not None:  # the session is with a sticky handoff's target: this turn goes straight on
+            state.pending = [handed]
         only = kwargs.get(EXTERNAL_ONLY_KEY, False)
         if not isinstance(only, bool):
             raise UserError(f"{EXTERNAL_ONLY_KEY} must be True or False, got {only!r}")
@@ -330,6 +324,10 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
         self._before_turn = None
         return True
 
+    def reported(self, call: PlannedCall) -> bool:
+        """A turn handed on to a sticky handoff's target is not shown as a tool call (the target's events are)."""
+        return call.get("kind") != HANDED_ON
+
     def tool_name(self, call: PlannedCall) -> str:
         """The executor's name of the tool a call names (the model's wire name may differ)."""
         return str(self.agent.executor.resolve_name(call["name"]))
@@ -357,6 +355,8 @@ class FunctionCallingProtocol(LoopProtocol[FunctionCallingCore]):
             called = state.scratch.setdefault("called", [])
             called.extend(args for args in arguments if isinstance(args, dict) and args not in called)
         for call, result in zip(calls, results, strict=True):
+            if call.get("kind") == HANDED_ON:  # planned by the agent, not its model: not part of its conversation
+                continue
             content = result.content if isinstance(result, AgentMessage) else result
             extra = {"tool_call_id": call.get("id"), "name": call["name"]}
             self.agent.update_memory(

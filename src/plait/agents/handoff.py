@@ -5,9 +5,12 @@ its model one tool per target (``transfer_to_billing``, ``transfer_to_refunds``)
 calls one, the run ends there and the target answers the turn, in the same session and the same
 driver (an `AgentCall`: the caller's interceptors, replay, tracing and ``stream_events`` see it).
 A `sticky` handoff (the default) keeps the session with the target for later turns: the agent
-hands each later message straight on, until a reply comes from elsewhere. A tool of the target
-that needs a person's approval pauses the handing agent's run (the transfer call waits as an
-agent run as a tool does, `plait.agents.agent_tool`): resumed there, the target goes on.
+hands each later message straight on, until a reply comes from elsewhere. Handing on is the same
+transfer call, planned by the agent instead of its model (`handing_on`: kind `HANDED_ON`, kept
+out of memory and of the stream events), so every turn with a target runs the one tool loop. A
+tool of the target that needs a person's approval pauses the handing agent's run, in the first
+turn as in later ones (the transfer call waits as an agent run as a tool does,
+`plait.agents.agent_tool`): resumed there, the target goes on.
 
 What the target sees is its `Handoff.history`:
 
@@ -27,9 +30,10 @@ target's name), which is how a later turn finds the agent the session is with.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Final, Literal, Union
 
 from ..actions.base_action import BaseAction
 from ..context.summary import fold
@@ -38,8 +42,12 @@ from ..exceptions import UserError
 from ..schema import ActionReturn, AgentMessage, AgentStatusCode
 from .agent_tool import paused_return
 from .call_path import normalize_inputs
+from .run_state import PlannedCall
 
-__all__ = ["Handoff", "HandoffTool", "HistoryPolicy"]
+__all__ = ["HANDED_ON", "Handoff", "HandoffTool", "HistoryPolicy", "handing_on"]
+
+HANDED_ON: Final = "handed_on"
+"""The ``kind`` of a transfer call the agent plans itself: a later turn of a session with a sticky target."""
 
 HistoryPolicy = Union[Literal["full", "none", "summary"], Callable[[list[AgentMessage]], Iterable[Any]]]
 """What a handoff's target sees of the conversation (see the module docstring)."""
@@ -128,8 +136,12 @@ class HandoffTool(BaseAction, register=False):
         session = 0 if session_id is None else session_id
         target = self.handoff.agent
         run = target.run_state(session)
+        messages = self.owner._memory.get_memory(session) if self.owner._memory is not None else []
+        start, end = _this_turn(messages)
         if call_id is not None and run is not None and run.pending and not run.waiting:
             reply: AgentMessage = yield AgentCall(target, (), session, resume=True, tool_call=call_id)
+        elif active(self.owner, messages[:start]) is self.handoff:  # the session is with the target: hand on
+            reply = yield AgentCall(target, tuple(normalize_inputs(messages[start:end])), session, tool_call=call_id)
         else:
             told = yield from history_flow(self.owner, self.handoff, session)
             target.reset(session, recursive=True)  # the target starts from what its history policy shows it
@@ -248,16 +260,13 @@ def _this_turn(messages: Sequence[AgentMessage]) -> tuple[int, int]:
     return start, end
 
 
-def handoff_flow(
-    agent: Any, inputs: Sequence[AgentMessage], session_id: Hashable, run: Callable[[], Flow[AgentMessage]]
-) -> Flow[AgentMessage]:
-    """An agent's turn with handoffs: straight to the target the session is with, else `run` (which may hand off)."""
+def handing_on(agent: Any, session_id: Hashable) -> PlannedCall | None:
+    """The transfer call that hands this turn on, when the session is with a sticky target (else None)."""
     memory = agent._memory
     current = active(agent, memory.get_memory(session_id)) if memory is not None else None
     if current is None:
-        return (yield from run())
-    answer: AgentMessage = yield AgentCall(current.agent, tuple(inputs), session_id)
-    return answer
+        return None
+    return {"name": current.tool_name, "arguments": {}, "id": f"handoff-{uuid.uuid4().hex[:12]}", "kind": HANDED_ON}
 
 
 def taken(tool: object, session_id: Hashable) -> AgentMessage | None:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Generic, Literal, NamedTuple, Protocol, TypeVar, Union
 
 from ..actions._parked import continued, go_on
@@ -190,6 +190,10 @@ class LoopProtocol(ABC, Generic[A]):
         """Whether `call` must wait for a person's decision (its tool's ``requires_approval``)."""
         check = getattr(getattr(self.agent, "executor", None), "needs_approval", None)
         return bool(check(call["name"], call.get("arguments"))) if callable(check) else False
+
+    def reported(self, call: PlannedCall) -> bool:
+        """Whether `call` is shown in the stream events (a call the agent plans for itself may not be)."""
+        return True
 
     def tool_name(self, call: PlannedCall) -> str:
         """The tool a call names, as people know it (its stream events carry this name)."""
@@ -362,7 +366,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
     if ready:
         for i in fresh:
             if i not in repeats:
-                yield Report(_started, (protocol, calls[i], i))
+                yield from _report(protocol, _started, calls[i], i)
         ran = yield Gather(effects)
         for i, result in zip(ready, ran, strict=True):
             results[i] = continued(decode_result(asked[i]["asked"]), result) if i in asked else result
@@ -370,7 +374,7 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
                 continue
             if keys:
                 state.ran[keys[i]] = results[i]
-            yield Report(_ended, (protocol, calls[i], i, results[i]))
+            yield from _report(protocol, _ended, calls[i], i, results[i])
     for i in repeats:
         earlier = state.ran[keys[i]]
         results[i] = _repeated(earlier) if mode == "reuse" else protocol.refusal(state, calls[i], REPEATED)
@@ -380,6 +384,12 @@ def _run_calls(protocol: LoopProtocol[Any], state: RunState, session_id: Hashabl
             if not {"question", "paused"} & set(state.outcomes[i] or {}):
                 state.outcomes[i] = {"result": encode_result(results[i])}
     return results, len(repeats)
+
+
+def _report(protocol: LoopProtocol[Any], event: Callable[..., Any], call: PlannedCall, *args: object) -> Flow[None]:
+    """Report `call`'s `event` (`_started`, `_ended`) unless the protocol keeps the call out of the events."""
+    if protocol.reported(call):
+        yield Report(event, (protocol, call, *args))
 
 
 def _started(protocol: LoopProtocol[Any], call: PlannedCall, index: int) -> ToolCallStarted:
