@@ -24,6 +24,9 @@ from pydantic import BaseModel
 
 from _support import collect, local_model_available, resolve
 from plait.agents import Agent, AsyncAgent
+from plait.agents._reply_info import finish_reason_of
+from plait.agents.agent import AsyncStreamingAgent, StreamingAgent
+from plait.events import Final
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
 from plait.llms import _llama_engine, llama_cpp
 from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages, validate
@@ -136,6 +139,25 @@ def test_a_plain_stream_ends_with_the_reply_and_its_finish_reason(
     assert response.usage is not None and response.usage.completion_tokens <= max_new_tokens
     whole = resolve(real.complete(ask, max_new_tokens=max_new_tokens))
     assert (whole.content, whole.finish_reason) == (text, reason)
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_streaming_agent_on_the_embedded_model_says_its_answer_was_cut(mode: str, _engine_holder: None) -> None:
+    """The reply message of a streamed answer carries the finish reason the CLI and the usage meter read."""
+    llm = make(mode, max_new_tokens=2, temperature=0)
+    agent = (AsyncStreamingAgent if mode == "async" else StreamingAgent)(llm)
+    ask = "Reply with one word: yes or no?"
+
+    async def events_async() -> list[Any]:
+        return [event async for event in agent.stream_events(ask)]
+
+    try:
+        events = asyncio.run(events_async()) if mode == "async" else list(agent.stream_events(ask))
+    finally:
+        llm.close()
+    [final] = [event for event in events if isinstance(event, Final)]
+    assert finish_reason_of(final.message) == "length"
 
 
 @pytest.mark.slow
