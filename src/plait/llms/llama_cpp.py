@@ -72,7 +72,7 @@ from ._llama_reply import (
     choice_text,
     finish_reason_of,
     first_choice,
-    reasoning_of,
+    plain_response,
     turn_tokens,
     usage_of,
 )
@@ -322,16 +322,14 @@ class _LlamaCppCore(LLMCore):
         return ModelStatusCode.STREAM_ING, text, state.reasoning
 
     def _stream_end(self, state: StreamState, params: Mapping[str, object] | None) -> StreamItem:
-        """The final stream item (after recording the stream's usage).
+        """The last item (usage recorded): a chat's extra is `complete`'s `ModelResponse`, as `GPTAPI`'s.
 
-        A chat stream's (`params` given) ends as `GPTAPI`'s does: its extra is the reply's
-        `ModelResponse` (finish reason, usage, reasoning), as `complete` would return it; a
-        `stream_generate`'s extra is the reasoning.
+        A `stream_generate`'s (`params` None) extra is the reasoning.
         """
         self._record(state.usage)
         if params is None:
             return ModelStatusCode.END, state.finish(), state.reasoning
-        response = self._reply(state.result(), params)
+        response = plain_response(state.result(), functools.partial(self._finish, params=params))
         return ModelStatusCode.END, response.content, response
 
     def _complete_producer(self, call: ToolRequest) -> Producer[_CompleteItem]:
@@ -450,21 +448,9 @@ class _LlamaCppCore(LLMCore):
     ) -> ModelResponse:
         finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
         result = self._call(self._request(turns, params), cancel, finished)
-        response = self._reply(result, params)
+        response = plain_response(result, functools.partial(self._finish, params=params))
         response.tokens = turn_tokens(self.base_url, turns, first_choice(result), response.usage)  # logprobs=True
         return response
-
-    @classmethod
-    def _reply(cls, result: Result, params: Mapping[str, object]) -> ModelResponse:
-        """A plain (tool-free) reply's `ModelResponse` from the engine's result, stop words applied.
-
-        Its ``finish_reason`` is the engine's (``'stop'``, ``'length'``), or `REPETITION` when
-        the repetition guard stopped the generation.
-        """
-        choice = first_choice(result)
-        text = cls._finish(choice_text(choice), params)
-        usage = usage_of(result.get("usage"))
-        return ModelResponse(text, [], finish_reason_of(choice), usage, result, reasoning_of(choice))
 
 
 class LlamaCppModel(_LlamaCppCore, ToolStreaming):
