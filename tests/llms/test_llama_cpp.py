@@ -24,11 +24,15 @@ from pydantic import BaseModel
 
 from _support import collect, local_model_available, resolve
 from plait.agents import Agent, AsyncAgent
+from plait.agents._reply_info import finish_reason_of
+from plait.agents.agent import AsyncStreamingAgent, StreamingAgent
+from plait.events import Final
 from plait.exceptions import LLMAPIError, MissingDependencyError, ParseError, UserError
 from plait.llms import _llama_engine, llama_cpp
 from plait.llms._llama_tools import InvalidToolReply, ToolPlan, answer_so_far, normalize_messages, validate
+from plait.llms._repetition import REPETITION
 from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel, default_model_path
-from plait.llms.response import ModelResponse, ToolCall
+from plait.llms.response import ModelResponse, ToolCall, Usage
 from plait.outputs import OutputType
 from plait.schema import ModelStatusCode
 
@@ -118,6 +122,42 @@ def test_stop_words_cut_the_reply(real: LlamaCppModel) -> None:
     assert resolve(real.chat(ASK, stop_words=[stop])) == full[: full.find(stop)]
     streamed = collect(real.stream_chat(ASK, stop_words=[stop]))
     assert streamed[-1][1] == full[: full.find(stop)]
+
+
+@pytest.mark.slow
+@needs_model
+@pytest.mark.parametrize(("max_new_tokens", "reason"), [(2, "length"), (12, "stop")])
+def test_a_plain_stream_ends_with_the_reply_and_its_finish_reason(
+    real: LlamaCppModel, max_new_tokens: int, reason: str
+) -> None:
+    """As `GPTAPI`'s stream does: the END item's extra is the `ModelResponse` `complete` returns."""
+    ask = [{"role": "user", "content": "Reply with one word: yes or no?"}]  # "Yes." and its end: 3 tokens
+    *_, (status, text, response) = collect(real.stream_chat(ask, max_new_tokens=max_new_tokens))
+    assert status == ModelStatusCode.END
+    assert isinstance(response, ModelResponse)
+    assert (response.content, response.finish_reason) == (text, reason)
+    assert response.usage is not None and response.usage.completion_tokens <= max_new_tokens
+    whole = resolve(real.complete(ask, max_new_tokens=max_new_tokens))
+    assert (whole.content, whole.finish_reason) == (text, reason)
+
+
+@pytest.mark.slow
+@needs_model
+def test_a_streaming_agent_on_the_embedded_model_says_its_answer_was_cut(mode: str, _engine_holder: None) -> None:
+    """The reply message of a streamed answer carries the finish reason the CLI and the usage meter read."""
+    llm = make(mode, max_new_tokens=2, temperature=0)
+    agent = (AsyncStreamingAgent if mode == "async" else StreamingAgent)(llm)
+    ask = "Reply with one word: yes or no?"
+
+    async def events_async() -> list[Any]:
+        return [event async for event in agent.stream_events(ask)]
+
+    try:
+        events = asyncio.run(events_async()) if mode == "async" else list(agent.stream_events(ask))
+    finally:
+        llm.close()
+    [final] = [event for event in events if isinstance(event, Final)]
+    assert finish_reason_of(final.message) == "length"
 
 
 @pytest.mark.slow
@@ -374,7 +414,23 @@ def test_stream_applies_stop_words(fake_model: tuple[LlamaCppModel, FakeServer])
     model, server = fake_model
     server.chunks = ["a", "b", "STOP", "c"]
     items = collect(model.stream_chat(HELLO, stop_words=["STOP"]))
-    assert items[-1] == (ModelStatusCode.END, "ab", None)
+    status, text, response = items[-1]
+    assert (status, text) == (ModelStatusCode.END, "ab")
+    assert isinstance(response, ModelResponse)
+    assert (response.content, response.finish_reason, response.usage) == ("ab", "stop", Usage(3, 2, 5))
+
+
+def test_a_stream_the_repetition_guard_stopped_ends_with_its_reason(
+    fake_model: tuple[LlamaCppModel, FakeServer],
+) -> None:
+    model, server = fake_model
+    server.chunks = ["la "] * 200
+    *_, (status, text, response) = collect(model.stream_chat(HELLO))
+    assert status == ModelStatusCode.END
+    assert isinstance(response, ModelResponse)
+    assert response.finish_reason == REPETITION
+    assert response.content == text and text.startswith("la la ")
+    assert server.stopped  # the engine was told to stop
 
 
 def test_engine_errors_become_llm_errors(fake_model: tuple[LlamaCppModel, FakeServer]) -> None:

@@ -18,6 +18,7 @@ from _support import collect, local_model_available, resolve
 from plait.agents.agent import AsyncStreamingAgent, StreamingAgent
 from plait.events import ReasoningDelta, TextDelta
 from plait.llms.llama_cpp import AsyncLlamaCppModel, LlamaCppModel
+from plait.llms.response import ModelResponse
 from plait.schema import ModelStatusCode, Reasoning
 
 pytestmark = [
@@ -58,7 +59,10 @@ def test_stream_chat_streams_reasoning_and_never_the_tags(mode: str) -> None:
     finally:
         llm.close()
     assert all("think>" not in text and THOUGHT not in text for _, text, _ in items)
-    assert items[-1] == (ModelStatusCode.END, ANSWER, Reasoning(THOUGHT))
+    status, text, response = items[-1]  # the END item's extra: the ModelResponse, as GPTAPI's stream ends
+    assert (status, text) == (ModelStatusCode.END, ANSWER)
+    assert isinstance(response, ModelResponse)
+    assert (response.content, response.reasoning) == (ANSWER, Reasoning(THOUGHT))
     first_text = next(index for index, (_, text, _) in enumerate(items) if text)
     assert first_text > 1  # the reasoning streamed in pieces before the answer's first token
     assert items[first_text - 1][2] == Reasoning(THOUGHT)

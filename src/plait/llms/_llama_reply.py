@@ -11,7 +11,7 @@ from ._decoded import json_object
 from ._llama_engine import prompt_token_ids
 from ._reasoning_wire import ReasoningStream
 from .profiles import ThinkTags
-from .response import TurnTokenIds, Usage
+from .response import ModelResponse, TurnTokenIds, Usage
 
 __all__ = [
     "OnText",
@@ -23,6 +23,7 @@ __all__ = [
     "choice_text",
     "finish_reason_of",
     "first_choice",
+    "plain_response",
     "reasoning_of",
     "sampled_tokens",
     "turn_tokens",
@@ -100,6 +101,17 @@ def reasoning_of(choice: Mapping[str, object]) -> Reasoning | None:
     message = choice.get("message")
     text = message.get("reasoning_content") if isinstance(message, Mapping) else None
     return Reasoning(text) if isinstance(text, str) and text else None
+
+
+def plain_response(result: Result, finish: Callable[[str], str]) -> ModelResponse:
+    """A plain (tool-free) reply's `ModelResponse` from an engine result; `finish` applies the stop words to its text.
+
+    Its ``finish_reason`` is the engine's (``'stop'``, ``'length'``), or ``'repetition'`` when
+    the repetition guard stopped the generation (`plait.llms._repetition.REPETITION`).
+    """
+    choice = first_choice(result)
+    usage = usage_of(result.get("usage"))
+    return ModelResponse(finish(choice_text(choice)), [], finish_reason_of(choice), usage, result, reasoning_of(choice))
 
 
 class StreamState:

@@ -72,7 +72,7 @@ from ._llama_reply import (
     choice_text,
     finish_reason_of,
     first_choice,
-    reasoning_of,
+    plain_response,
     turn_tokens,
     usage_of,
 )
@@ -316,10 +316,21 @@ class _LlamaCppCore(LLMCore):
 
         return produce
 
-    def _stream_end(self, state: StreamState) -> StreamItem:
-        """The final stream item (after recording the stream's usage)."""
+    def _stream_item(self, state: StreamState, params: Mapping[str, object] | None) -> StreamItem:
+        """A streaming item: the text so far (a chat stream's with stop words applied) and the reasoning so far."""
+        text = state.text if params is None else self._finish(state.text, params)
+        return ModelStatusCode.STREAM_ING, text, state.reasoning
+
+    def _stream_end(self, state: StreamState, params: Mapping[str, object] | None) -> StreamItem:
+        """The last item (usage recorded): a chat's extra is `complete`'s `ModelResponse`, as `GPTAPI`'s.
+
+        A `stream_generate`'s (`params` None) extra is the reasoning.
+        """
         self._record(state.usage)
-        return ModelStatusCode.END, state.finish(), state.reasoning
+        if params is None:
+            return ModelStatusCode.END, state.finish(), state.reasoning
+        response = plain_response(state.result(), functools.partial(self._finish, params=params))
+        return ModelStatusCode.END, response.content, response
 
     def _complete_producer(self, call: ToolRequest) -> Producer[_CompleteItem]:
         """A streamed `complete` for `iterate_thread`: answer texts so far, then the `ModelResponse`."""
@@ -437,10 +448,9 @@ class _LlamaCppCore(LLMCore):
     ) -> ModelResponse:
         finished = None if on_text is None else (lambda text: on_text(self._finish(text, params)))
         result = self._call(self._request(turns, params), cancel, finished)
-        choice = first_choice(result)
-        text = self._finish(choice_text(choice), params)
-        tokens = turn_tokens(self.base_url, turns, choice, usage := usage_of(result.get("usage")))  # logprobs=True
-        return ModelResponse(text, [], finish_reason_of(choice), usage, result, reasoning_of(choice), tokens)
+        response = plain_response(result, functools.partial(self._finish, params=params))
+        response.tokens = turn_tokens(self.base_url, turns, first_choice(result), response.usage)  # logprobs=True
+        return response
 
 
 class LlamaCppModel(_LlamaCppCore, ToolStreaming):
@@ -494,17 +504,21 @@ class LlamaCppModel(_LlamaCppCore, ToolStreaming):
 
     def stream_generate(self, inputs: Prompt, **gen_params: object) -> Iterator[StreamItem]:
         """Stream `generate`'s reply as it is produced, as cumulative ``(status, text, reasoning so far or None)``."""
-        request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = StreamState(self.think_tags)
+        yield from self._stream(inputs, self.update_gen_params(**gen_params), chat=False)
+
+    def _stream(self, prompt: Prompt, params: Mapping[str, object], chat: bool) -> Iterator[StreamItem]:
+        """The items of a `stream_generate` or (`chat`) a plain `stream_chat`, folded from the engine's chunks."""
+        request, state = self._request(prompt, params, stream=True), StreamState(self.think_tags)
+        shown = params if chat else None
         with contextlib.closing(iterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             for chunk in chunks:
                 if state.feed(chunk):
-                    yield ModelStatusCode.STREAM_ING, state.text, state.reasoning
-        yield self._stream_end(state)
+                    yield self._stream_item(state, shown)
+        yield self._stream_end(state, shown)
 
     def _respond_stream(self, call: ToolRequest) -> Iterator[StreamItem]:
         if not call.tools:
-            yield from super()._respond_stream(call)
+            yield from self._stream(*self._prepare(call.inputs, call.overrides), chat=True)
             return
         with contextlib.closing(iterate_thread(self._complete_producer(call), name=_THREAD)) as items:
             for item in items:
@@ -544,26 +558,30 @@ class AsyncLlamaCppModel(_LlamaCppCore, AsyncToolStreaming):
         self, inputs: Prompt, session_ids: SessionIds = None, **gen_params: object
     ) -> AsyncIterator[StreamItem]:
         """Stream the reply as it is produced; the engine runs in a thread feeding an asyncio queue."""
-        request = self._request(inputs, self.update_gen_params(**gen_params), stream=True)
-        state = StreamState(self.think_tags)
+        async with contextlib.aclosing(self._stream(inputs, self.update_gen_params(**gen_params), chat=False)) as items:
+            async for item in items:
+                yield item
+
+    async def _stream(
+        self, prompt: Prompt, params: Mapping[str, object], chat: bool
+    ) -> AsyncGenerator[StreamItem, None]:
+        """Like `LlamaCppModel._stream`: the engine runs in a thread feeding an asyncio queue."""
+        request, state = self._request(prompt, params, stream=True), StreamState(self.think_tags)
+        shown = params if chat else None
         async with contextlib.aclosing(aiterate_thread(self._stream_producer(request), name=_THREAD)) as chunks:
             async for chunk in chunks:
                 if state.feed(chunk):
-                    yield ModelStatusCode.STREAM_ING, state.text, state.reasoning
-        yield self._stream_end(state)
+                    yield self._stream_item(state, shown)
+        yield self._stream_end(state, shown)
 
     async def _respond_stream(self, call: ToolRequest, session_ids: SessionIds) -> AsyncGenerator[StreamItem, None]:
-        if not call.tools:  # the engine runs in a thread feeding an asyncio queue, here and below
-            # `AsyncBaseLLM.stream_chat`, but closing this stream closes the engine's at once
-            # (stopping it), where nested async generators are otherwise closed later, by the loop
+        if not call.tools:  # the engine runs in a thread feeding an asyncio queue, here and below;
+            # closing this stream closes the engine's at once (stopping it), where nested async
+            # generators are otherwise closed later, by the loop
             prompt, params = self._prepare(call.inputs, call.overrides)
-            stream = self.stream_generate(prompt, session_ids, **params)
-            try:
-                async for status, text, extra in stream:
-                    yield status, self._finish(text, params), extra
-            finally:
-                if isinstance(stream, AsyncGenerator):
-                    await stream.aclose()
+            async with contextlib.aclosing(self._stream(prompt, params, chat=True)) as items:
+                async for item in items:
+                    yield item
             return
         async with contextlib.aclosing(aiterate_thread(self._complete_producer(call), name=_THREAD)) as items:
             async for step in items:
