@@ -45,9 +45,8 @@ from .requests import ServerLimits
 __all__ = ["ResponseAnswer", "check_responses_request"]
 
 _COPIED = ("model", "stream", "temperature", "top_p", "metadata", "user", "parallel_tool_calls")
-_IGNORED = frozenset({"store", "truncation", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options"})
+_IGNORED = frozenset({"truncation", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options"})
 _REFUSED = {
-    "previous_response_id": "responses are not stored: send the conversation in 'input' (or a session)",
     "conversation": "conversations are not stored: send the conversation in 'input' (or a session)",
     "reasoning": "the served agent's reasoning is its model's own",
     "include": "the served agent adds nothing to its output",
@@ -56,7 +55,7 @@ _REFUSED = {
     "top_logprobs": "the served agent does not report log probabilities",
     "prompt": "the served agent has its own prompt",
 }
-_READ = ("input", "instructions", "tools", "tool_choice", "text", "max_output_tokens")
+_READ = ("input", "instructions", "tools", "tool_choice", "text", "max_output_tokens", "store", "previous_response_id")
 _PARTS = {"input_text": "text", "output_text": "text"}
 
 
@@ -94,7 +93,13 @@ def check_responses_request(body: object, limits: ServerLimits) -> OpenAIRequest
         rename = partial(_responses_param, where=where)
         said = OpenAIRequest([], False, False, "", None, {}, rename=rename).said(str(exc))
         raise OpenAIRequestError(said, rename(exc.param), exc.code) from None
-    return dataclasses.replace(request, rename=partial(_responses_param, where=where))
+    store, previous = body.get("store", True), body.get("previous_response_id")
+    if store is not None and not isinstance(store, bool):
+        raise OpenAIRequestError("'store' must be a boolean", "store", "invalid_type")
+    if previous is not None and not isinstance(previous, str):
+        raise OpenAIRequestError("'previous_response_id' must be a string", "previous_response_id", "invalid_type")
+    rename = partial(_responses_param, where=where)
+    return dataclasses.replace(request, rename=rename, previous_response=previous, store=store is not False)
 
 
 def _messages(items: object, instructions: object, where: list[str]) -> list[Any]:
@@ -216,6 +221,9 @@ class ResponseAnswer:
         self.created = int(time.time())
         self.model = model
         self.sequence = 0
+        self.stored = False  # whether the response is kept (`response_store`)
+        self.previous: str | None = None  # the stored response it continues
+        self.final: dict[str, JSONValue] | None = None  # the finished response a stream ended with
 
     def response(
         self, status: str, output: list[JSONValue], usage: dict[str, JSONValue] | None = None
@@ -237,7 +245,8 @@ class ResponseAnswer:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "store": False,
+            "store": self.stored,
+            "previous_response_id": self.previous,
             "text": {"format": {"type": "text"}},
         }
 
@@ -330,6 +339,7 @@ class ResponseAnswer:
         status = "incomplete" if metered.finish_reason == "length" and not waiting else "completed"
         final = self.response(status, output, _response_usage(metered))
         await response.write(self.event(f"response.{status}", response=final))
+        self.final = final
         await response.write_eof()
         return response
 
