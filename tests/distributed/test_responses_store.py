@@ -138,6 +138,11 @@ def test_retrieve_delete_and_store_false(served: Any) -> None:
             answer = httpx.post(f"{server.url}/v1/responses", json={"model": "helper-1", "input": "x", **wrong})
             assert answer.status_code == 400 and answer.json()["error"]["param"] == next(iter(wrong))
         head = client.responses.create(model="helper-1", input="x")
+        two: list[Any] = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        with pytest.raises(openai.BadRequestError) as bad:  # the agent would only get the last message
+            client.responses.create(model="helper-1", input=two, previous_response_id=head.id)
+        assert bad.value.param == "input"
+        client.responses.create(model="helper-1", input="y", instructions="Be brief.", previous_response_id=head.id)
         with pytest.raises(openai.BadRequestError) as bad:  # a session and a stored conversation at once
             client.responses.create(
                 model="helper-1", input="y", previous_response_id=head.id, metadata={"session_id": "s"}

@@ -6,14 +6,21 @@ itself is never copied into the store. A session's latest stored response is its
 
 * **Continuing the head** (a chain: each request's ``previous_response_id`` is the last
   answer) runs in the same session: its memory already holds the conversation, and the new
-  ``input`` is added as with ``X-Session-Id``. While that request runs the session has no
-  head, so a second request continuing the same response meanwhile branches (below).
-* **Continuing an older response** (a branch) copies the session's state (`state_dict`) into a
-  new session and cuts each memory back to the response's marks (`Memory.truncate`): the model
+  ``input`` (one message, or the ``function_call_output`` items that answer the response's
+  calls: a run paused on them is resumed; instructions beside) is added as with ``X-Session-Id``.
+  While that request runs the session has no head, so a second request continuing the same
+  response meanwhile branches (below). A request that fails, or is sent with ``store: false``,
+  leaves the session as it was (its memories cut back to the response's marks).
+* **Continuing an older response** (a branch) copies the session's state (`state_dict`), each
+  memory cut back to the response's marks, into a new session (`load_state_dict`): the model
   sees the conversation up to that response and nothing later, and the original chain is not
-  touched. A paused run is not carried into a branch.
+  touched. A paused run is not carried into a branch. A session whose memories hold fewer
+  messages than the marks (dropped from memory, or compacted by a running summary) cannot be
+  gone on from: 400 naming ``previous_response_id``.
 * Without ``previous_response_id`` a stored request is answered as a self-contained one (its
-  ``input`` loaded into a fresh session), and that session is kept instead of dropped.
+  ``input`` loaded into a fresh session), and that session is kept instead of dropped; a pause
+  for approval is then answered like a call of the client's (``function_call_output`` with
+  ``previous_response_id``) instead of refused with 409.
 
 Responses belong to the tenant that made them (one bearer token each, `AccessControl`): another
 tenant's id is answered as an unknown one (404 on ``GET`` / ``DELETE``, 400 naming
@@ -62,6 +69,23 @@ def _marks(agent: Any, session: SessionId) -> dict[str, int]:
     return {path: member.memory.length(session) for path, member in _members(agent)}
 
 
+def _check_new_turns(body: OpenAIRequest) -> None:
+    """A request going on from a stored response brings one message, or the results of the calls it waits on.
+
+    Raises:
+        OpenAIRequestError: More (the agent would be given the last one only).
+    """
+    turns = body.turns
+    answers = next((i for i, turn in enumerate(reversed(turns)) if turn.role != "tool"), len(turns))
+    before = turns[: len(turns) - answers] if answers else turns[:-1]
+    if any(turn.role != "system" for turn in before):
+        raise OpenAIRequestError(
+            "with 'previous_response_id', 'input' takes one message, or the function_call_output items "
+            "that answer the previous response's calls",
+            "input",
+        )
+
+
 def _not_found(response_id: object) -> OpenAIRequestError:
     return OpenAIRequestError(
         f"Previous response with id {response_id!r} not found.", "previous_response_id", "previous_response_not_found"
@@ -103,6 +127,7 @@ class ResponseStore:
         stored = held.responses.get(response_id) if held is not None else None
         if held is None or stored is None:
             raise _not_found(response_id)
+        _check_new_turns(body)
         agent = self.get_agent()
         now = _marks(agent, stored.session)
         if any(now.get(path, 0) < mark for path, mark in stored.marks.items()):

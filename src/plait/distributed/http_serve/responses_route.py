@@ -10,13 +10,15 @@ Read: ``input`` (a string, or items: messages with ``input_text`` / ``output_tex
 ``function_call`` and ``function_call_output`` items; ``reasoning`` items are dropped),
 ``instructions`` (a system message), function ``tools`` and ``tool_choice`` (the client's tools,
 as on the chat route), ``stream``, ``temperature``, ``top_p``, ``max_output_tokens``,
-``text.format`` (``json_schema`` / ``json_object``), ``metadata`` (``session_id``) and ``user``.
-Accepted as no-ops: ``store`` (nothing is stored: responses cannot be fetched later),
-``parallel_tool_calls``, ``truncation``, ``service_tier``, ``prompt_cache_key``,
-``safety_identifier``, ``stream_options``. Refused with a 400 naming the field:
-``previous_response_id`` and ``conversation`` (send the conversation in ``input``, or a
-session), ``reasoning``, ``include``, ``background``, built-in tools (``web_search``...) and any
-field the API does not define. Errors name the Responses fields (``input[2].call_id``).
+``text.format`` (``json_schema`` / ``json_object``), ``metadata`` (``session_id``), ``user``,
+``store`` (default true: the response is kept, ``GET`` / ``DELETE /v1/responses/{id}``) and
+``previous_response_id`` (the request goes on from a stored response of the caller's; not with a
+session): `response_store` keeps them. Accepted as no-ops: ``parallel_tool_calls``,
+``truncation``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``,
+``stream_options``. Refused with a 400 naming the field: ``conversation`` (send the conversation
+in ``input``, ``previous_response_id`` or a session), ``reasoning``, ``include``, ``background``,
+built-in tools (``web_search``...) and any field the API does not define. Errors name the
+Responses fields (``input[2].call_id``).
 """
 
 from __future__ import annotations
