@@ -177,6 +177,17 @@ def test_the_oldest_stored_response_goes_first_with_its_session() -> None:
             assert sessions(server) == 2  # the dropped response's conversation went with it
 
 
+def test_the_bound_is_a_serve_flag() -> None:
+    import argparse
+
+    from plait.cli import add_server_limit_flags, server_limits
+
+    parser = argparse.ArgumentParser()
+    add_server_limit_flags(parser)
+    assert server_limits(parser.parse_args(["--max-stored-responses", "3"])).max_stored_responses == 3
+    assert server_limits(parser.parse_args([])).max_stored_responses == ServerLimits().max_stored_responses
+
+
 def test_async_client_chain(served: Any) -> None:
     server, model = served
 
