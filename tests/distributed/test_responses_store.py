@@ -150,6 +150,18 @@ def test_retrieve_delete_and_store_false(served: Any) -> None:
         assert bad.value.param == "previous_response_id"
 
 
+def test_an_unstored_pause_leaves_the_chain_as_it_was(served: Any) -> None:
+    server, model = served
+    with sdk(server) as client:
+        first = client.responses.create(model="helper-1", input="one")
+        off = client.responses.create(
+            model="helper-1", input="the weather?", tools=[WEATHER], previous_response_id=first.id, store=False
+        )
+        assert off.output[0].type == "function_call"
+        after = client.responses.create(model="helper-1", input="two", previous_response_id=first.id)
+        assert after.output_text == "Answer: two" and seen(model) == [*chat("one"), ("user", "two")]
+
+
 def test_another_tenant_cannot_see_or_continue_a_response() -> None:
     for server, model in _serve("sync", token=TOKENS):
         with sdk(server, TOKENS["alice"]) as alice, sdk(server, TOKENS["bob"]) as bob:

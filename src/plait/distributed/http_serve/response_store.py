@@ -183,6 +183,13 @@ class ResponseStore:
             agent = self.get_agent()
             for path, member in _members(agent):
                 member.memory.truncate(session, previous.marks.get(path, 0))
+            output = previous.body.get("output")
+            paused = isinstance(output, list) and any(
+                isinstance(item, dict) and item.get("type") == "function_call" for item in output
+            )
+            if not paused and callable(getattr(agent, "set_run_state", None)):
+                for _, member in agent.named_agents():  # a run the unstored request left waiting
+                    member.set_run_state(None, session)
             held.heads[session] = body.previous_response
         elif not any(stored.session == session for stored in held.responses.values()):
             del held.heads[session]  # a branch nothing was stored in
