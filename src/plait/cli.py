@@ -296,6 +296,13 @@ def add_server_limit_flags(parser: argparse.ArgumentParser) -> None:
         "(default: no cap)",
     )
     parser.add_argument(
+        "--max-stored-responses",
+        type=int,
+        metavar="N",
+        help="responses of /v1/responses one tenant keeps for previous_response_id and GET; beyond it its "
+        "oldest is dropped (default: 2048; 0: none stored)",
+    )
+    parser.add_argument(
         "--max-connections-per-client",
         type=int,
         metavar="N",
@@ -317,6 +324,8 @@ def server_limits(args: argparse.Namespace) -> ServerLimits:
         given["session_ttl"] = args.session_ttl or None  # 0: never
     if args.max_sessions_per_tenant is not None:
         given["max_sessions_per_tenant"] = args.max_sessions_per_tenant
+    if args.max_stored_responses is not None:
+        given["max_stored_responses"] = args.max_stored_responses
     if args.max_connections_per_client is not None:
         given["max_connections_per_client"] = args.max_connections_per_client
     return ServerLimits(**given)

@@ -131,6 +131,8 @@ class OpenAIRequest:
         tool_choice: The client's ``tool_choice`` with its tools, or None.
         rename: A chat field (``messages[3].tool_call_id``) as the client's API names it, for a
             request read from another API (`responses_route`); None: as it is.
+        previous_response: The stored response a Responses API request continues, or None.
+        store: Whether the answer is kept to be fetched and continued (`response_store`).
     """
 
     turns: list[Turn]
@@ -142,6 +144,8 @@ class OpenAIRequest:
     tools: list[dict[str, object]] | None = None
     tool_choice: object = None
     rename: Callable[[str | None], str | None] | None = None
+    previous_response: str | None = None
+    store: bool = False
 
     def param(self, field: str | None) -> str | None:
         """A chat field as the client named it."""

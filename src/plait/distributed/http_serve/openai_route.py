@@ -401,6 +401,19 @@ def _client_tools(agent: Any, body: OpenAIRequest) -> dict[str, object]:
     return kwargs
 
 
+def _release(
+    agent: Any, parked: ParkedRuns, tenant: str, turns: Sequence[Turn], session: SessionId, ephemeral: bool
+) -> None:
+    """After a request without a session: its run parked when it waits on the client's tools, else dropped."""
+    if not ephemeral:
+        return
+    waiting = _client_calls(agent, session)
+    if waiting:  # paused on the client's tools: kept for the conversation that answers them
+        parked.park(tenant, turns, waiting, session)
+    else:
+        agent.reset(session, recursive=True)
+
+
 def openai_routes(
     get_agent: Callable[[], Any],
     limits: ServerLimits | None = None,
@@ -434,7 +447,11 @@ def openai_routes(
         model = {"id": model_name, "object": "model", "created": 0, "owned_by": "plait"}
         return web.json_response({"object": "list", "data": [model]})
 
+    from .response_store import ResponseStore
     from .responses_route import ResponseAnswer, check_responses_request  # it builds on this module
+
+    stored = ResponseStore(get_agent, caps.max_stored_responses)
+    scoped = scope or (lambda request, session: session)
 
     def route(path: str, parse: Parse, make: Callable[[str], Answer]) -> web.RouteDef:
         async def handle(request: web.Request) -> web.StreamResponse:
@@ -458,51 +475,58 @@ def openai_routes(
             )
         completion = make(model_name)
         turns = body.turns
-        if session is not None and scope is not None:
-            session = scope(request, session)
-        ephemeral = session is None
-        tenant = str(scope(request, "openai")) if scope is not None else ""
-        resumed = parked.take(tenant, turns) if ephemeral else None  # a stateless client's tool results
+        if session is not None:
+            session = scoped(request, session)
+        tenant = str(scoped(request, "openai"))
+        kept = body.store and stored.limit > 0 and session is None  # its session stays, for previous_response_id
+        if isinstance(completion, ResponseAnswer):
+            completion.stored, completion.previous = kept, body.previous_response
         try:
             offered = _client_tools(agent, body)
+            session = stored.start(tenant, body, session)  # a stored response's session if it continues one
+            ephemeral = session is None
+            resumed = parked.take(tenant, turns) if ephemeral else None  # a stateless client's tool results
             session, inputs = (resumed, []) if resumed is not None else _opening(agent, turns, session)
         except OpenAIRequestError as exc:
             return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         request[_LOGGED] = f"session={'(none)' if ephemeral else session} user={body.user or '-'}"
         usage.take(session)  # nothing counted before this call belongs to it
         tools.take(session)
-        use = contextlib.nullcontext() if ephemeral or using is None else using(request, session)
+        answered: dict[str, JSONValue] | None = None
+        continued = body.previous_response is not None
+        own = ephemeral or continued  # the store's sessions are not the table's
+        use = contextlib.nullcontext() if own or using is None else using(request, session)
         try:
             with use:
                 call, inputs = _target(agent, session, ephemeral and resumed is None, turns, inputs)
                 kwargs = {"session_id": session, **body.overrides, **(offered if call is agent else {})}
                 if body.stream:
                     observers = (usage, tools)
-                    return await completion.stream(
-                        request, call, inputs, kwargs, observers, body.include_usage, ephemeral
+                    streamed = await completion.stream(
+                        request, call, inputs, kwargs, observers, body.include_usage, ephemeral and not kept
                     )
+                    answered = getattr(completion, "final", None)
+                    return streamed
                 last = None
                 async for chunk in agent_chunks(call, inputs, kwargs):
                     last = chunk
-                _check_pause(last, ephemeral, session)
-                return web.json_response(completion.whole(last, usage.take(session), tools.take(session)))
+                _check_pause(last, ephemeral and not kept, session)
+                answered = completion.whole(last, usage.take(session), tools.take(session))
+                return web.json_response(answered)
         except OpenAIRequestError as exc:
             return _error(400, body.said(str(exc)), "invalid_request_error", body.param(exc.param), exc.code)
         except PlaitError as exc:
             return _error(http_status(exc), str(exc), type(exc).__name__)
         finally:
-            if ephemeral:
-                waiting = _client_calls(agent, session)
-                if waiting:  # paused on the client's tools: kept for the conversation that answers them
-                    parked.park(tenant, turns, waiting, session)
-                else:
-                    agent.reset(session, recursive=True)
-                usage.take(session)
-                tools.take(session)
+            if not stored.finish(tenant, body, session, answered, keep=kept and resumed is None, continued=continued):
+                _release(agent, parked, tenant, turns, session, ephemeral)
+            usage.take(session)  # what a failed call counted (nothing once answered)
+            tools.take(session)
 
     return [
         route("/v1/chat/completions", check_openai_request, _Completion),
         route("/v1/responses", check_responses_request, ResponseAnswer),
+        *stored.routes(lambda request: str(scoped(request, "openai"))),
         web.get("/v1/models", models),
     ]
 

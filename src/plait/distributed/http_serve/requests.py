@@ -73,6 +73,8 @@ class ServerLimits:
         max_sessions_per_tenant: Sessions one tenant (one token) keeps in memory at once
             (None: no cap); beyond it that tenant's least recently used idle session is dropped,
             as after `session_ttl`. Other tenants' sessions are never touched.
+        max_stored_responses: Responses one tenant keeps stored for ``GET /v1/responses/{id}``
+            and ``previous_response_id`` (`response_store`); beyond it its oldest is dropped.
 
     Raises:
         UserError: A cap below 1 or a timeout that is not positive.
@@ -88,6 +90,7 @@ class ServerLimits:
     reserved_connections: int = 8
     session_ttl: float | None = 3600.0
     max_sessions_per_tenant: int | None = None
+    max_stored_responses: int = 2048
 
     def __post_init__(self) -> None:
         caps = (self.max_body_bytes, self.max_messages, self.max_new_tokens, self.max_connections)
@@ -97,6 +100,8 @@ class ServerLimits:
             raise UserError("idle_timeout and header_timeout must be positive (seconds)")
         if self.session_ttl is not None and not self.session_ttl > 0:
             raise UserError("session_ttl must be positive (seconds), or None to keep sessions in memory")
+        if self.max_stored_responses < 0:
+            raise UserError("max_stored_responses must be at least 0 (0: responses are not stored)")
         if self.max_sessions_per_tenant is not None and self.max_sessions_per_tenant < 1:
             raise UserError("max_sessions_per_tenant must be at least 1, or None for no cap")
 

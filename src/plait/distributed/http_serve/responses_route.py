@@ -10,13 +10,15 @@ Read: ``input`` (a string, or items: messages with ``input_text`` / ``output_tex
 ``function_call`` and ``function_call_output`` items; ``reasoning`` items are dropped),
 ``instructions`` (a system message), function ``tools`` and ``tool_choice`` (the client's tools,
 as on the chat route), ``stream``, ``temperature``, ``top_p``, ``max_output_tokens``,
-``text.format`` (``json_schema`` / ``json_object``), ``metadata`` (``session_id``) and ``user``.
-Accepted as no-ops: ``store`` (nothing is stored: responses cannot be fetched later),
-``parallel_tool_calls``, ``truncation``, ``service_tier``, ``prompt_cache_key``,
-``safety_identifier``, ``stream_options``. Refused with a 400 naming the field:
-``previous_response_id`` and ``conversation`` (send the conversation in ``input``, or a
-session), ``reasoning``, ``include``, ``background``, built-in tools (``web_search``...) and any
-field the API does not define. Errors name the Responses fields (``input[2].call_id``).
+``text.format`` (``json_schema`` / ``json_object``), ``metadata`` (``session_id``), ``user``,
+``store`` (default true: the response is kept, ``GET`` / ``DELETE /v1/responses/{id}``) and
+``previous_response_id`` (the request goes on from a stored response of the caller's; not with a
+session): `response_store` keeps them. Accepted as no-ops: ``parallel_tool_calls``,
+``truncation``, ``service_tier``, ``prompt_cache_key``, ``safety_identifier``,
+``stream_options``. Refused with a 400 naming the field: ``conversation`` (send the conversation
+in ``input``, ``previous_response_id`` or a session), ``reasoning``, ``include``, ``background``,
+built-in tools (``web_search``...) and any field the API does not define. Errors name the
+Responses fields (``input[2].call_id``).
 """
 
 from __future__ import annotations
@@ -45,9 +47,8 @@ from .requests import ServerLimits
 __all__ = ["ResponseAnswer", "check_responses_request"]
 
 _COPIED = ("model", "stream", "temperature", "top_p", "metadata", "user", "parallel_tool_calls")
-_IGNORED = frozenset({"store", "truncation", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options"})
+_IGNORED = frozenset({"truncation", "service_tier", "prompt_cache_key", "safety_identifier", "stream_options"})
 _REFUSED = {
-    "previous_response_id": "responses are not stored: send the conversation in 'input' (or a session)",
     "conversation": "conversations are not stored: send the conversation in 'input' (or a session)",
     "reasoning": "the served agent's reasoning is its model's own",
     "include": "the served agent adds nothing to its output",
@@ -56,7 +57,7 @@ _REFUSED = {
     "top_logprobs": "the served agent does not report log probabilities",
     "prompt": "the served agent has its own prompt",
 }
-_READ = ("input", "instructions", "tools", "tool_choice", "text", "max_output_tokens")
+_READ = ("input", "instructions", "tools", "tool_choice", "text", "max_output_tokens", "store", "previous_response_id")
 _PARTS = {"input_text": "text", "output_text": "text"}
 
 
@@ -94,7 +95,13 @@ def check_responses_request(body: object, limits: ServerLimits) -> OpenAIRequest
         rename = partial(_responses_param, where=where)
         said = OpenAIRequest([], False, False, "", None, {}, rename=rename).said(str(exc))
         raise OpenAIRequestError(said, rename(exc.param), exc.code) from None
-    return dataclasses.replace(request, rename=partial(_responses_param, where=where))
+    store, previous = body.get("store", True), body.get("previous_response_id")
+    if store is not None and not isinstance(store, bool):
+        raise OpenAIRequestError("'store' must be a boolean", "store", "invalid_type")
+    if previous is not None and not isinstance(previous, str):
+        raise OpenAIRequestError("'previous_response_id' must be a string", "previous_response_id", "invalid_type")
+    rename = partial(_responses_param, where=where)
+    return dataclasses.replace(request, rename=rename, previous_response=previous, store=store is not False)
 
 
 def _messages(items: object, instructions: object, where: list[str]) -> list[Any]:
@@ -216,6 +223,9 @@ class ResponseAnswer:
         self.created = int(time.time())
         self.model = model
         self.sequence = 0
+        self.stored = False  # whether the response is kept (`response_store`)
+        self.previous: str | None = None  # the stored response it continues
+        self.final: dict[str, JSONValue] | None = None  # the finished response a stream ended with
 
     def response(
         self, status: str, output: list[JSONValue], usage: dict[str, JSONValue] | None = None
@@ -237,7 +247,8 @@ class ResponseAnswer:
             "parallel_tool_calls": True,
             "tool_choice": "auto",
             "tools": [],
-            "store": False,
+            "store": self.stored,
+            "previous_response_id": self.previous,
             "text": {"format": {"type": "text"}},
         }
 
@@ -330,6 +341,7 @@ class ResponseAnswer:
         status = "incomplete" if metered.finish_reason == "length" and not waiting else "completed"
         final = self.response(status, output, _response_usage(metered))
         await response.write(self.event(f"response.{status}", response=final))
+        self.final = final
         await response.write_eof()
         return response
 
