@@ -185,11 +185,9 @@ def test_a_streaming_agent_streams_the_target_answer() -> None:
         assert any(c.content and c.content != chunks[-1].content for c in chunks[:-1])  # pieces before the end
 
 
-def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
+def payer(ran: list[str]) -> Any:
+    """A refunds tool that needs a person's approval; the orders it paid go into `ran`."""
     from plait.actions import tool_api
-    from plait.schema import AgentStatusCode
-
-    ran: list[str] = []
 
     @tool_api(requires_approval=True)
     def pay(order: str) -> str:
@@ -201,6 +199,14 @@ def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(
         ran.append(order)
         return f"paid {order}"
 
+    return pay
+
+
+def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
+    from plait.schema import AgentStatusCode
+
+    ran: list[str] = []
+    pay = payer(ran)
     refunds = fc(mode)(
         scripted_llm([calls(("p1", "pay", '{"order": "7"}')), "Paid back 7.", "Bye."], mode), [pay], name="refunds"
     )
@@ -219,22 +225,11 @@ def test_an_approval_inside_the_target_pauses_the_front_agent_and_resumes_there(
 
 def test_a_pause_in_a_later_sticky_turn_pauses_the_front_agent_and_resumes_there(mode: str) -> None:
     """A later turn is handed on by a transfer the agent plans itself: the same pause and resume, no model call."""
-    from plait.actions import tool_api
     from plait.events import ApprovalNeeded, ToolCallStarted
     from plait.schema import AgentStatusCode
 
     ran: list[str] = []
-
-    @tool_api(requires_approval=True)
-    def pay(order: str) -> str:
-        """Pay an order back.
-
-        Args:
-            order: The order number.
-        """
-        ran.append(order)
-        return f"paid {order}"
-
+    pay = payer(ran)
     back = ["Which order?", calls(("p1", "pay", '{"order": "7"}')), "Paid back 7."]
     refunds = fc(mode)(scripted_llm(back, mode), [pay], name="refunds")
     triage = fc(mode)(scripted_llm([transfer()], mode), [lookup], name="triage", handoffs=[refunds])

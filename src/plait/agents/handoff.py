@@ -136,15 +136,16 @@ class HandoffTool(BaseAction, register=False):
         session = 0 if session_id is None else session_id
         target = self.handoff.agent
         run = target.run_state(session)
-        messages = self.owner._memory.get_memory(session) if self.owner._memory is not None else []
-        start, end = _this_turn(messages)
         if call_id is not None and run is not None and run.pending and not run.waiting:
             reply: AgentMessage = yield AgentCall(target, (), session, resume=True, tool_call=call_id)
-        elif active(self.owner, messages[:start]) is self.handoff:  # the session is with the target: hand on
-            reply = yield AgentCall(target, tuple(normalize_inputs(messages[start:end])), session, tool_call=call_id)
         else:
-            told = yield from history_flow(self.owner, self.handoff, session)
-            target.reset(session, recursive=True)  # the target starts from what its history policy shows it
+            messages = self.owner._memory.get_memory(session) if self.owner._memory is not None else []
+            start, end = _this_turn(messages)
+            if active(self.owner, messages[:start]) is self.handoff:  # the session is with the target: hand on
+                told = normalize_inputs(messages[start:end])
+            else:
+                told = yield from history_flow(self.owner, self.handoff, session)
+                target.reset(session, recursive=True)  # the target starts from what its history policy shows it
             reply = yield AgentCall(target, tuple(told), session, tool_call=call_id)
         if reply.stream_state == AgentStatusCode.INTERRUPTED:
             return paused_return({}, self.name, session, reply)
